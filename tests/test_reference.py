@@ -89,7 +89,7 @@ def test_hand_backward_matches_autograd(gate, l2norm):
 
 
 @pytest.mark.parametrize("op", ["kda", "gdn"])
-@pytest.mark.parametrize("chunk,shape", itertools.product([32, 64], ["varlen_empty_and_len1", "K_ne_V"]))
+@pytest.mark.parametrize("chunk,shape", list(itertools.product([32, 64], ["varlen_empty_and_len1", "K_ne_V"])))
 def test_hand_backward_varlen_and_chunk_sizes(op, chunk, shape):
     seed((op, chunk, shape))
     opt = Options(op=op, use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
