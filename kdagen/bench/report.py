@@ -1,0 +1,168 @@
+"""Markdown from a result dict, comparison of two runs, and merging of partial runs.
+
+Everything here reads the JSON-shaped dict only, so a saved run renders the same as a fresh one.
+"""
+from __future__ import annotations
+
+from .libraries import NAMES, TITLES
+from .timing import agreement
+
+ACCURACY_COLUMNS = {"o": "o", "ht": "ht", "q": "dq", "k": "dk", "v": "dv", "g": "dg", "beta": "dβ",
+                    "A_log": "dA_log", "dt_bias": "ddt_bias", "initial_state": "dh0"}
+
+
+class Notes:
+    """Numbered footnotes: one number per distinct reason."""
+
+    def __init__(self):
+        self.reasons: list[str] = []
+
+    def ref(self, reason: str) -> str:
+        if reason not in self.reasons:
+            self.reasons.append(reason)
+        return f"[{self.reasons.index(reason) + 1}]"
+
+    def lines(self) -> list[str]:
+        return [f"{i}. {r}" for i, r in enumerate(self.reasons, 1)]
+
+
+def _table(header: list[str], rows: list[list[str]], right_from: int) -> list[str]:
+    align = ["---" if i < right_from else "---:" for i in range(len(header))]
+    return ["| " + " | ".join(r) + " |" for r in [header, align, *rows]]
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _rel(x) -> str:
+    if x is None:
+        return "—"
+    return "nan" if x != x else f"{x:.2e}"
+
+
+def _key(case: dict) -> tuple:
+    return case["op"], case["mode"], case["shape_name"]
+
+
+def _time_cell(c: dict, notes: Notes) -> str:
+    if c["status"] != "ok":
+        return f"n/a {notes.ref(c['reason'])}"
+    flag = "" if c.get("repeat_agreement", {"agree": True})["agree"] else " ⚠"
+    return f"{c['ms']:.3f} ({_pct(c['spread'])}){flag}"
+
+
+def header_lines(result: dict) -> list[str]:
+    env, st = result["env"], result["settings"]
+    versions = env.get("versions", {})
+    lines = [f"## kdagen vs flash-linear-attention on {env['device']} ({env['date']})", "",
+             " · ".join(f"{k} {v}" for k, v in [("torch", env.get("torch")), ("CUDA", env.get("cuda")),
+                                                 ("Triton", env.get("triton")), ("FLA", versions.get("fla")),
+                                                 ("kdagen", versions.get("kdagen")), ("python", env.get("python"))]
+                        if v), ""]
+    for c in result["ceilings"]:
+        lines.append(f"Ceilings measured in this run: device copy {c['copy']['bytes_per_s'] / 1e12:.3f} TB/s "
+                     f"(spread {_pct(c['copy']['spread'])}), bf16 matmul {c['matmul']['flops_per_s'] / 1e12:.1f} "
+                     f"TFLOP/s (spread {_pct(c['matmul']['spread'])}).")
+    lines += ["", f"Timing: {result['timer']}; median of {st['iters']} calls after {st['warmup']} warm-up, "
+              f"cycling over {st['input_sets']} input sets, {st['repeats']} repeats. "
+              "In brackets, the spread: interquartile range / median; ⚠ marks a cell whose repeats "
+              "disagree beyond it. FLA / kdagen > 1 means kdagen is faster. Floor: max(FLOPs / matmul rate, "
+              f"compulsory bytes / copy bandwidth), model at C = {st['chunk']} (benchmarks/README.md).", ""]
+    return lines
+
+
+def timing_table(result: dict, notes: Notes) -> list[str]:
+    header = ["op", "mode", "shape", *(f"{TITLES[n]} ms" for n in NAMES), "FLA / kdagen",
+              *(f"{TITLES[n]} % of floor" for n in NAMES), "floor ms"]
+    rows = []
+    for case in result["cases"]:
+        r = case["results"]
+        ok = {n: r[n]["status"] == "ok" for n in NAMES}
+        ratio = f"{r['fla']['ms'] / r['kdagen']['ms']:.2f}×" if all(ok.values()) else "n/a"
+        rows.append([case["label"], case["mode"], case["shape_name"], *(_time_cell(r[n], notes) for n in NAMES),
+                     ratio, *(_pct(r[n]["floor_share"]) if ok[n] else "n/a" for n in NAMES),
+                     f"{case['work']['floor_ms']:.3f}"])
+    return _table(header, rows, right_from=3)
+
+
+def repeat_lines(result: dict) -> list[str]:
+    """Point 2 within one run: do the repeats of every cell agree within the spread?"""
+    checked = [(case, n, case["results"][n]["repeat_agreement"]) for case in result["cases"] for n in NAMES
+               if "repeat_agreement" in case["results"][n]]
+    if not checked:
+        return ["Repeat agreement: no cell was measured more than once."]
+    bad = [(case, n, a) for case, n, a in checked if not a["agree"]]
+    worst = max(checked, key=lambda t: t[2]["rel_diff"])
+    lines = [f"Repeat agreement: {len(checked) - len(bad)}/{len(checked)} cells agree within their spread "
+             f"(largest difference between repeats {_pct(worst[2]['rel_diff'])} of the median, "
+             f"{worst[1]} {' '.join(_key(worst[0]))}, spread {_pct(worst[2]['allowed'])})."]
+    lines += [f"- ⚠ {n} {' '.join(_key(case))}: repeats differ by {_pct(a['rel_diff'])} > spread {_pct(a['allowed'])}"
+              for case, n, a in bad]
+    return lines
+
+
+def accuracy_table(result: dict, notes: Notes) -> list[str]:
+    header = ["op", "shape", "library", *ACCURACY_COLUMNS.values(), "note"]
+    rows = []
+    for entry in result["accuracy"]:
+        for n in NAMES:
+            r = entry["results"][n]
+            errs = r["errors"]
+            rows.append([entry["label"], entry["shape_name"], TITLES[n],
+                         *(_rel(errs.get(k)) for k in ACCURACY_COLUMNS),
+                         notes.ref(r["note"]) if r["note"] else ""])
+    return _table(header, rows, right_from=3)
+
+
+def markdown(result: dict) -> str:
+    notes = Notes()
+    lines = header_lines(result)
+    if not result.get("complete", True):
+        lines += ["**Partial run**: it stopped before the end; the cases below are those it finished.", ""]
+    lines += ["### Timings (ms)", "", *timing_table(result, notes), "", *repeat_lines(result), ""]
+    if result["accuracy"]:
+        lines += ["### Accuracy against float64 (relative L2)", "", *accuracy_table(result, notes), ""]
+    if notes.reasons:
+        lines += ["Notes:", "", *notes.lines(), ""]
+    return "\n".join(lines)
+
+
+def compare(a: dict, b: dict) -> list[dict]:
+    """Cells measured in both runs, and whether their medians agree within the larger spread."""
+    cases_b = {_key(c): c for c in b["cases"]}
+    rows = []
+    for case in a["cases"]:
+        other = cases_b.get(_key(case))
+        for n in NAMES:
+            if other is None or case["results"][n]["status"] != "ok" or other["results"][n]["status"] != "ok":
+                continue
+            x, y = case["results"][n], other["results"][n]
+            verdict = agreement([{"median": c["ms"], "spread": c["spread"]} for c in (x, y)])
+            rows.append({"key": _key(case), "library": n, "ms": (x["ms"], y["ms"]), **verdict})
+    return rows
+
+
+def compare_markdown(rows: list[dict], names: tuple[str, str]) -> str:
+    header = ["op", "mode", "shape", "library", f"{names[0]} ms", f"{names[1]} ms", "difference", "spread", "agree"]
+    body = [[*r["key"], TITLES[r["library"]], f"{r['ms'][0]:.3f}", f"{r['ms'][1]:.3f}", _pct(r["rel_diff"]),
+             _pct(r["allowed"]), "yes" if r["agree"] else "NO"] for r in rows]
+    agree = sum(r["agree"] for r in rows)
+    verdict = (f"{agree}/{len(rows)} cells of the two runs agree within the spread the harness reports "
+               "(difference of medians / mean ≤ the larger interquartile range / median).")
+    return "\n".join([*_table(header, body, right_from=4), "", verdict])
+
+
+def merge(results: list[dict]) -> dict:
+    """Several partial runs on one GPU as one result; a later run's cell replaces an earlier one's."""
+    devices = {r["env"]["device"] for r in results}
+    if len(devices) > 1:
+        raise ValueError(f"cannot merge runs from different devices: {sorted(devices)}")
+    cases, acc = {}, {}
+    for r in results:
+        cases.update({_key(c): c for c in r["cases"]})
+        acc.update({(e["op"], e["shape_name"]): e for e in r["accuracy"]})
+    first = results[0]
+    return {**first, "complete": all(r.get("complete", True) for r in results),
+            "ceilings": [c for r in results for c in r["ceilings"]], "cases": list(cases.values()),
+            "accuracy": list(acc.values())}
