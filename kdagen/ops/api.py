@@ -1,0 +1,171 @@
+"""The public ops, with flash-linear-attention 0.6.0's exact signatures.
+
+`resolve` is the one place where FLA's options become a `kdagen.reference.Options` (the math)
+plus the few settings that only steer the kernels. Options FLA accepts are handled so:
+- same math, only a hint → accepted: `chunk_size` (kdagen always tiles by 16; validated as FLA does),
+  `disable_recompute` (kdagen's backward recomputes from its forward workspace either way),
+  `safe_gate` (with the in-kernel gate: lower_bound is checked to lie in [-5, 0) as FLA does; with a
+  precomputed g: the caller's promise that g ∈ [lower_bound, 0), passed on as `Call.gate_bound`),
+  `cu_seqlens_cpu` (a host copy of cu_seqlens that spares a sync; trusted, as in FLA),
+  `chunk_indices` (FLA's chunk list for its own chunk size; kdagen builds its own);
+- different outputs or semantics → NotImplementedError naming the option: `cp_context`,
+  `return_intermediate_states`, `use_graph` / `max_num_seqs` (CUDA-graph capture: needs no host sync);
+- meaningless here (nothing would read it) → ValueError, so nothing is silently ignored:
+  `A_log` / `dt_bias` without `use_gate_in_kernel`, `lower_bound` without the in-kernel gate or safe_gate,
+  and GDN's `head_first` (removed from FLA, which raises on it too);
+- anything else in **kwargs → TypeError naming it.
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from ..reference import Options
+from .validate import validate
+
+KDA_CHUNK_SIZES = (32, 64)
+GDN_CHUNK_SIZES = (16, 32, 64)
+SAFE_GATE_RANGE = (-5.0, 0.0)        # FLA: lower_bound in [-5, 0) with safe_gate and the in-kernel gate
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call's settings: the math (`opt`) and what only steers the kernels."""
+    opt: Options
+    output_final_state: bool
+    chunk_size: int                  # FLA's requested tile; kdagen's planner picks its own
+    gate_bound: float | None         # safe_gate's promise: precomputed g lies in [gate_bound, 0)
+    tensors: dict = field(default_factory=dict, compare=False)   # A_log, dt_bias, initial_state, cu_seqlens[_cpu]
+
+
+def _pop_kwargs(op: str, kwargs: dict, state_v_first: bool) -> tuple[dict, bool]:
+    """The **kwargs FLA reads, checked; returns (them by name, state_v_first after the deprecated alias)."""
+    kwargs = dict(kwargs)
+    if "transpose_state_layout" in kwargs:
+        if state_v_first:
+            raise ValueError("pass either state_v_first or the deprecated transpose_state_layout, not both")
+        warnings.warn("transpose_state_layout is deprecated; use state_v_first", DeprecationWarning, stacklevel=4)
+        state_v_first = bool(kwargs.pop("transpose_state_layout"))
+    if op == "gdn" and "head_first" in kwargs:
+        raise ValueError("head_first was removed from FLA; pass q, k, v as [B, T, H, D] and drop head_first")
+    read = {"A_log": None, "dt_bias": None, "chunk_size": 64}
+    if op == "gdn":
+        read["use_gate_in_kernel"] = False
+    found = {name: kwargs.pop(name, default) for name, default in read.items()}
+    if kwargs:
+        fn = "chunk_kda" if op == "kda" else "chunk_gated_delta_rule"
+        raise TypeError(f"{fn}() got unexpected keyword argument(s) {sorted(kwargs)}; "
+                        f"**kwargs may hold only {sorted([*read, 'transpose_state_layout'])}")
+    return found, state_v_first
+
+
+def _unsupported(p: dict) -> None:
+    if p.get("cp_context") is not None:
+        raise NotImplementedError("cp_context (context parallelism) is not supported by kdagen")
+    if p.get("return_intermediate_states"):
+        raise NotImplementedError("return_intermediate_states=True is not supported by kdagen")
+    if p.get("use_graph"):
+        raise NotImplementedError("use_graph=True (static-shape varlen for CUDA graphs) is not supported by kdagen")
+    if p.get("max_num_seqs") is not None:
+        raise NotImplementedError("max_num_seqs belongs to use_graph=True, which kdagen does not support")
+
+
+def resolve(op: str, params: dict) -> Call:
+    """A call's parameters by name (q … beta excluded or ignored, `kwargs` the **kwargs dict) → Call."""
+    p = dict(params)
+    _unsupported(p)
+    kw, state_v_first = _pop_kwargs(op, p.pop("kwargs", {}), p.get("state_v_first", False))
+    use_gate = p["use_gate_in_kernel"] if op == "kda" else kw["use_gate_in_kernel"]
+    lower_bound, safe_gate = p.get("lower_bound"), p.get("safe_gate", False)
+    sizes = KDA_CHUNK_SIZES if op == "kda" else GDN_CHUNK_SIZES
+    if kw["chunk_size"] not in sizes:
+        raise ValueError(f"chunk_size must be one of {sizes} for {op.upper()}, got {kw['chunk_size']!r}")
+    if p["allow_neg_eigval"] and not p["use_beta_sigmoid_in_kernel"]:
+        raise ValueError("allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True")
+    if use_gate:
+        if kw["A_log"] is None and lower_bound is None:
+            raise ValueError("A_log must be given (in **kwargs) when use_gate_in_kernel=True"
+                             + (" and lower_bound is not set" if op == "kda" else ""))
+    else:
+        for name in ("A_log", "dt_bias"):
+            if kw[name] is not None:
+                raise ValueError(f"{name} is only used with use_gate_in_kernel=True; it would be ignored here")
+    if safe_gate and use_gate:
+        lo, hi = SAFE_GATE_RANGE
+        if lower_bound is None or not lo <= lower_bound < hi:
+            raise ValueError(f"safe_gate=True with use_gate_in_kernel=True needs lower_bound in [{lo}, {hi}), "
+                             f"got {lower_bound}")
+    if lower_bound is not None and not (use_gate or safe_gate):
+        raise ValueError("lower_bound only acts with use_gate_in_kernel=True or safe_gate=True; it would be ignored")
+    if not isinstance(p["output_final_state"], bool):
+        raise TypeError(f"output_final_state must be a bool, got {type(p['output_final_state']).__name__}")
+    opt = Options(op=op, scale=p["scale"], use_qk_l2norm_in_kernel=bool(p["use_qk_l2norm_in_kernel"]),
+                  use_gate_in_kernel=bool(use_gate), use_beta_sigmoid_in_kernel=bool(p["use_beta_sigmoid_in_kernel"]),
+                  allow_neg_eigval=bool(p["allow_neg_eigval"]),
+                  lower_bound=lower_bound if use_gate else None, state_v_first=bool(state_v_first))
+    tensors = {"A_log": kw["A_log"], "dt_bias": kw["dt_bias"], "initial_state": p["initial_state"],
+               "cu_seqlens": p["cu_seqlens"], "cu_seqlens_cpu": p["cu_seqlens_cpu"]}
+    gate_bound = float(lower_bound) if safe_gate and not use_gate and lower_bound is not None else None
+    return Call(opt, p["output_final_state"], kw["chunk_size"], gate_bound, tensors)
+
+
+def make_call(op: str, **options) -> Call:
+    """The Call for `chunk_kda(q, k, v, g, beta, **options)` ("kda") or `chunk_gated_delta_rule` ("gdn"),
+    under the same rules as the call itself; tensors among the options land in `Call.tensors`."""
+    fn = {"kda": chunk_kda, "gdn": chunk_gated_delta_rule}[op]
+    names = inspect.signature(fn).parameters
+    params = {n: p.default for n, p in names.items() if p.default is not inspect.Parameter.empty}
+    params["kwargs"] = {}
+    for name, value in options.items():
+        (params if name in names and name != "kwargs" else params["kwargs"])[name] = value
+    return resolve(op, params)
+
+
+def reference_options(op: str, **options) -> Options:
+    """The float64 reference's Options for a call with these keyword arguments (for the GPU tests)."""
+    return make_call(op, **options).opt
+
+
+def _run(call: Call, q, k, v, g, beta):
+    from .autograd import apply
+    t = call.tensors
+    dims, seqlens = validate(call.opt.op, q, k, v, g, beta, A_log=t["A_log"], dt_bias=t["dt_bias"],
+                             initial_state=t["initial_state"], cu_seqlens=t["cu_seqlens"],
+                             cu_seqlens_cpu=t["cu_seqlens_cpu"], state_v_first=call.opt.state_v_first,
+                             scale=call.opt.scale)
+    return apply(call, dims, seqlens, q, k, v, g, beta)
+
+
+@torch.compiler.disable
+def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+              use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+              allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
+              return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
+              cp_context=None, use_graph=False, max_num_seqs=None, **kwargs):
+    """KDA (per-channel decay) chunked delta rule, as `fla.ops.kda.chunk_kda` 0.6.0.
+
+    q, k [B,T,H,K]; v [B,T,HV,V]; g [B,T,HV,K] (log decay, or the raw gate input with
+    use_gate_in_kernel, then A_log [HV] and dt_bias [HV*K] in **kwargs); beta [B,T,HV];
+    initial_state fp32 [N,HV,K,V] ([N,HV,V,K] with state_v_first). Returns (o [B,T,HV,V], final_state
+    or None). Differentiable in every tensor input. See the module docstring for the options.
+    """
+    return _run(resolve("kda", locals()), q, k, v, g, beta)
+
+
+@torch.compiler.disable
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                           use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+                           allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
+                           chunk_indices=None, cp_context=None, **kwargs):
+    """Gated delta rule (one decay per head), as `fla.ops.gated_delta_rule.chunk_gated_delta_rule` 0.6.0.
+
+    As chunk_kda but g is [B,T,HV]; the in-kernel gate (−e^{A_log}·softplus(g + dt_bias)) is
+    switched on by use_gate_in_kernel=True in **kwargs, with A_log [HV] and dt_bias [HV].
+    """
+    return _run(resolve("gdn", locals()), q, k, v, g, beta)
+
+
+chunk_gdn = chunk_gated_delta_rule

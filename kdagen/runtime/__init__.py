@@ -1,0 +1,23 @@
+"""Arch detection, NVRTC compilation, the on-disk cubin cache and launches on torch's stream.
+
+The contract the ops code against:
+- `detect_arch(device=None) -> "sm_90a" | "sm_80"` (KDAGEN_ARCH overrides);
+- `compile_cubin(source, name, arch, options=()) -> bytes`;
+- `load_module(uri, source, arch=None, *, options=(), device=None) -> Module`, memoised per process and
+  cached on disk (a GPU that cannot run the arch's cubin gets PTX, compiled by the driver);
+- `Module.launch(kernel_name, grid, block, args, smem_bytes=0)` on torch.cuda.current_stream(), with
+  args: tensors (device pointers), None (nullptr), int (int32), `i64(x)`, `f32(x)`.
+The runtime never renders: it takes CUDA text from kdagen.codegen. Environment: see `env`.
+"""
+from .arch import UnsupportedArchError, arch_for_capability, detect_arch, image_kind, normalize_arch
+from .cache import JitDisabledError
+from .env import cache_dir
+from .launch import Module, f32, i64
+from .loader import fetch_image, forget_modules, load_module, versions
+from .nvrtc import CompileError, ToolkitNotFoundError, compile_cubin, compile_source, cuda_include_dir
+
+__all__ = [
+    "CompileError", "JitDisabledError", "Module", "ToolkitNotFoundError", "UnsupportedArchError",
+    "arch_for_capability", "cache_dir", "compile_cubin", "compile_source", "cuda_include_dir", "detect_arch",
+    "f32", "fetch_image", "forget_modules", "i64", "image_kind", "load_module", "normalize_arch", "versions",
+]

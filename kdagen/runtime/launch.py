@@ -1,0 +1,153 @@
+"""Kernel arguments and launches through the CUDA driver, on torch's current stream.
+
+Arguments are packed by hand into the driver's `void*[]` because the C signature is fixed and
+CuPy's launcher does no type checking: a Python int would silently become a 64-bit value where the
+kernel reads 32 bits.
+"""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import torch
+
+_INT32 = (-(2 ** 31), 2 ** 31 - 1)
+_SMEM_DEFAULT_LIMIT = 48 * 1024     # above this the kernel must opt in to dynamic shared memory
+
+
+@dataclass(frozen=True)
+class i64:
+    """A kernel argument declared `long long` / `int64_t`."""
+    value: int
+
+
+@dataclass(frozen=True)
+class f32:
+    """A kernel argument declared `float` (Python floats are doubles; kernels never take those)."""
+    value: float
+
+
+def c_value(arg, position: int):
+    """The ctypes value the kernel's parameter at `position` receives; errors name the position."""
+    if isinstance(arg, torch.Tensor):
+        if arg.device.type != "cuda":
+            raise ValueError(f"kernel argument {position} is a tensor on {arg.device}, not on a CUDA device")
+        return ctypes.c_void_p(arg.data_ptr())
+    if arg is None:
+        return ctypes.c_void_p(None)           # an absent optional tensor: the kernel sees nullptr
+    if isinstance(arg, i64):
+        return ctypes.c_int64(int(arg.value))
+    if isinstance(arg, f32):
+        return ctypes.c_float(float(arg.value))
+    if isinstance(arg, bool):
+        raise TypeError(f"kernel argument {position} is a bool; pass int(flag) for an int parameter")
+    if isinstance(arg, int):
+        if not _INT32[0] <= arg <= _INT32[1]:
+            raise OverflowError(f"kernel argument {position} = {arg} does not fit in int32; wrap it in runtime.i64")
+        return ctypes.c_int32(arg)
+    if isinstance(arg, float):
+        raise TypeError(f"kernel argument {position} is a Python float; wrap it in runtime.f32")
+    raise TypeError(f"kernel argument {position} has unsupported type {type(arg).__name__}")
+
+
+def pack_args(args) -> tuple[ctypes.Array, list]:
+    """(the void*[] the driver reads, the values it points to — keep both alive until the launch returns)."""
+    values = [c_value(a, i) for i, a in enumerate(args)]
+    pointers = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
+    return pointers, values
+
+
+def dim3(dims, what: str) -> tuple[int, int, int]:
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if not 1 <= len(dims) <= 3 or not all(isinstance(d, int) and d >= 0 for d in dims):
+        raise ValueError(f"{what} must be up to three non-negative ints, got {dims!r}")
+    return dims + (1,) * (3 - len(dims))
+
+
+def args_device(args) -> torch.device | None:
+    """The one CUDA device the tensor arguments live on (None when there are none)."""
+    devices = {a.device for a in args if isinstance(a, torch.Tensor)}
+    if len(devices) > 1:
+        raise ValueError(f"kernel arguments are on several devices: {sorted(map(str, devices))}")
+    return devices.pop() if devices else None
+
+
+def _driver():
+    from cupy.cuda import driver
+    return driver
+
+
+def _ensure_context(index: int) -> None:
+    """Make device `index`'s primary context current on this thread (shared with torch) for driver calls.
+
+    torch skips cudaSetDevice when the device already is its current one, so a thread that has not run
+    CUDA work yet has no current context; cudaSetDevice (CUDA >= 12) makes the primary one current.
+    """
+    driver = _driver()
+    if driver.ctxGetCurrent() == 0 or driver.ctxGetDevice() != index:
+        from cupy.cuda import runtime as cudart
+        cudart.setDevice(index)
+
+
+class Module:
+    """A compiled image, loaded lazily into each device's context where it is launched.
+
+    `launch` runs on torch.cuda.current_stream() of the arguments' device, so it orders correctly
+    with the torch work around it (never the NULL stream, never a CuPy stream).
+    """
+
+    def __init__(self, uri: str, arch: str, image: bytes, kind: str):
+        self.uri, self.arch, self.image, self.kind = uri, arch, image, kind
+        self._loaded = {}        # device index → cupy Module (owns the CUmodule)
+        self._functions = {}     # (device index, name) → cupy Function
+        self._smem_set = {}      # (device index, name) → dynamic smem bytes opted in
+
+    def __repr__(self):
+        return f"Module({self.uri!r}, {self.arch}, {self.kind}, {len(self.image)} bytes)"
+
+    def function(self, name: str, device_index: int):
+        fn = self._functions.get((device_index, name))
+        if fn is not None:
+            return fn
+        from cupy.cuda import function
+        if device_index not in self._loaded:
+            with torch.cuda.device(device_index):
+                _ensure_context(device_index)
+                mod = function.Module()
+                mod.load(self.image + b"\0" if self.kind == "ptx" else self.image)
+            self._loaded[device_index] = mod
+        try:
+            fn = self._loaded[device_index].get_function(name)
+        except _driver().CUDADriverError as e:
+            raise KeyError(f"kernel {name!r} not found in module {self.uri} ({e}); "
+                           f"kernels must be declared extern \"C\" __global__") from None
+        self._functions[(device_index, name)] = fn
+        return fn
+
+    def launch(self, kernel_name: str, grid, block, args, smem_bytes: int = 0) -> None:
+        grid, block = dim3(grid, "grid"), dim3(block, "block")
+        if 0 in block:
+            raise ValueError(f"block {block} of {kernel_name} has a zero dimension")
+        if 0 in grid:
+            return                              # nothing to do (e.g. no tokens); CUDA rejects empty grids
+        device = args_device(args)
+        index = torch.cuda.current_device() if device is None else device.index
+        fn, driver = self.function(kernel_name, index), _driver()
+        pointers, _keep = pack_args(args)
+        with torch.cuda.device(index):
+            _ensure_context(index)
+            if smem_bytes > _SMEM_DEFAULT_LIMIT and self._smem_set.get((index, kernel_name), 0) < smem_bytes:
+                driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes)
+                self._smem_set[(index, kernel_name)] = smem_bytes
+            stream = torch.cuda.current_stream(index).cuda_stream
+            driver.launchKernel(fn.ptr, *grid, *block, smem_bytes, stream, ctypes.addressof(pointers), 0)
+
+    def attributes(self, kernel_name: str, device_index: int | None = None) -> dict:
+        """Registers, local (spill) memory and static shared memory per thread block, as the driver reports."""
+        index = torch.cuda.current_device() if device_index is None else device_index
+        fn, driver = self.function(kernel_name, index), _driver()
+        names = {"num_regs": driver.CU_FUNC_ATTRIBUTE_NUM_REGS,
+                 "local_size_bytes": driver.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                 "shared_size_bytes": driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                 "max_threads_per_block": driver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}
+        return {k: driver.funcGetAttribute(a, fn.ptr) for k, a in names.items()}

@@ -1,0 +1,71 @@
+"""load_module: a kernel module by URI, from this process's memo, the disk cache, or NVRTC, in that order."""
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from pathlib import Path
+
+import torch
+
+from . import cache, env
+from .arch import capability, detect_arch, image_kind, normalize_arch
+from .launch import Module
+from .nvrtc import compile_source, compiler_version
+
+_URI = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_memo: dict[tuple, Module] = {}
+_memo_lock = threading.Lock()
+
+
+@functools.cache
+def versions() -> dict:
+    """The tools an image depends on besides its source; all of them are in every cache key."""
+    import cupy
+
+    from .. import __version__
+    return {"kdagen": __version__, "compiler": compiler_version(), "cupy": cupy.__version__}
+
+
+def check_uri(uri: str) -> str:
+    if not isinstance(uri, str) or not _URI.match(uri) or ".." in uri:
+        raise ValueError(f"uri {uri!r} must be a file-name-safe string (letters, digits, '_', '-', '.')")
+    return uri
+
+
+def target_kind(arch: str, device=None) -> str:
+    """cubin, or PTX for a GPU that cannot run the arch's cubin; cubin when compiling without a GPU."""
+    return image_kind(arch, capability(device)) if torch.cuda.is_available() else "cubin"
+
+
+def fetch_image(uri: str, source: str, arch: str, kind: str = "cubin", options=(),
+                rebuild: bool = False) -> tuple[bytes, str, Path]:
+    """(image, 'disk' | 'built', cache path) for one translation unit; `rebuild` times a cold compile."""
+    check_uri(uri)
+    key = cache.entry_key(source, arch, kind, options, versions())
+    path = cache.Entry(arch, uri, key, kind).path(env.cache_dir())
+    image, how = cache.fetch(path, lambda: compile_source(source, f"{uri}.cu", arch, kind, options),
+                             rebuild=rebuild)
+    if how == "disk":
+        env.note(f"{uri} ({arch}) read from {path}")
+    return image, how, path
+
+
+def load_module(uri: str, source: str, arch: str | None = None, *, options=(), device=None) -> Module:
+    """The Module for `source` compiled for `arch` (default: detect_arch(device)), compiled at most once per
+    process and once per cache directory."""
+    arch = detect_arch(device) if arch is None else normalize_arch(arch)
+    kind = target_kind(arch, device)
+    memo_key = (check_uri(uri), arch, kind, tuple(options), source)   # str hashes are cached: cheap per call
+    module = _memo.get(memo_key)
+    if module is None:
+        image, _, _ = fetch_image(uri, source, arch, kind, options)
+        with _memo_lock:
+            module = _memo.setdefault(memo_key, Module(uri, arch, image, kind))
+    return module
+
+
+def forget_modules() -> None:
+    """Drop this process's memo, as a new process would start (tests)."""
+    with _memo_lock:
+        _memo.clear()

@@ -1,0 +1,76 @@
+"""kdagen's public ops have flash-linear-attention 0.6.0's exact signatures (names, order, kinds, defaults).
+
+The FLA signatures are written out here (from fla_core-0.6.0: fla/ops/kda/chunk.py and
+fla/ops/gated_delta_rule/chunk.py; spec/kda_math.md §1.1) so the test runs without FLA; when FLA
+is importable the test also compares against the installed functions.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+import kdagen
+from kdagen.ops import autograd
+
+P, KW, NO = "POSITIONAL_OR_KEYWORD", "VAR_KEYWORD", inspect.Parameter.empty   # NO: no default
+
+FLA_CHUNK_KDA = [
+    ("q", P, NO), ("k", P, NO), ("v", P, NO), ("g", P, NO), ("beta", P, NO),
+    ("scale", P, None), ("initial_state", P, None), ("output_final_state", P, False),
+    ("use_qk_l2norm_in_kernel", P, False), ("use_gate_in_kernel", P, False),
+    ("use_beta_sigmoid_in_kernel", P, False), ("allow_neg_eigval", P, False), ("safe_gate", P, False),
+    ("lower_bound", P, None), ("disable_recompute", P, False), ("return_intermediate_states", P, False),
+    ("state_v_first", P, False), ("cu_seqlens", P, None), ("cu_seqlens_cpu", P, None), ("cp_context", P, None),
+    ("use_graph", P, False), ("max_num_seqs", P, None), ("kwargs", KW, NO),
+]
+
+FLA_CHUNK_GATED_DELTA_RULE = [
+    ("q", P, NO), ("k", P, NO), ("v", P, NO), ("g", P, NO), ("beta", P, NO),
+    ("scale", P, None), ("initial_state", P, None), ("output_final_state", P, False),
+    ("use_qk_l2norm_in_kernel", P, False), ("use_beta_sigmoid_in_kernel", P, False),
+    ("allow_neg_eigval", P, False), ("state_v_first", P, False), ("cu_seqlens", P, None),
+    ("cu_seqlens_cpu", P, None), ("chunk_indices", P, None), ("cp_context", P, None), ("kwargs", KW, NO),
+]
+
+
+def described(fn) -> list[tuple]:
+    return [(p.name, p.kind.name, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+@pytest.mark.parametrize("fn, expected", [(kdagen.chunk_kda, FLA_CHUNK_KDA),
+                                          (kdagen.chunk_gated_delta_rule, FLA_CHUNK_GATED_DELTA_RULE)],
+                         ids=["chunk_kda", "chunk_gated_delta_rule"])
+def test_signature_matches_fla_060(fn, expected):
+    assert described(fn) == expected
+
+
+def test_gdn_alias():
+    assert kdagen.chunk_gdn is kdagen.chunk_gated_delta_rule
+
+
+def test_same_as_installed_fla_when_present():
+    kda = pytest.importorskip("fla.ops.kda", reason="flash-linear-attention is not installed")
+    gdn = pytest.importorskip("fla.ops.gated_delta_rule")
+    assert described(kdagen.chunk_kda) == described(kda.chunk_kda)
+    assert described(kdagen.chunk_gated_delta_rule) == described(gdn.chunk_gated_delta_rule)
+
+
+def _method_args(tree: ast.Module, cls: str, method: str) -> list[str]:
+    klass = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    fn = next(n for n in klass.body if isinstance(n, ast.FunctionDef) and n.name == method)
+    return [a.arg for a in fn.args.args]
+
+
+def test_backward_returns_one_gradient_per_forward_input():
+    """FlashQLA's habit: read the Function's source, count forward inputs, and check backward's arity at run time
+    against GRAD_INPUTS, the names the backward fills."""
+    tree = ast.parse(Path(autograd.__file__).read_text())
+    inputs = _method_args(tree, "ChunkDeltaRuleFunction", "forward")[1:]          # without ctx
+    leading = inputs[:len(inputs) - len(autograd.GRAD_INPUTS)]
+    assert tuple(inputs[len(leading):]) == autograd.GRAD_INPUTS
+    assert leading == ["call", "dims", "seqlens"]
+    grads = _method_args(tree, "ChunkDeltaRuleFunction", "backward")[1:]
+    assert grads == ["do", "dht"]                                                  # one per output: o, final_state

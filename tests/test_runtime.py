@@ -1,0 +1,310 @@
+"""Runtime on CPU: arch mapping, environment variables, NVRTC compiles, load_module's memo and cache, launch args."""
+from __future__ import annotations
+
+import ctypes
+import struct
+
+import pytest
+import torch
+
+from kdagen import runtime
+from kdagen.runtime import arch, env, launch, loader, nvrtc
+
+TINY = 'extern "C" __global__ void fill(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.f; }'
+# setmaxnreg exists only on sm_90a: compiling it proves the 'a' target reached ptxas.
+SM90A_ONLY = ('extern "C" __global__ void __launch_bounds__(128) grow(float* y) {\n'
+              '  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\\n");\n  y[threadIdx.x] = 1.f;\n}\n')
+BF16 = ('#include <cuda_bf16.h>\nextern "C" __global__ void axpy(const __nv_bfloat16* x, float* y, float a, int n) {\n'
+        '  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * __bfloat162float(x[i]);\n}\n')
+
+
+def _nvrtc_ready() -> bool:
+    try:
+        nvrtc.compiler_version()
+        nvrtc.cuda_include_dir()
+        return True
+    except Exception:
+        return False
+
+
+needs_nvrtc = pytest.mark.skipif(not _nvrtc_ready(), reason="CuPy's NVRTC or the CUDA headers are not available")
+
+
+@pytest.fixture
+def cache_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("KDAGEN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("KDAGEN_DISABLE_JIT", raising=False)
+    runtime.forget_modules()
+    yield tmp_path / "cache"
+    runtime.forget_modules()
+
+
+# ---- arch -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cc, expected", [((9, 0), "sm_90a"), ((8, 0), "sm_80"), ((8, 6), "sm_80"),
+                                          ((8, 9), "sm_80"), ((10, 0), "sm_80"), ((12, 0), "sm_80")])
+def test_arch_for_capability(cc, expected):
+    assert runtime.arch_for_capability(cc) == expected
+
+
+@pytest.mark.parametrize("cc", [(7, 5), (7, 0), (6, 1)])
+def test_old_gpus_get_a_clear_error(cc):
+    with pytest.raises(runtime.UnsupportedArchError, match=rf"compute capability {cc[0]}\.{cc[1]}.*8\.0 or newer"):
+        runtime.arch_for_capability(cc)
+
+
+@pytest.mark.parametrize("arch_, cc, kind", [("sm_90a", (9, 0), "cubin"), ("sm_80", (8, 0), "cubin"),
+                                              ("sm_80", (8, 9), "cubin"), ("sm_80", (9, 0), "ptx"),
+                                              ("sm_80", (10, 0), "ptx"), ("sm_80", (12, 0), "ptx")])
+def test_image_kind(arch_, cc, kind):
+    assert runtime.image_kind(arch_, cc) == kind
+
+
+@pytest.mark.parametrize("arch_, cc", [("sm_90a", (8, 0)), ("sm_90a", (10, 0)), ("sm_80", (7, 5))])
+def test_image_kind_refuses_code_that_cannot_run(arch_, cc):
+    with pytest.raises(runtime.UnsupportedArchError, match=arch_):
+        runtime.image_kind(arch_, cc)
+
+
+@pytest.mark.parametrize("name, expected", [("sm_90a", "sm_90a"), ("90a", "sm_90a"), ("9.0a", "sm_90a"),
+                                            ("SM_80", "sm_80"), ("80", "sm_80"), (" 8.0 ", "sm_80")])
+def test_normalize_arch(name, expected):
+    assert runtime.normalize_arch(name) == expected
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """torch reports one GPU whose capability the test sets."""
+    capability = {"cc": (9, 0)}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=None: capability["cc"])
+    monkeypatch.delenv("KDAGEN_ARCH", raising=False)
+    arch._capability_of.cache_clear()
+    yield capability
+    arch._capability_of.cache_clear()
+
+
+@pytest.mark.parametrize("cc, expected", [((9, 0), "sm_90a"), ((8, 6), "sm_80"), ((12, 0), "sm_80")])
+def test_detect_arch_reads_the_device(fake_gpu, cc, expected):
+    fake_gpu["cc"] = cc
+    assert runtime.detect_arch() == expected
+    assert runtime.detect_arch("cuda:0") == expected
+
+
+def test_kdagen_arch_overrides_the_device(fake_gpu, monkeypatch):
+    monkeypatch.setenv("KDAGEN_ARCH", "sm_80")
+    assert runtime.detect_arch() == "sm_80"
+    monkeypatch.setenv("KDAGEN_ARCH", "sm_75")
+    with pytest.raises(runtime.UnsupportedArchError, match="KDAGEN_ARCH='sm_75'"):
+        runtime.detect_arch()
+
+
+def test_without_gpu_the_error_points_to_kdagen_arch(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv("KDAGEN_ARCH", raising=False)
+    with pytest.raises(runtime.UnsupportedArchError, match="KDAGEN_ARCH"):
+        runtime.detect_arch()
+    monkeypatch.setenv("KDAGEN_ARCH", "90a")
+    assert runtime.detect_arch() == "sm_90a"
+
+
+def test_cpu_device_is_rejected():
+    with pytest.raises(ValueError, match="not a CUDA device"):
+        arch.device_index("cpu")
+
+
+# ---- environment ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("ON", True), ("0", False),
+                                             ("", False), ("no", False)])
+def test_flags(monkeypatch, value, expected):
+    monkeypatch.setenv("KDAGEN_VERBOSE", value)
+    assert env.verbose() is expected
+
+
+def test_a_mistyped_flag_is_an_error(monkeypatch):
+    monkeypatch.setenv("KDAGEN_DISABLE_JIT", "yes please")
+    with pytest.raises(ValueError, match="KDAGEN_DISABLE_JIT"):
+        env.jit_disabled()
+
+
+def test_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv("KDAGEN_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert runtime.cache_dir() == tmp_path / ".cache" / "kdagen"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert runtime.cache_dir() == tmp_path / "xdg" / "kdagen"
+    monkeypatch.setenv("KDAGEN_CACHE_DIR", str(tmp_path / "mine"))
+    assert runtime.cache_dir() == tmp_path / "mine"
+
+
+def test_precompile_list(monkeypatch):
+    monkeypatch.setenv("KDAGEN_PRECOMPILE", " kda:128 ; gdn:64;; ")
+    assert env.precompile_list() == ["kda:128", "gdn:64"]
+
+
+def test_verbose_notes_go_to_stderr(monkeypatch, capsys):
+    monkeypatch.setenv("KDAGEN_VERBOSE", "0")
+    env.note("quiet")
+    monkeypatch.setenv("KDAGEN_VERBOSE", "1")
+    env.note("loud")
+    err = capsys.readouterr().err
+    assert "loud" in err and "quiet" not in err
+
+
+# ---- CUDA headers -----------------------------------------------------------------------------------------
+
+def test_include_dir_is_the_first_with_cuda_bf16(tmp_path):
+    empty, good, later = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for d in (empty, good, later):
+        d.mkdir()
+    (good / "cuda_bf16.h").write_text("")
+    (later / "cuda_bf16.h").write_text("")
+    assert nvrtc.find_include_dir([empty, good, later]) == good
+
+
+def test_missing_headers_list_where_they_were_sought(tmp_path):
+    with pytest.raises(nvrtc.ToolkitNotFoundError, match=rf"cuda_bf16\.h not found(.|\n)*{tmp_path.name}"):
+        nvrtc.find_include_dir([tmp_path])
+
+
+def test_cuda_path_is_searched_in_both_layouts(monkeypatch, tmp_path):
+    cross = tmp_path / "targets" / "x86_64-linux" / "include"
+    cross.mkdir(parents=True)
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path))
+    dirs = nvrtc.candidate_include_dirs()
+    assert tmp_path / "include" in dirs and cross in dirs
+
+
+# ---- NVRTC ------------------------------------------------------------------------------------------------
+
+@needs_nvrtc
+def test_compile_sm90a_cubin():
+    image = runtime.compile_cubin(SM90A_ONLY, "grow.cu", "sm_90a")
+    assert image[:4] == b"\x7fELF"
+    sm = (struct.unpack_from("<I", image, 48)[0] >> 8) & 0xFF      # CUDA ELF e_flags: SM in bits 8..15
+    assert sm == 90
+
+
+@needs_nvrtc
+def test_sm90a_features_fail_on_plain_sm90_with_the_log():
+    with pytest.raises(runtime.CompileError, match=r"(?s)grow\.cu.*setmaxnreg"):
+        runtime.compile_cubin(SM90A_ONLY, "grow.cu", "sm_90")
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("arch_", ["sm_90a", "sm_80"])
+def test_bf16_header_is_found(arch_):
+    assert runtime.compile_cubin(BF16, "axpy.cu", arch_)[:4] == b"\x7fELF"
+
+
+@needs_nvrtc
+def test_ptx_for_the_driver_to_jit():
+    ptx = runtime.compile_source(TINY, "fill.cu", "sm_80", kind="ptx").decode()
+    assert ".target sm_80" in ptx and ".entry fill" in ptx
+
+
+@needs_nvrtc
+def test_syntax_errors_carry_the_compiler_log():
+    with pytest.raises(runtime.CompileError, match=r"(?s)broken\.cu.*error"):
+        runtime.compile_cubin('extern "C" __global__ void k() { nope; }', "broken.cu", "sm_90a")
+
+
+# ---- load_module: memo, disk cache, KDAGEN_DISABLE_JIT ------------------------------------------------------
+
+@needs_nvrtc
+def test_load_module_compiles_once_then_memo_then_disk(cache_root, monkeypatch):
+    monkeypatch.setenv("KDAGEN_ARCH", "sm_90a")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    compiles = []
+    real = loader.compile_source
+    monkeypatch.setattr(loader, "compile_source", lambda *a, **k: compiles.append(a[1]) or real(*a, **k))
+
+    m1 = runtime.load_module("tiny_fill", TINY)
+    assert (m1.arch, m1.kind, m1.image[:4]) == ("sm_90a", "cubin", b"\x7fELF")
+    assert runtime.load_module("tiny_fill", TINY) is m1                  # per-process memo
+    runtime.forget_modules()
+    m2 = runtime.load_module("tiny_fill", TINY)                          # a new process: the disk cache
+    assert m2 is not m1 and m2.image == m1.image
+    assert compiles == ["tiny_fill.cu"]
+    entries = list(cache_root.glob("sm_90a/tiny_fill/*.cubin"))
+    assert len(entries) == 1
+
+    runtime.load_module("tiny_fill", TINY.replace("1.f", "2.f"))         # new source: new key, new compile
+    runtime.load_module("tiny_fill", TINY, "sm_80")                      # new arch too
+    assert len(compiles) == 3 and len(list(cache_root.glob("*/tiny_fill/*.cubin"))) == 3
+
+
+@needs_nvrtc
+def test_disable_jit_uses_the_cache_only(cache_root, monkeypatch):
+    monkeypatch.setenv("KDAGEN_ARCH", "sm_90a")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("KDAGEN_DISABLE_JIT", "1")
+    with pytest.raises(runtime.JitDisabledError, match="tiny_fill"):
+        runtime.load_module("tiny_fill", TINY)
+    monkeypatch.setenv("KDAGEN_DISABLE_JIT", "0")
+    runtime.load_module("tiny_fill", TINY)
+    runtime.forget_modules()
+    monkeypatch.setenv("KDAGEN_DISABLE_JIT", "1")
+    assert runtime.load_module("tiny_fill", TINY).image[:4] == b"\x7fELF"
+
+
+@pytest.mark.parametrize("uri", ["../escape", "a/b", "", "has space", ".hidden"])
+def test_uris_must_be_file_name_safe(uri, monkeypatch):
+    monkeypatch.setenv("KDAGEN_ARCH", "sm_90a")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="uri"):
+        runtime.load_module(uri, TINY)
+
+
+def test_cache_key_covers_every_input():
+    from kdagen.runtime.cache import entry_key
+    base = dict(source=TINY, arch="sm_90a", kind="cubin", options=(), versions={"compiler": "nvrtc-13.0"})
+    keys = {entry_key(**base),
+            entry_key(**{**base, "source": TINY + " "}),
+            entry_key(**{**base, "arch": "sm_80"}),
+            entry_key(**{**base, "kind": "ptx"}),
+            entry_key(**{**base, "options": ("-lineinfo",)}),
+            entry_key(**{**base, "versions": {"compiler": "nvrtc-13.1"}})}
+    assert len(keys) == 6
+    assert entry_key(**base) == entry_key(**base)
+
+
+# ---- launch arguments (packed by hand for the driver) ------------------------------------------------------
+
+def test_kernel_args_are_packed_with_their_c_types():
+    pointers, values = launch.pack_args([7, runtime.i64(2 ** 40), runtime.f32(0.5), None, -3])
+    read = [ctypes.cast(pointers[i], ctypes.POINTER(t)).contents.value
+            for i, t in enumerate([ctypes.c_int32, ctypes.c_int64, ctypes.c_float, ctypes.c_void_p, ctypes.c_int32])]
+    assert read == [7, 2 ** 40, 0.5, None, -3]
+    assert [ctypes.sizeof(v) for v in values] == [4, 8, 4, 8, 4]
+
+
+@pytest.mark.parametrize("arg, error, message", [
+    (2 ** 31, OverflowError, "argument 1 .* int32.*i64"),
+    (1.5, TypeError, "argument 1 is a Python float.*f32"),
+    (True, TypeError, "argument 1 is a bool"),
+    ("x", TypeError, "argument 1 has unsupported type str"),
+    (torch.zeros(2), ValueError, "argument 1 is a tensor on cpu"),
+])
+def test_bad_kernel_args_name_their_position(arg, error, message):
+    with pytest.raises(error, match=message):
+        launch.pack_args([0, arg])
+
+
+@pytest.mark.parametrize("dims, expected", [(5, (5, 1, 1)), ((2, 3), (2, 3, 1)), ((1, 2, 3), (1, 2, 3))])
+def test_dim3(dims, expected):
+    assert launch.dim3(dims, "grid") == expected
+
+
+@pytest.mark.parametrize("dims", [(1, 2, 3, 4), (-1,), (2.0,), ()])
+def test_bad_dims(dims):
+    with pytest.raises(ValueError, match="grid"):
+        launch.dim3(dims, "grid")
+
+
+def test_args_on_several_devices_are_refused():
+    with pytest.raises(ValueError, match="several devices"):
+        launch.args_device([torch.zeros(1), torch.zeros(1, device="meta")])
