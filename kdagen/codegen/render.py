@@ -1,0 +1,138 @@
+"""Plan + recurrence -> CUDA text: one translation unit per direction, one template per kernel kind.
+
+Each kernel renders from templates/<kernel.template> with `kernel_context`; the unit template puts a
+header naming the configuration, the templates/common helpers and the kernels together. The
+rendered text is self-contained (only <cuda_bf16.h> from the toolkit), so NVRTC compiles it as is.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from .. import __version__
+from ..paths import templates_dir
+from ..plan.model import CTYPES, DTYPE_BYTES, Kernel, Plan
+from .env import environment, template_exists
+from .expr import CodegenError
+from .prologue import forward_prologue
+
+COMMON = ("types.cuh", "ptx.cuh", "math.cuh", "mma.cuh", "ldmatrix.cuh", "barriers.cuh", "copies.cuh", "reductions.cuh")
+DIRECTIONS = ("forward", "backward")
+
+
+def unit_name(direction: str) -> str:
+    return f"{direction}.cu"
+
+
+def common_sources() -> list[tuple[str, str]]:
+    """(name, text) of templates/common, inserted verbatim: they are plain CUDA (inline PTX uses `{%`)."""
+    return [(name, (templates_dir() / "common" / name).read_text()) for name in COMMON]
+
+
+def content_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def signature(kernel: Kernel) -> str:
+    """The C parameter list, in the plan's order (ops pass arguments in the same order)."""
+    out = []
+    for p in kernel.params:
+        if p.kind == "ptr":
+            out.append(f"{'const ' if p.const else ''}{CTYPES[p.dtype]}* __restrict__ {p.name}")
+        else:
+            out.append(f"{ {'i32': 'int', 'i64': 'long long', 'f32': 'float'}[p.kind]} {p.name}")
+    return ",\n    ".join(out)
+
+
+def smem_carveout(kernel: Kernel) -> str:
+    """Typed pointers into one shared byte array at the plan's offsets (plus ld_/stride_ constants)."""
+    if kernel.smem_bytes == 0:
+        return "// no shared memory"
+    if kernel.smem_dynamic:
+        lines = [f"// shared memory: {kernel.smem_bytes} B, dynamic (above the static limit)",
+                 "KDG_DYNAMIC_SMEM(smem_raw);"]
+    else:
+        lines = [f"// shared memory: {kernel.smem_bytes} B, static",
+                 f"__shared__ __align__(16) unsigned char smem_raw[{kernel.smem_bytes}];"]
+    for b in kernel.barriers:
+        if b.kind == "mbarrier":
+            lines.append(f"kdg::u64* const bar_{b.name} = reinterpret_cast<kdg::u64*>(smem_raw + {b.offset});"
+                         f"  // mbarrier {b.name}[{b.stages}], arrive count {b.count}")
+    for b in kernel.buffers:
+        ct = CTYPES[b.dtype]
+        shape = " x ".join(str(d) for d in b.shape)
+        extra = f", {b.stages} stages" if b.stages > 1 else ""
+        extra += f", per warp ×{b.copies}" if b.scope == "warp" else ""
+        lines.append(f"{ct}* const s_{b.name} = reinterpret_cast<{ct}*>(smem_raw + {b.offset});"
+                     f"  // {b.name} [{shape}] {b.dtype}, ld {b.row_elems}{extra}"
+                     + (f", alias {b.alias}" if b.alias else ""))
+        if len(b.shape) > 1:
+            lines.append(f"constexpr int ld_{b.name} = {b.row_elems};")
+        if b.stages > 1 or b.copies > 1:
+            lines.append(f"constexpr int stride_{b.name} = {b.elems};  // elements per stage / warp copy")
+    return "\n".join(lines)
+
+
+def kernel_context(plan: Plan, kernel: Kernel, recurrence) -> dict:
+    """Everything a kernel template reads; StrictUndefined turns a missing name into an error."""
+    p = plan.problem
+    K, V, C = p["K"], p["V"], plan.chunk
+    ctx = dict(
+        plan=plan, kernel=kernel, problem=p, opt=kernel.options,
+        C=C, K=K, V=V, G=p["gva_ratio"], KD=K if plan.decay_kind == "vector" else 1,
+        form=plan.exponent_form, decay_kind=plan.decay_kind, varlen=p["varlen"], state_layout=p["state_layout"],
+        ctype={prm.name: CTYPES[prm.dtype] for prm in kernel.params if prm.kind == "ptr"},
+        signature=signature(kernel), smem=smem_carveout(kernel),
+        launch_bounds=f"__launch_bounds__({kernel.threads}, {kernel.min_ctas_per_sm})",
+    )
+    if kernel.kind in ("k1_prepare", "k1_bwd"):
+        dtypes = {prm.name: prm.dtype for prm in kernel.params}
+        ctx["prologue"] = forward_prologue(recurrence, dtypes)
+    return ctx
+
+
+def render_kernel(plan: Plan, kernel: Kernel, recurrence) -> str:
+    if not template_exists(kernel.template):
+        raise CodegenError(f"kernel {kernel.name!r}: template templates/{kernel.template} does not exist")
+    return environment().get_template(kernel.template).render(**kernel_context(plan, kernel, recurrence))
+
+
+def header(plan: Plan, direction: str) -> str:
+    p = plan.problem
+    rec = p["recurrence"]
+    lines = [
+        f"kdagen {__version__} generated CUDA: {plan.uri} ({direction})",
+        f"configuration: recurrence {p['name']} (graph {rec['graph_sha']}, decay {rec['decay_kind']} in "
+        f"[{rec['decay_interval'][0]}, {rec['decay_interval'][1]}]), K={p['K']} V={p['V']} chunk={p['chunk']}, "
+        f"io {p['dtypes']['io']}, g {p['dtypes']['g']}, beta {p['dtypes']['beta']}, state {p['dtypes']['state']}, "
+        f"GVA {p['gva_ratio']}, varlen {p['varlen']}, state layout {p['state_layout']}, {p['arch']}",
+        f"exponent form: {plan.exponent_form}",
+        "kernels: " + ", ".join(f"{k.name} (grid {k.grid}, {k.threads} threads, {k.smem_bytes} B smem)"
+                                for k in plan.direction(direction)),
+        "Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.",
+    ]
+    return "".join(f"// {line}\n" for line in lines)
+
+
+def direction_available(plan: Plan, direction: str) -> bool:
+    """True when every kernel of that direction has its template."""
+    kernels = plan.direction(direction)
+    return bool(kernels) and all(template_exists(k.template) for k in kernels)
+
+
+def render_unit(plan: Plan, recurrence, direction: str) -> str:
+    """One self-contained translation unit with every kernel of `direction`."""
+    if direction not in DIRECTIONS:
+        raise CodegenError(f"direction {direction!r}: one of {DIRECTIONS}")
+    kernels = [render_kernel(plan, k, recurrence) for k in plan.direction(direction)]
+    return environment().get_template("unit.cu.j2").render(
+        header=header(plan, direction), common=common_sources(), kernels=kernels)
+
+
+def render(plan: Plan, recurrence, directions=DIRECTIONS) -> dict:
+    """{file name: text} for the requested directions."""
+    return {unit_name(d): render_unit(plan, recurrence, d) for d in directions}
+
+
+def workspace_bytes(plan: Plan) -> dict:
+    """Bytes per chunk and value head of each workspace (plain data for tables)."""
+    return {w.name: w.bytes_per_chunk_head for w in plan.workspaces if DTYPE_BYTES.get(w.dtype)}

@@ -1,0 +1,65 @@
+"""`kdagen inspect`: the CUDA a configuration renders to, and what nvcc makes of it — PTX, SASS
+(cuobjdump), and ptxas's resource report per kernel (registers, spills, shared memory) against the plan."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXAMPLE = """examples:
+  kdagen inspect --op kda --head-dim 128                     # the forward unit's source
+  kdagen inspect --op gdn --resources --arch sm_80           # registers, spills, smem per kernel (nvcc)
+  kdagen inspect --op kda --ptx --kernel k2_recurrence       # PTX of the unit holding that kernel
+  kdagen inspect --op kda --sass                             # needs cuobjdump"""
+
+
+def resource_table(plan, report) -> str:
+    rows = [f"{'kernel':<16} {'arch':<7} {'regs':>5} {'cap':>4} {'spill st':>8} {'spill ld':>8} {'smem':>7} "
+            f"{'planned':>7} {'limit':>7}"]
+    from ..plan import ARCHS
+    limit = ARCHS[plan.problem["arch"]].smem_per_block
+    for k in plan.kernels:
+        if k.name in report:
+            r = report[k.name]
+            smem = r.smem if not k.smem_dynamic else k.smem_bytes
+            rows.append(f"{k.name:<16} {r.arch:<7} {r.registers:>5} {k.max_regs:>4} {r.spill_stores:>8} "
+                        f"{r.spill_loads:>8} {smem:>7} {k.smem_bytes:>7} {limit:>7}")
+    return "\n".join(rows) + "\n"
+
+
+def run(args) -> int:
+    from ..codegen import render_unit
+    from ..codegen import nvcc
+    from ..plan import make_plan, problem_from_args, verify
+    problem = problem_from_args(args)
+    plan = verify(make_plan(problem))
+    direction = args.direction
+    if args.kernel:
+        direction = plan.kernel(args.kernel).direction
+    source = render_unit(plan, problem.recurrence, direction)
+    try:
+        if args.resources:
+            sys.stdout.write(resource_table(plan, nvcc.resources(source, plan.problem["arch"])))
+        elif args.ptx:
+            sys.stdout.write(nvcc.ptx(source, plan.problem["arch"]))
+        elif args.sass:
+            sys.stdout.write(nvcc.sass(source, plan.problem["arch"]))
+        else:
+            sys.stdout.write(source)
+    except nvcc.NvccUnavailable as e:
+        print(f"kdagen inspect: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def register(subparsers) -> None:
+    from ..plan import add_problem_arguments
+    p = subparsers.add_parser("inspect", help="show a configuration's CUDA, PTX, SASS or resource usage",
+                              description=__doc__, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_problem_arguments(p)
+    p.add_argument("--direction", choices=("forward", "backward"), default="forward", help="which unit (default forward)")
+    p.add_argument("--kernel", default=None, help="the unit holding this kernel")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--resources", action="store_true", help="ptxas registers / spills / smem per kernel (nvcc)")
+    what.add_argument("--ptx", action="store_true", help="PTX (nvcc)")
+    what.add_argument("--sass", action="store_true", help="SASS (nvcc + cuobjdump)")
+    p.set_defaults(func=run)

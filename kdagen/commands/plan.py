@@ -1,0 +1,46 @@
+"""`kdagen plan`: the plan of a configuration as a tuner reads it — kernels, roles (warps, register
+budgets), barriers (kind, arrive counts, phases), pipelines, shared-memory buffers, steps, workspaces.
+`--json` prints the plan itself (what generated/<uri>/plan.json holds); `--dot` the kernel graph."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXAMPLE = """examples:
+  kdagen plan --op kda --head-dim 128
+  kdagen plan --op gdn --kernel k2_recurrence          # one kernel's tables
+  kdagen plan --op kda --json > plan.json
+  kdagen plan --op kda --dot | dot -Tsvg > kernels.svg"""
+
+
+def run(args) -> int:
+    from ..plan import PlanError, make_plan, problem_from_args, problems
+    from ..plan.describe import describe, to_dot
+    plan = make_plan(problem_from_args(args))
+    if args.json:
+        sys.stdout.write(plan.to_json())
+    elif args.dot:
+        sys.stdout.write(to_dot(plan))
+    else:
+        known = [k.name for k in plan.kernels]
+        if args.kernel and any(k not in known for k in args.kernel):
+            print(f"kdagen plan: unknown kernel(s) {args.kernel}; this plan has {known}", file=sys.stderr)
+            return 2
+        sys.stdout.write(describe(plan, args.kernel))
+    found = problems(plan)
+    if found:
+        print(str(PlanError("verify: " + "; ".join(found))), file=sys.stderr)
+        return 1
+    return 0
+
+
+def register(subparsers) -> None:
+    from ..plan import add_problem_arguments
+    p = subparsers.add_parser("plan", help="print a configuration's plan: kernels, roles, barriers, buffers",
+                              description=__doc__, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_problem_arguments(p)
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="the plan as JSON")
+    out.add_argument("--dot", action="store_true", help="the kernel graph as Graphviz text")
+    p.add_argument("--kernel", action="append", default=None, help="only this kernel's tables (repeatable)")
+    p.set_defaults(func=run)

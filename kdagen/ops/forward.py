@@ -1,0 +1,271 @@
+"""The forward of chunk_kda / chunk_gated_delta_rule on the GPU: K1 "prepare" then K2 "recurrence".
+
+`forward(x, call, dims, seqlens, keep)` (the signature kdagen.ops.autograd calls) builds the
+recurrence from the call's options, plans it (kdagen.plan), renders the forward unit (kdagen.codegen,
+cached per process), loads it through kdagen.runtime and launches on torch's current stream:
+
+    K1 k1_prepare     grid (chunks, HV)    the prologue, Γ, decayed q/k, Mqk, A -> workspace
+    K2 k2_recurrence  grid (N, HV, V/64)   the state recurrence -> o, final state
+
+Fixed-length batches run as B sequences of T tokens on the flattened B·T token axis; varlen runs the
+cu_seqlens segments. The chunk grid is the upper bound B·T // 16 + N (no host sync); its surplus CTAs
+exit. `saved` is what kdagen.ops.backward reads: the recurrence, the inputs, the scalars and the
+workspace (qd, kd, kr [NC,HV,16,K] bf16; gte [NC,HV,K] or [NC,HV] fp32; A, Mqk [NC,HV,16,16] fp32;
+beta [NC,HV,16] fp32), plus the plan. `reference_workspace` / `workspace_errors` check K1's output
+against float64 (tests, and debugging on a GPU).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+
+import torch
+
+from ..codegen import head_space, render_unit
+from ..plan import Dtypes, Plan, make_plan, problem_from_options, verify
+from ..plan.sizes import evaluate, launch_sizes
+
+WS_KEYS = {"ws_qd": "qd", "ws_kd": "kd", "ws_kr": "kr", "ws_gte": "gte", "ws_A": "A", "ws_Mqk": "Mqk",
+           "ws_beta": "beta"}
+_DTYPE = {torch.bfloat16: "bf16", torch.float32: "f32"}
+_TORCH = {"bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32, "i64": torch.int64}
+
+
+def plan_options(call):
+    """The Options the recurrence is built from: safe_gate's promise (g in [gate_bound, 0)) becomes the
+    precomputed gate's declared lower bound, which lets the planner prove the factored form."""
+    opt = call.opt
+    bound = getattr(call, "gate_bound", None)
+    if bound is not None and not opt.use_gate_in_kernel:
+        opt = dataclasses.replace(opt, lower_bound=bound)
+    return opt
+
+
+def _default_arch(device=None) -> str:
+    from .. import runtime
+    if os.environ.get("KDAGEN_ARCH") or (torch.cuda.is_available() and (device is None or device.type == "cuda")):
+        return runtime.detect_arch(device)
+    return "sm_90a"
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """What the forward kernels are specialised on (a hashable key: one plan and one module per value)."""
+    opt: object                   # kdagen.reference.Options (after plan_options)
+    K: int
+    V: int
+    arch: str
+    has_A_log: bool
+    has_dt_bias: bool
+    G: int
+    varlen: bool
+    g_dtype: str
+    beta_dtype: str
+
+    def planned(self):
+        """(verified plan, recurrence), once per process."""
+        return _planned(self)
+
+    def source(self) -> str:
+        """The rendered forward unit, once per process."""
+        return _source(self)
+
+
+@functools.lru_cache(maxsize=64)
+def _planned(config: Config):
+    problem = problem_from_options(config.opt, K=config.K, V=config.V, arch=config.arch, has_A_log=config.has_A_log,
+                                   has_dt_bias=config.has_dt_bias, gva_ratio=config.G, varlen=config.varlen,
+                                   dtypes=Dtypes(g=config.g_dtype, beta=config.beta_dtype))
+    return verify(make_plan(problem)), problem.recurrence
+
+
+@functools.lru_cache(maxsize=64)
+def _source(config: Config) -> str:
+    plan, recurrence = config.planned()
+    return render_unit(plan, recurrence, "forward")
+
+
+def config_for(call, K: int, V: int, G: int, varlen: bool, dtypes: dict, arch: str) -> Config:
+    """The Config of a call; dtypes maps "g" and "beta" to torch dtypes."""
+    for name in ("g", "beta"):
+        if dtypes[name] not in _DTYPE:
+            raise NotImplementedError(f"{name} of dtype {dtypes[name]}: kernels read bfloat16 or float32")
+    t = call.tensors
+    return Config(plan_options(call), K, V, arch, t.get("A_log") is not None, t.get("dt_bias") is not None, G, varlen,
+                  _DTYPE[dtypes["g"]], _DTYPE[dtypes["beta"]])
+
+
+def module_uri(plan: Plan) -> str:
+    return f"{plan.uri}_forward"
+
+
+def kernel_sources(call, dims, dtypes, arch: str | None = None) -> list[tuple[str, str]]:
+    """(uri, CUDA source) of the forward module a call with these sizes and dtypes loads (kdagen compile)."""
+    config = config_for(call, dims.K, dims.V, dims.HV // dims.H, call.tensors.get("cu_seqlens") is not None,
+                        dtypes, arch or _default_arch())
+    return [(module_uri(config.planned()[0]), config.source())]
+
+
+def runtime_loader(config: Config, device):
+    """The compiled forward module for this config (kdagen.runtime: memo, disk cache, NVRTC)."""
+    from .. import runtime
+    plan, _ = config.planned()
+    return runtime.load_module(module_uri(plan), config.source(), config.arch, device=device)
+
+
+def chunk_layout(cu_seqlens, B: int, T: int, C: int, device):
+    """(cu_seqlens int64 [N+1], chunk_offsets int32 [N+1]) on the device, computed without a host sync."""
+    if cu_seqlens is None:
+        cu = torch.arange(B + 1, device=device, dtype=torch.int64) * T
+    else:
+        cu = cu_seqlens.to(device=device, dtype=torch.int64)
+    counts = (cu[1:] - cu[:-1] + C - 1) // C
+    return cu, torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(torch.int32)
+
+
+def _check(name: str, t, dtype=None):
+    if t is None:
+        return
+    if dtype is not None and t.dtype != dtype:
+        raise TypeError(f"forward: {name} has dtype {t.dtype}, the plan expects {dtype}")
+    if not t.is_contiguous() or t.data_ptr() % 16:
+        raise ValueError(f"forward: {name} must be contiguous and 16-byte aligned")
+
+
+def _args(kernel, values: dict) -> list:
+    """Kernel arguments in the plan's parameter order, by name."""
+    from ..runtime import f32, i64
+    out = []
+    for p in kernel.params:
+        if p.name not in values:
+            raise KeyError(f"forward: no value for parameter {p.name!r} of kernel {kernel.name}")
+        v = values[p.name]
+        out.append(f32(float(v)) if p.kind == "f32" else i64(int(v)) if p.kind == "i64" else v)
+    return out
+
+
+def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_final_state: bool = True,
+           poison: bool = False):
+    """Run the plan's forward kernels on the inputs x (the recurrence's tensors by name, plus
+    initial_state and cu_seqlens): returns (o, final state or None, workspace by plan name)."""
+    p = plan.problem
+    qk = [n for n in recurrence.token_inputs if head_space(recurrence, n) == "H"]
+    q, v = x[qk[0]], x[p["value_input"]]
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    if (K, V, HV // H) != (p["K"], p["V"], p["gva_ratio"]) or HV % H:
+        raise ValueError(f"forward: q {tuple(q.shape)} and v {tuple(v.shape)} do not fit the plan "
+                         f"(K={p['K']}, V={p['V']}, GVA {p['gva_ratio']})")
+    cu_in = x.get("cu_seqlens")
+    if (cu_in is not None) != p["varlen"]:
+        raise ValueError(f"forward: the plan is for {'packed' if p['varlen'] else 'fixed-length'} sequences")
+    device, C = q.device, plan.chunk
+    cu, offsets = chunk_layout(cu_in, B, T, C, device)
+    N = cu.numel() - 1
+    sizes = launch_sizes(B=B, T=T, H=H, HV=HV, chunk=C, num_seqs=N if cu_in is not None else None)
+    for name in (*qk, p["value_input"]):
+        _check(name, x[name], torch.bfloat16)
+    for name, t in x.items():
+        if name not in (*qk, p["value_input"], "cu_seqlens"):
+            _check(name, t, torch.float32 if name == "initial_state" else None)
+
+    def alloc(shape, dtype):
+        fill = torch.full if poison else (lambda s, _, **kw: torch.empty(s, **kw))
+        return fill(shape, math.nan, dtype=dtype, device=device)
+
+    ws = {w.name: alloc(tuple(evaluate(d, sizes) for d in w.shape), _TORCH[w.dtype])
+          for w in plan.workspaces if w.producer == "k1_prepare"}
+    o = alloc((B, T, HV, V), v.dtype)
+    state_shape = (N, HV, V, K) if p["state_layout"] == "vk" else (N, HV, K, V)
+    ht = alloc(state_shape, torch.float32) if output_final_state else None
+    values = {**{n: t for n, t in x.items() if n != "cu_seqlens"}, **ws, **scalars,
+              "cu_seqlens": cu, "chunk_offsets": offsets, "T": T if cu_in is None else B * T, "N": N,
+              "v": v, "h0": x.get("initial_state"), "o": o, "ht": ht}
+    for kernel in plan.direction("forward"):
+        grid = tuple(evaluate(d, sizes) for d in kernel.grid)
+        if min(grid) == 0:
+            continue
+        module.launch(kernel.name, grid, (kernel.threads,), _args(kernel, values),
+                      smem_bytes=kernel.smem_bytes if kernel.smem_dynamic else 0)
+    return o, ht, ws
+
+
+def forward(x: dict, call, dims=None, seqlens=None, keep: bool = True, *, loader=None, poison: bool = False):
+    """(o [B,T,HV,V], final state or None, saved) for inputs x (q, k, v, g, beta, A_log, dt_bias,
+    initial_state, cu_seqlens by name) and a resolved call (kdagen.ops.api.Call: .opt, .output_final_state,
+    .gate_bound, .tensors). `loader(config, device)` returns a module with `launch(...)` (default
+    `runtime_loader`; tests pass the CPU emulation); `poison` fills every output and workspace with NaN
+    first (tests; also KDAGEN_DEBUG=1). Sizes come from the tensors; `dims` and `seqlens` (the validated
+    sizes and host cu_seqlens of the autograd caller) are not needed: nothing here syncs with the host."""
+    q, v = x["q"], x["v"]
+    H, K, HV, V = q.shape[2], q.shape[3], v.shape[2], v.shape[3]
+    if HV % H:
+        raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
+    config = config_for(call, K, V, HV // H, x.get("cu_seqlens") is not None,
+                        {"g": x["g"].dtype, "beta": x["beta"].dtype}, _default_arch(q.device))
+    plan, recurrence = config.planned()
+    opt = call.opt
+    scale = K ** -0.5 if opt.scale is None else float(opt.scale)
+    tensors = {n: t for n, t in x.items() if t is not None}
+    module = (loader or runtime_loader)(config, q.device)
+    poison = poison or os.environ.get("KDAGEN_DEBUG", "0") not in ("", "0")
+    o, ht, ws = launch(plan, recurrence, module, tensors, {"scale": scale}, output_final_state=call.output_final_state,
+                       poison=poison)
+    saved = None
+    if keep:
+        workspace = {WS_KEYS[n]: t for n, t in ws.items()}
+        if plan.decay_kind == "scalar":
+            workspace["gte"] = workspace["gte"].view(workspace["gte"].shape[:2])
+        saved = {"recurrence": recurrence, "opt": opt, "x": dict(x), "scalars": {"scale": scale}, "scale": scale,
+                 "state_v_first": opt.state_v_first, "workspace": workspace, "plan": plan}
+    return o, ht, saved
+
+
+def reference_workspace(x: dict, opt, chunk: int = 16) -> list[dict]:
+    """What K1 must write, in float64, for debugging and tests: one dict per (sequence, chunk) with the
+    workspace index `chunk`, the valid length `L` and the terms per value head (qd, kd, kr [HV,L,K];
+    gte [HV,K] or [HV]; A, Mqk [HV,L,L]; beta [HV,L]). x holds float64 inputs like kdagen.reference's."""
+    from ..reference.chunked import chunk_terms
+    from ..reference.options import chunk_spans, expand_heads, prologue, scale_of, sequence_spans
+    p = prologue(x, opt)
+    B, T, HV = x["v"].shape[:3]
+    K = x["q"].shape[-1]
+    scale = scale_of(opt, K)
+    q, k = expand_heads(p["q"], HV), expand_heads(p["k"], HV)
+    a = p["a"] if p["a"].dim() == 4 else p["a"][..., None].expand(*p["a"].shape, K)
+    out, first = [], 0
+    for b, bos, eos in sequence_spans(B, T, x.get("cu_seqlens")):
+        spans = chunk_spans(bos, eos, chunk)
+        for c, (s, e) in enumerate(spans):
+            cut = lambda t: t[b, s:e].transpose(0, 1)  # noqa: E731
+            t = chunk_terms(cut(q), cut(k), cut(x["v"]), cut(a), cut(p["beta"]), scale)
+            gte = t["Gl"].exp()
+            out.append({"chunk": first + c, "L": e - s, "qd": scale * cut(q) * t["E"], "kd": cut(k) * t["E"],
+                        "kr": cut(k) * t["R"], "gte": gte if p["a"].dim() == 4 else gte[:, 0], "A": t["A"],
+                        "Mqk": t["Mqk"], "beta": cut(p["beta"])})
+        first += len(spans)                  # chunk_offsets (varlen) or n·⌈T/C⌉ (fixed length)
+    return out
+
+
+def workspace_errors(saved: dict, x64: dict, opt) -> dict:
+    """Relative L2 error of each K1 workspace term against reference_workspace, and the largest
+    magnitude found in rows past a chunk's end (they must be zero)."""
+    ws = saved["workspace"]
+    got, want, tail = {}, {}, [0.0]
+    for ref in reference_workspace(x64, opt):
+        c, L = ref["chunk"], ref["L"]
+        for key in ("qd", "kd", "kr", "gte", "A", "Mqk", "beta"):
+            mine = ws[key][c].double().cpu()
+            if key in ("qd", "kd", "kr", "beta", "A", "Mqk"):
+                tail.append(mine[:, L:].abs().max().item() if L < mine.shape[1] else 0.0)
+                mine = mine[:, :L, :L] if key in ("A", "Mqk") else mine[:, :L]
+            got.setdefault(key, []).append(mine.reshape(-1))
+            want.setdefault(key, []).append(ref[key].reshape(-1))
+    errors = {}
+    for key in got:
+        g, w = torch.cat(got[key]), torch.cat(want[key])
+        errors[key] = ((g - w).norm() / w.norm().clamp_min(1e-30)).item()
+    errors["tail_max"] = max(tail)
+    return errors

@@ -1,0 +1,129 @@
+"""What to plan for: `Problem` (a recurrence plus sizes, dtypes, arch) and the facts it implies.
+
+The recurrence is a `kdagen.dsl.Recurrence`; the planner reads only three things off it, all in
+`recurrence_facts`: whether the decay is per channel or per head, the decay's proven interval, and a
+hash of its graph (part of the configuration's identity).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+
+LOG2E = 1.4426950408889634
+EXP2_RANGE = 126          # 2^±126: the normal fp32 / bf16 exponent range the factored form must stay in
+
+SUPPORTED_HEAD_DIMS = (64, 128)
+SUPPORTED_CHUNKS = (16,)
+
+
+class PlanError(ValueError):
+    """A problem that cannot be planned, or a plan that fails `verify` (the message names the part)."""
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """Per-arch limits the planner and `verify` respect."""
+    name: str
+    smem_per_block: int       # opt-in maximum dynamic shared memory per block (bytes)
+    static_smem: int = 48 * 1024
+    regs_per_sm: int = 65536
+    max_regs_per_thread: int = 255
+    max_threads: int = 1024
+    setmaxnreg: bool = False
+
+
+ARCHS = {
+    "sm_90a": ArchSpec("sm_90a", smem_per_block=227 * 1024, setmaxnreg=True),
+    "sm_80": ArchSpec("sm_80", smem_per_block=163 * 1024),
+}
+
+
+@dataclass(frozen=True)
+class Dtypes:
+    """Element types: io for q, k, v, o (and their gradients); g and beta as passed; state fp32."""
+    io: str = "bf16"
+    g: str = "bf16"
+    beta: str = "bf16"
+    state: str = "f32"
+
+    def tag(self) -> str:
+        return f"{self.io}_g{self.g}_b{self.beta}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One configuration to plan. `name` is a readable tag for the recurrence and its options
+    (e.g. "kda_lb5_l2_bsig"); it starts the configuration's URI."""
+    recurrence: object = field(compare=False, repr=False)
+    name: str
+    K: int
+    V: int
+    chunk: int = 16
+    dtypes: Dtypes = Dtypes()
+    arch: str = "sm_90a"
+    gva_ratio: int = 1
+    varlen: bool = False
+    state_layout: str = "kv"               # "kv": [N,HV,K,V] (FLA default); "vk": state_v_first
+
+    def __post_init__(self):
+        checks = [
+            (self.K in SUPPORTED_HEAD_DIMS, f"K={self.K}: kernels exist for head dims {SUPPORTED_HEAD_DIMS}"),
+            (self.V in SUPPORTED_HEAD_DIMS, f"V={self.V}: kernels exist for head dims {SUPPORTED_HEAD_DIMS}"),
+            (self.chunk in SUPPORTED_CHUNKS, f"chunk={self.chunk}: the kernels use one m16 tile per chunk, "
+                                             f"supported {SUPPORTED_CHUNKS}"),
+            (self.arch in ARCHS, f"arch={self.arch!r}: known archs are {sorted(ARCHS)}"),
+            (self.gva_ratio >= 1, f"gva_ratio={self.gva_ratio}: must be >= 1"),
+            (self.state_layout in ("kv", "vk"), f"state_layout={self.state_layout!r}: 'kv' or 'vk'"),
+            (self.dtypes.io == "bf16", f"dtypes.io={self.dtypes.io!r}: only bf16 kernels are planned"),
+            (self.dtypes.g in ("bf16", "f32"), f"dtypes.g={self.dtypes.g!r}: bf16 or f32"),
+            (self.dtypes.beta in ("bf16", "f32"), f"dtypes.beta={self.dtypes.beta!r}: bf16 or f32"),
+            (self.dtypes.state == "f32", f"dtypes.state={self.dtypes.state!r}: states are fp32"),
+            (self.name.replace("_", "").isalnum(), f"name={self.name!r}: letters, digits and '_' only"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise PlanError(f"Problem: {msg}")
+
+    @property
+    def arch_spec(self) -> ArchSpec:
+        return ARCHS[self.arch]
+
+    def uri(self) -> str:
+        """The readable identity of the configuration (directory name under generated/)."""
+        parts = [self.name, f"k{self.K}v{self.V}", f"c{self.chunk}", self.dtypes.tag(), f"gva{self.gva_ratio}"]
+        if self.varlen:
+            parts.append("varlen")
+        if self.state_layout == "vk":
+            parts.append("vfirst")
+        parts.append(self.arch.replace("_", ""))
+        return "_".join(parts)
+
+    def describe(self) -> dict:
+        facts = recurrence_facts(self.recurrence)
+        return {"name": self.name, "K": self.K, "V": self.V, "chunk": self.chunk,
+                "dtypes": {"io": self.dtypes.io, "g": self.dtypes.g, "beta": self.dtypes.beta,
+                           "state": self.dtypes.state},
+                "arch": self.arch, "gva_ratio": self.gva_ratio, "varlen": self.varlen,
+                "state_layout": self.state_layout, "value_input": self.recurrence.core_operands()["value"],
+                "recurrence": facts}
+
+
+def recurrence_facts(r) -> dict:
+    """decay kind, decay interval and graph hash of a DSL recurrence (the planner's only inputs from it)."""
+    lo, hi = r.decay_interval()
+    return {"decay_kind": r.decay_kind, "decay_interval": [float(lo), float(hi)],
+            "graph_sha": hashlib.sha256(r.to_json().encode()).hexdigest()[:16]}
+
+
+def exponent_form(decay_kind: str, interval, chunk: int) -> str:
+    """"factored" when the per-channel decay is proven in [lb, 0] with C·|lb|·log2(e) < 126, so
+    k⊙2^(−Γ₂) is representable and the C×C products run on tensor cores; "relative" otherwise
+    (per-pair e^(Γi−Γj), never overflowing for non-positive decays). A per-head decay always uses the
+    relative form: its C×C scalar factors are cheap."""
+    lo, hi = interval
+    if decay_kind == "scalar":
+        return "relative"
+    if hi <= 0 and math.isfinite(lo) and chunk * abs(lo) * LOG2E < EXP2_RANGE:
+        return "factored"
+    return "relative"

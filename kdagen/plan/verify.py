@@ -1,0 +1,274 @@
+"""verify(plan): the invariants a plan must satisfy before any template reads it.
+
+Each check returns messages that name the kernel and the part (role, buffer, barrier, step,
+workspace); `verify` raises PlanError with all of them, `problems` returns them.
+"""
+from __future__ import annotations
+
+import networkx as nx
+
+from .model import WARP, Kernel, Plan
+from .problem import ARCHS, PlanError
+from .smem import ALIGN, MBARRIER_BYTES
+
+SETMAXNREG_RANGE = (24, 256)
+
+
+def _roles(k: Kernel, arch) -> list[str]:
+    out, where = [], f"kernel {k.name}"
+    if k.threads % WARP or not 0 < k.threads <= arch.max_threads:
+        out.append(f"{where}: threads={k.threads} must be a multiple of {WARP} in (0, {arch.max_threads}]")
+    covered = []
+    for r in k.roles:
+        lo, hi = r.warps
+        if not 0 <= lo < hi:
+            out.append(f"{where}: role {r.name!r} has an empty or negative warp range {r.warps}")
+        covered.extend(range(lo, hi))
+    if sorted(covered) != list(range(k.threads // WARP)):
+        dup = sorted({w for w in covered if covered.count(w) > 1})
+        miss = sorted(set(range(k.threads // WARP)) - set(covered))
+        out.append(f"{where}: roles must cover warps 0..{k.threads // WARP - 1} exactly once "
+                   f"(overlapping: {dup}, uncovered: {miss}, beyond: {sorted(set(covered) - set(range(k.threads // WARP)))})")
+    if len({r.name for r in k.roles}) != len(k.roles):
+        out.append(f"{where}: role names are not unique")
+    return out
+
+
+def _registers(k: Kernel, arch) -> list[str]:
+    out, where = [], f"kernel {k.name}"
+    total = 0
+    for r in k.roles:
+        if r.regs is None:
+            continue
+        total += r.regs * r.threads
+        if r.setmaxnreg:
+            lo, hi = SETMAXNREG_RANGE
+            if not arch.setmaxnreg:
+                out.append(f"{where}: role {r.name!r} uses setmaxnreg, which {arch.name} does not have")
+            if r.regs % 8 or not lo <= r.regs <= hi:
+                out.append(f"{where}: role {r.name!r} setmaxnreg {r.regs} must be a multiple of 8 in [{lo}, {hi}]")
+            if r.warps[0] % 4 or r.warps[1] % 4:
+                out.append(f"{where}: role {r.name!r} uses setmaxnreg but warps {r.warps} are not whole warp groups")
+        elif r.regs > k.max_regs:
+            out.append(f"{where}: role {r.name!r} plans {r.regs} registers/thread above the launch-bound cap "
+                       f"{k.max_regs} ({k.threads} threads × {k.min_ctas_per_sm} CTAs/SM)")
+    if total * k.min_ctas_per_sm > arch.regs_per_sm:
+        out.append(f"{where}: register file overflow: Σ roles (regs × threads) = {total} × {k.min_ctas_per_sm} "
+                   f"CTAs/SM > {arch.regs_per_sm}")
+    return out
+
+
+def _smem(k: Kernel, arch) -> list[str]:
+    out, where = [], f"kernel {k.name}"
+    if k.smem_bytes > arch.smem_per_block:
+        out.append(f"{where}: shared memory {k.smem_bytes} B exceeds the {arch.name} limit {arch.smem_per_block} B")
+    if not k.smem_dynamic and k.smem_bytes > arch.static_smem:
+        out.append(f"{where}: {k.smem_bytes} B of static shared memory exceeds {arch.static_smem} B "
+                   "(mark it smem_dynamic)")
+    spans = [(f"barrier {b.name!r}", b.offset, MBARRIER_BYTES * b.stages, None)
+             for b in k.barriers if b.kind == "mbarrier"]
+    spans += [(f"buffer {b.name!r}", b.offset, b.bytes, b.alias) for b in k.buffers]
+    for name, off, size, _ in spans:
+        if off < 0 or off % (8 if name.startswith("barrier") else ALIGN) or off + size > k.smem_bytes:
+            out.append(f"{where}: {name} at offset {off} (+{size} B) is misaligned or outside the "
+                       f"{k.smem_bytes} B of shared memory")
+    for i, (n1, o1, s1, a1) in enumerate(spans):
+        for n2, o2, s2, a2 in spans[i + 1:]:
+            if o1 < o2 + s2 and o2 < o1 + s1 and not (a1 is not None and a1 == a2):
+                out.append(f"{where}: {n1} and {n2} overlap in shared memory without sharing an alias group")
+    return out
+
+
+def _barriers(k: Kernel) -> list[str]:
+    out, where = [], f"kernel {k.name}"
+    roles = {r.name: r for r in k.roles}
+    ids = {}
+    for b in k.barriers:
+        expected = 0
+        for role, unit in b.arrivals:
+            if role not in roles:
+                out.append(f"{where}: barrier {b.name!r} expects arrivals from unknown role {role!r}")
+                continue
+            r = roles[role]
+            expected += {"thread": r.threads, "warp": r.threads // WARP, "elected": 1}.get(unit, -10 ** 9)
+            if unit not in ("thread", "warp", "elected"):
+                out.append(f"{where}: barrier {b.name!r} arrival unit {unit!r} is not thread/warp/elected")
+        if b.count != expected:
+            out.append(f"{where}: barrier {b.name!r} arrive count {b.count} != {expected}, the threads of its "
+                       f"arriving roles {[r for r, _ in b.arrivals]}")
+        for w in b.waiters:
+            if w not in roles:
+                out.append(f"{where}: barrier {b.name!r} waited on by unknown role {w!r}")
+        if b.kind == "cta" and b.count != k.threads:
+            out.append(f"{where}: barrier {b.name!r} is a CTA barrier but counts {b.count} of {k.threads} threads")
+        if b.kind == "named":
+            if b.id is None or not 1 <= b.id <= 15:
+                out.append(f"{where}: named barrier {b.name!r} needs an id in 1..15 (0 is __syncthreads), got {b.id}")
+            elif b.id in ids:
+                out.append(f"{where}: named barriers {ids[b.id]!r} and {b.name!r} share id {b.id}")
+            else:
+                ids[b.id] = b.name
+            if b.count % WARP:
+                out.append(f"{where}: named barrier {b.name!r} counts {b.count} threads, not whole warps")
+        if b.kind not in ("mbarrier", "named", "cta"):
+            out.append(f"{where}: barrier {b.name!r} has unknown kind {b.kind!r}")
+    return out
+
+
+def _pipelines(k: Kernel) -> list[str]:
+    out, where = [], f"kernel {k.name}"
+    roles = {r.name for r in k.roles}
+    bars = {b.name: b for b in k.barriers}
+    bufs = {b.name: b for b in k.buffers}
+    for p in k.pipelines:
+        if p.stages < 1:
+            out.append(f"{where}: pipeline {p.name!r} has {p.stages} stages")
+        for r in [p.producer, *p.consumers]:
+            if r not in roles:
+                out.append(f"{where}: pipeline {p.name!r} names unknown role {r!r}")
+        for bar, side in ((p.ready, [p.producer]), (p.free, p.consumers)):
+            b = bars.get(bar)
+            if b is None:
+                out.append(f"{where}: pipeline {p.name!r} names unknown barrier {bar!r}")
+                continue
+            if b.kind != "mbarrier" or b.stages != p.stages:
+                out.append(f"{where}: pipeline {p.name!r} barrier {bar!r} must be an mbarrier with one entry per "
+                           f"stage ({p.stages}), is {b.kind} × {b.stages}")
+            if sorted(r for r, _ in b.arrivals) != sorted(side):
+                out.append(f"{where}: pipeline {p.name!r} barrier {bar!r} must be arrived on by {side}, "
+                           f"not {[r for r, _ in b.arrivals]}")
+        for name in p.buffers:
+            if name not in bufs:
+                out.append(f"{where}: pipeline {p.name!r} names unknown buffer {name!r}")
+            elif bufs[name].stages != p.stages:
+                out.append(f"{where}: pipeline {p.name!r} buffer {name!r} has {bufs[name].stages} stages, "
+                           f"the pipeline {p.stages}")
+    return out
+
+
+def _steps(k: Kernel) -> list[str]:
+    """Every buffer written before it is read, with a barrier between writer and reader when they
+    are different roles or cover the data with different thread mappings; aliases never live at once."""
+    out, where = [], f"kernel {k.name}"
+    roles = {r.name for r in k.roles}
+    bars = {b.name: b for b in k.barriers}
+    bufs = {b.name: b for b in k.buffers}
+    for s in k.steps:
+        if s.role not in roles:
+            out.append(f"{where}: step {s.name!r} runs on unknown role {s.role!r}")
+        for name in s.reads + s.writes:
+            if name not in bufs:
+                out.append(f"{where}: step {s.name!r} touches unknown buffer {name!r}")
+        for name in s.waits + s.arrives:
+            if name not in bars:
+                out.append(f"{where}: step {s.name!r} names unknown barrier {name!r}")
+    for i, s in enumerate(k.steps):
+        for name in s.reads:
+            prior = [j for j in range(i) if name in k.steps[j].writes]
+            if not prior:
+                if name not in s.writes:      # a step may read what it wrote itself (e.g. a staging tile)
+                    out.append(f"{where}: buffer {name!r} is read by step {s.name!r} before any step writes it")
+                continue
+            j = prior[-1]
+            w = k.steps[j]
+            if name not in bufs or bufs[name].scope == "warp" or (w.role, w.mapping) == (s.role, s.mapping):
+                continue
+            synced = any(b in bars and (w.role in [r for r, _ in bars[b].arrivals])
+                         for t in k.steps[j + 1:i + 1] if t.role == s.role for b in t.waits)
+            if not synced:
+                out.append(f"{where}: buffer {name!r} written by step {w.name!r} ({w.role}/{w.mapping}) and read by "
+                           f"step {s.name!r} ({s.role}/{s.mapping}) with no barrier between them")
+    read = {n for s in k.steps for n in s.reads}
+    written = {n for s in k.steps for n in s.writes}
+    for b in k.buffers:
+        if b.name not in read | written:
+            out.append(f"{where}: buffer {b.name!r} is never used by any step")
+        elif b.name not in read:
+            out.append(f"{where}: buffer {b.name!r} is written but never read")
+    groups: dict[str, list[tuple[str, int, int]]] = {}
+    for b in k.buffers:
+        if b.alias:
+            idx = [i for i, s in enumerate(k.steps) if b.name in s.reads + s.writes]
+            if idx:
+                groups.setdefault(b.alias, []).append((b.name, min(idx), max(idx)))
+    for g, members in groups.items():
+        for i, (n1, a1, z1) in enumerate(members):
+            for n2, a2, z2 in members[i + 1:]:
+                if a1 <= z2 and a2 <= z1:
+                    out.append(f"{where}: buffers {n1!r} and {n2!r} share alias group {g!r} but are live at once "
+                               f"(steps {a1}..{z1} and {a2}..{z2})")
+    return out
+
+
+def _params(k: Kernel) -> list[str]:
+    names = [p.name for p in k.params]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    return [f"kernel {k.name}: duplicate parameters {dup}"] if dup else []
+
+
+def _graph(plan: Plan) -> list[str]:
+    """Kernel DAG from workspaces: acyclic, each workspace produced by an earlier kernel than its readers."""
+    out = []
+    order = {k.name: i for i, k in enumerate(plan.kernels)}
+    if len(order) != len(plan.kernels):
+        out.append("plan: kernel names are not unique")
+    g = nx.DiGraph()
+    g.add_nodes_from(order)
+    written = {}
+    for k in plan.kernels:
+        for s in k.steps:
+            for n in s.global_writes:
+                if n.startswith("ws_"):
+                    written.setdefault(n, set()).add(k.name)
+    ws_names = {w.name for w in plan.workspaces}
+    for w in plan.workspaces:
+        if w.producer not in order:
+            out.append(f"plan: workspace {w.name!r} is produced by unknown kernel {w.producer!r}")
+            continue
+        if w.producer not in written.get(w.name, set()):
+            out.append(f"plan: workspace {w.name!r} names producer {w.producer!r}, whose steps never write it")
+        for c in w.consumers:
+            if c not in order:
+                out.append(f"plan: workspace {w.name!r} is consumed by unknown kernel {c!r}")
+                continue
+            g.add_edge(w.producer, c, workspace=w.name)
+            if order[c] <= order[w.producer]:
+                out.append(f"plan: workspace {w.name!r} is consumed by {c!r} (launch {order[c]}) before its producer "
+                           f"{w.producer!r} (launch {order[w.producer]}) runs")
+    for k in plan.kernels:
+        for s in k.steps:
+            for n in s.global_reads:
+                if n.startswith("ws_") and n not in ws_names:
+                    out.append(f"kernel {k.name}: step {s.name!r} reads workspace {n!r}, which the plan does not declare")
+                elif n.startswith("ws_") and k.name not in plan.workspace(n).consumers:
+                    out.append(f"kernel {k.name}: step {s.name!r} reads workspace {n!r} but is not among its consumers")
+            for n in s.global_writes:
+                if n.startswith("ws_") and n not in ws_names:
+                    out.append(f"kernel {k.name}: step {s.name!r} writes workspace {n!r}, which the plan does not declare")
+    if not nx.is_directed_acyclic_graph(g):
+        cycle = nx.find_cycle(g)
+        out.append("plan: kernel dependency cycle " + " -> ".join([u for u, _ in cycle] + [cycle[0][0]]))
+    return out
+
+
+def problems(plan: Plan) -> list[str]:
+    """Every violated invariant, as messages naming the part."""
+    arch_name = plan.problem.get("arch")
+    if arch_name not in ARCHS:
+        return [f"plan: unknown arch {arch_name!r}"]
+    arch = ARCHS[arch_name]
+    out = []
+    for k in plan.kernels:
+        for check in (_roles, _registers, _smem):
+            out += check(k, arch)
+        for check in (_barriers, _pipelines, _steps, _params):
+            out += check(k)
+    return out + _graph(plan)
+
+
+def verify(plan: Plan) -> Plan:
+    """The plan itself when every invariant holds; PlanError listing every violation otherwise."""
+    found = problems(plan)
+    if found:
+        raise PlanError(f"plan {plan.uri} fails verification:\n  " + "\n  ".join(found))
+    return plan

@@ -1,0 +1,70 @@
+// kdagen common: mma fragment loads from shared memory (ldmatrix for bf16 tiles).
+// Every tile is addressed by its top-left element `base` and a leading dimension `ld` in elements;
+// base must be 16-byte aligned and ld a multiple of 8 (pad rows by 8 to avoid bank conflicts).
+namespace kdg {
+
+// A (16x16, M x K) stored row-major: element (m, k) at base[m * ld + k].
+__device__ __forceinline__ FragA load_frag_a(const bf16* base, int ld, int lane) {
+  const int mi = lane >> 3;
+  const bf16* p = base + ((mi & 1) * 8 + (lane & 7)) * ld + (mi >> 1) * 8;
+  FragA a;
+  ptx_ldmatrix_x4(a.x, p);
+  return a;
+}
+
+// A (16x16, M x K) stored transposed: element (m, k) at base[k * ld + m].
+__device__ __forceinline__ FragA load_frag_a_trans(const bf16* base, int ld, int lane) {
+  const int mi = lane >> 3;
+  const bf16* p = base + ((mi >> 1) * 8 + (lane & 7)) * ld + (mi & 1) * 8;
+  FragA a;
+  ptx_ldmatrix_x4_trans(a.x, p);
+  return a;
+}
+
+// Two B fragments (K 16 x N 16: b[0] holds columns n 0..7, b[1] columns 8..15) from storage
+// where element (k, n) sits at base[n * ld + k] ("N x K row-major", e.g. the keys of k·kᵀ).
+__device__ __forceinline__ void load_frag_b_nk(FragB (&b)[2], const bf16* base, int ld, int lane) {
+  const int mi = lane >> 3;
+  const bf16* p = base + ((mi >> 1) * 8 + (lane & 7)) * ld + (mi & 1) * 8;
+  u32 r[4];
+  ptx_ldmatrix_x4(r, p);
+  b[0].x[0] = r[0]; b[0].x[1] = r[1];
+  b[1].x[0] = r[2]; b[1].x[1] = r[3];
+}
+
+// Two B fragments (K 16 x N 16) from storage where element (k, n) sits at base[k * ld + n]
+// ("K x N row-major", e.g. the value rows of a chunk): ldmatrix with .trans.
+__device__ __forceinline__ void load_frag_b_kn(FragB (&b)[2], const bf16* base, int ld, int lane) {
+  const int mi = lane >> 3;
+  const bf16* p = base + ((mi & 1) * 8 + (lane & 7)) * ld + (mi >> 1) * 8;
+  u32 r[4];
+  ptx_ldmatrix_x4_trans(r, p);
+  b[0].x[0] = r[0]; b[0].x[1] = r[1];
+  b[1].x[0] = r[2]; b[1].x[1] = r[3];
+}
+
+// A (16x16, M x K) split into bf16 hi + lo from row-major fp32 storage: element (m, k) at base[m * ld + k].
+// ld ≡ 8 (mod 32) keeps the 8-byte loads free of bank conflicts.
+__device__ __forceinline__ void load_frag_a_split(FragA& hi, FragA& lo, const float* base, int ld, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float* r = base + (g + 8 * (i & 1)) * ld + 2 * t + 8 * (i >> 1);
+    split_bf16(r[0], r[1], hi.x[i], lo.x[i]);
+  }
+}
+
+// Two B fragments (K 16 x N 16) split into bf16 hi + lo from fp32 storage where element (k, n) sits
+// at base[n * ld + k] (e.g. Aᵀ from a row-major fp32 A): plain shared loads, no ldmatrix.
+__device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)[2], const float* base, int ld,
+                                                     int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const float* r = base + (nt * 8 + g) * ld + 2 * t;
+    split_bf16(r[0], r[1], hi[nt].x[0], lo[nt].x[0]);
+    split_bf16(r[8], r[9], hi[nt].x[1], lo[nt].x[1]);
+  }
+}
+
+}  // namespace kdg

@@ -1,0 +1,86 @@
+// kdagen common: the scalar functions the expression emitter (kdagen.codegen.expr) writes calls to,
+// and row loads into per-thread channel slices. Accurate libm forms (no fast-math) so the prologue
+// matches the float64 reference to fp32 rounding.
+namespace kdg {
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+
+// softplus with flash-linear-attention's threshold: x itself above it.
+__device__ __forceinline__ float softplus(float x, float threshold) {
+  return x > threshold ? x : log1pf(expf(x));
+}
+
+__device__ __forceinline__ float square(float x) { return x * x; }
+
+// N consecutive elements from p into registers (zeros when !valid); 16-byte vector loads when the
+// slice allows (p must then be 16-byte aligned).
+template <int N>
+__device__ __forceinline__ void load_row(float (&dst)[N], const bf16* p, bool valid) {
+  if (!valid) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = 0.f;
+    return;
+  }
+  if constexpr (N % 8 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 8) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(p + j);
+      const bf16* e = reinterpret_cast<const bf16*>(&raw);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dst[j + i] = __bfloat162float(e[i]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = __bfloat162float(p[j]);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void load_row(float (&dst)[N], const float* p, bool valid) {
+  if (!valid) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = 0.f;
+    return;
+  }
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + j);
+      dst[j] = v.x; dst[j + 1] = v.y; dst[j + 2] = v.z; dst[j + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = p[j];
+  }
+}
+
+// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0).
+template <int N>
+__device__ __forceinline__ void store_row(bf16* p, const float (&src)[N]) {
+  if constexpr (N % 8 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 8) {
+      uint4 raw;
+      u32* w = reinterpret_cast<u32*>(&raw);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = pack_bf16(src[j + 2 * i], src[j + 2 * i + 1]);
+      *reinterpret_cast<uint4*>(p + j) = raw;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) p[j] = __float2bfloat16_rn(src[j]);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void store_row(float* p, const float (&src)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 4) *reinterpret_cast<float4*>(p + j) = make_float4(src[j], src[j + 1], src[j + 2], src[j + 3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) p[j] = src[j];
+  }
+}
+
+}  // namespace kdg

@@ -1,0 +1,113 @@
+// Host emulation of templates/common/ptx.cuh (same functions, same semantics as the PTX ISA
+// describes them), for kdagen.codegen.emulate. Requires cuda_host.h.
+namespace kdg {
+
+__device__ __forceinline__ u32 smem_addr(const void* p) { return (u32)reinterpret_cast<std::uintptr_t>(p); }
+
+inline float bf16_lo(u32 r) { return __bfloat162float(__ushort_as_bfloat16((unsigned short)(r & 0xffffu))); }
+inline float bf16_hi(u32 r) { return __bfloat162float(__ushort_as_bfloat16((unsigned short)(r >> 16))); }
+
+// mma.m16n8k16 row.col bf16 -> f32, fragment layouts of the PTX ISA: lane l, g = l/4, t = l%4.
+__device__ __forceinline__ void ptx_mma_16816(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  kdg_emu::Warp& w = kdg_emu::warp();
+  const int lane = kdg_emu::lane_id;
+  for (int i = 0; i < 4; ++i) w.slot[lane][i] = a[i];
+  for (int i = 0; i < 2; ++i) w.slot[lane][4 + i] = b[i];
+  w.bar.arrive_and_wait();
+  float A[16][16], B[16][8];
+  for (int l = 0; l < 32; ++l) {
+    const int g = l / 4, t = l % 4;
+    for (int i = 0; i < 4; ++i) {  // a register i: rows g (+8 for i odd), columns 2t (+8 for i >= 2)
+      const u32 r = (u32)w.slot[l][i];
+      const int row = g + 8 * (i & 1), col = 2 * t + 8 * (i >> 1);
+      A[row][col] = bf16_lo(r);
+      A[row][col + 1] = bf16_hi(r);
+    }
+    for (int i = 0; i < 2; ++i) {  // b register i: k rows 2t (+8 for i = 1), column g
+      const u32 r = (u32)w.slot[l][4 + i];
+      B[2 * t + 8 * i][g] = bf16_lo(r);
+      B[2 * t + 8 * i + 1][g] = bf16_hi(r);
+    }
+  }
+  w.bar.arrive_and_wait();
+  const int g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {  // c element i: row g (+8 for i >= 2), column 2t + (i & 1)
+    const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+    float acc = d[i];
+    for (int k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
+    d[i] = acc;
+  }
+}
+
+inline void ldmatrix_x4_emulated(u32 (&r)[4], const void* row_ptr, bool trans) {
+  kdg_emu::Warp& w = kdg_emu::warp();
+  const int lane = kdg_emu::lane_id;
+  w.slot[lane][0] = reinterpret_cast<std::uintptr_t>(row_ptr);
+  w.bar.arrive_and_wait();
+  for (int m = 0; m < 4; ++m) {  // matrix m: row i at the address of lane 8m + i
+    unsigned short e[2];
+    for (int k = 0; k < 2; ++k) {
+      const int row = trans ? 2 * (lane % 4) + k : lane / 4;
+      const int col = trans ? lane / 4 : 2 * (lane % 4) + k;
+      const auto* p = reinterpret_cast<const unsigned short*>(w.slot[8 * m + row][0]);
+      e[k] = p[col];
+    }
+    r[m] = (u32)e[0] | ((u32)e[1] << 16);
+  }
+  w.bar.arrive_and_wait();
+}
+
+__device__ __forceinline__ void ptx_ldmatrix_x4(u32 (&r)[4], const void* row_ptr) { ldmatrix_x4_emulated(r, row_ptr, false); }
+__device__ __forceinline__ void ptx_ldmatrix_x4_trans(u32 (&r)[4], const void* row_ptr) { ldmatrix_x4_emulated(r, row_ptr, true); }
+
+__device__ __forceinline__ void ptx_mbarrier_init(u64* bar, int count) {
+  std::lock_guard<std::mutex> lock(kdg_emu::block->mu);
+  kdg_emu::Mbar& m = kdg_emu::block->mbar[bar];
+  m.count = m.pending = count;
+  m.phase = 0;
+}
+
+inline void mbarrier_arrive_emulated(u64* bar) {
+  std::lock_guard<std::mutex> lock(kdg_emu::block->mu);
+  kdg_emu::Mbar& m = kdg_emu::block->mbar.at(bar);
+  if (--m.pending == 0) {
+    m.pending = m.count;
+    ++m.phase;
+  }
+}
+
+__device__ __forceinline__ void ptx_mbarrier_arrive(u64* bar) { mbarrier_arrive_emulated(bar); }
+
+// The phase with parity p has completed when the current (incomplete) phase has the other parity.
+__device__ __forceinline__ bool ptx_mbarrier_test(u64* bar, int parity) {
+  bool done;
+  {
+    std::lock_guard<std::mutex> lock(kdg_emu::block->mu);
+    done = (int)(kdg_emu::block->mbar.at(bar).phase & 1u) != parity;
+  }
+  if (!done) std::this_thread::yield();
+  return done;
+}
+
+inline std::barrier<>& named_barrier(int id, int threads) {
+  std::lock_guard<std::mutex> lock(kdg_emu::block->mu);
+  auto& b = kdg_emu::block->named[id];
+  if (!b) b = std::make_unique<std::barrier<>>(threads);
+  return *b;
+}
+
+__device__ __forceinline__ void ptx_bar_sync(int id, int threads) { named_barrier(id, threads).arrive_and_wait(); }
+__device__ __forceinline__ void ptx_bar_arrive(int id, int threads) { (void)named_barrier(id, threads).arrive(); }
+
+__device__ __forceinline__ void ptx_cp_async_16(void* smem, const void* gmem, int src_bytes) {
+  if (src_bytes) std::memcpy(smem, gmem, 16); else std::memset(smem, 0, 16);
+}
+
+__device__ __forceinline__ void ptx_cp_async_4(void* smem, const void* gmem, int src_bytes) {
+  if (src_bytes) std::memcpy(smem, gmem, 4); else std::memset(smem, 0, 4);
+}
+
+__device__ __forceinline__ void ptx_cp_async_arrive(u64* bar) { mbarrier_arrive_emulated(bar); }
+__device__ __forceinline__ void ptx_cp_async_wait_all() {}
+
+}  // namespace kdg

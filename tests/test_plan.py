@@ -1,0 +1,185 @@
+"""The planner: default plans verify, plans round-trip through JSON, the exponent form follows the
+decay's proven bounds, and deliberately broken plans are rejected with a message naming the part."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from kdagen import dsl
+from kdagen.plan import (ARCHS, Buffer, PlanError, Plan, Problem, Step, Workspace, default_problem, default_problems,
+                         evaluate, exponent_form, launch_sizes, make_plan, problem_from_options, problems, verify)
+from kdagen.plan.describe import describe, to_dot
+from kdagen.reference import Options
+
+
+@pytest.fixture(scope="module")
+def kda_plan():
+    return make_plan(default_problem("kda"))
+
+
+@pytest.mark.parametrize("problem", default_problems(), ids=lambda p: p.uri())
+def test_default_plans_verify(problem):
+    plan = verify(make_plan(problem))
+    assert [k.name for k in plan.kernels] == ["k1_prepare", "k2_recurrence", "k2_states", "k2_bwd", "k1_bwd",
+                                              "param_reduce"]
+    limit = ARCHS[problem.arch].smem_per_block
+    assert all(k.smem_bytes <= limit for k in plan.kernels)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("op", ["kda", "gdn"])
+def test_other_configurations_verify(op, head_dim):
+    for kw in (dict(gva_ratio=2, varlen=True), dict(arch="sm_80")):
+        verify(make_plan(default_problem(op, head_dim=head_dim, **kw)))
+
+
+def test_json_round_trip(kda_plan):
+    text = kda_plan.to_json()
+    again = Plan.from_json(text)
+    assert again == kda_plan
+    assert again.to_json() == text
+    assert isinstance(again.kernels[0].roles[0].warps, tuple) and isinstance(again.decay_interval, tuple)
+    gdn = make_plan(default_problem("gdn"))          # -inf decay bound survives JSON
+    assert Plan.from_json(gdn.to_json()).decay_interval[0] == float("-inf")
+    json.loads(text)
+
+
+@pytest.mark.parametrize("opt, form", [
+    (dict(op="kda", use_gate_in_kernel=True, lower_bound=-5.0), "factored"),   # 16·5·log2 e = 115 < 126
+    (dict(op="kda", use_gate_in_kernel=True, lower_bound=-8.0), "relative"),   # 16·8·log2 e = 185 > 126
+    (dict(op="kda", use_gate_in_kernel=True), "relative"),                     # softplus: unbounded below
+    (dict(op="kda"), "relative"),                                              # precomputed g in (-inf, 0]
+    (dict(op="kda", lower_bound=-5.0), "factored"),                            # safe_gate: g promised in [lb, 0]
+    (dict(op="gdn", use_gate_in_kernel=True), "relative"),                     # scalar decay: always relative
+])
+def test_exponent_form_from_bounds(opt, form):
+    plan = make_plan(problem_from_options(Options(**opt), K=64, V=64, arch="sm_90a"))
+    assert plan.exponent_form == form
+    k1 = plan.kernel("k1_prepare")
+    assert k1.options["form"] == form
+    assert {b.name for b in k1.buffers} >= ({"qd", "kd", "ki"} if form == "factored" else {"qf", "kf"})
+
+
+def test_exponent_form_rule():
+    assert exponent_form("vector", (-5.0, 0.0), 16) == "factored"
+    assert exponent_form("vector", (-5.0, 0.5), 16) == "relative"       # a positive decay voids "≤ 1"
+    assert exponent_form("vector", (-5.0, 0.0), 32) == "relative"       # 32·5·log2 e = 231
+    assert exponent_form("scalar", (-1.0, 0.0), 16) == "relative"
+
+
+def test_arch_changes_the_plan():
+    """K2_bwd double-buffers its ring where shared memory allows it (sm_90a), single-buffers on sm_80."""
+    hopper = make_plan(default_problem("kda", arch="sm_90a")).kernel("k2_bwd")
+    ampere = make_plan(default_problem("kda", arch="sm_80")).kernel("k2_bwd")
+    assert hopper.options["stages"] == 2 and ampere.options["stages"] == 1
+    assert ampere.smem_bytes <= ARCHS["sm_80"].smem_per_block < hopper.smem_bytes
+    assert hopper.smem_dynamic
+
+
+def test_problem_rejects_unplannable():
+    r = default_problem("kda").recurrence
+    for kw, msg in ((dict(K=96), "K=96"), (dict(chunk=64), "chunk=64"), (dict(arch="sm_70"), "arch='sm_70'"),
+                    (dict(name="a b"), "name='a b'")):
+        args = dict(recurrence=r, name="kda", K=128, V=128) | kw
+        with pytest.raises(PlanError, match=msg):
+            Problem(**args)
+
+
+def test_value_operand_must_be_an_input():
+    def rec(r):
+        q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+        r.delta_rule(query=q, key=k, value=2 * v, beta=r.token_input("beta"), decay=r.token_input("g"),
+                     scale=r.scalar("scale"))
+    with pytest.raises(PlanError, match="value operand"):
+        make_plan(Problem(dsl.build(rec), "vscaled", 64, 64))
+
+
+def test_sizes():
+    s = launch_sizes(B=1, T=100, H=2, HV=4, chunk=16, num_seqs=3)
+    assert s == {"N": 3, "HV": 4, "H": 2, "T": 100, "chunks": 100 // 16 + 3}
+    assert evaluate("chunks", s) == 9 and evaluate("HV * 2 + 1", s) == 9 and evaluate(7, s) == 7
+    with pytest.raises(KeyError, match="unknown symbol 'B'"):
+        evaluate("B", s)
+
+
+def test_describe_and_dot(kda_plan):
+    text = describe(kda_plan)
+    for needle in ("kernel k2_recurrence", "roles", "barriers", "ready", "mbarrier", "arrive count", "mma/thread",
+                   "shared memory", "ws_qd", "steps (program order)", "exponent form 'factored'"):
+        assert needle in text
+    assert to_dot(kda_plan).count("->") == sum(len(w.consumers) for w in kda_plan.workspaces)
+
+
+# ---- deliberately broken plans -----------------------------------------------------------------------------
+
+def _k(plan, name):
+    return plan.kernel(name)
+
+
+def _cycle(plan):
+    plan.workspaces.append(Workspace("ws_loop", ("chunks",), "f32", "k2_recurrence", ["k1_prepare"]))
+    _k(plan, "k2_recurrence").steps[-1].global_writes.append("ws_loop")
+    _k(plan, "k1_prepare").steps[0].global_reads.append("ws_loop")
+
+
+def _big_buffer(plan):
+    k = _k(plan, "k1_prepare")
+    k.buffers.append(Buffer("huge", (300 * 1024,), "f32", offset=k.smem_bytes))
+    k.steps[0].writes.append("huge")
+    k.steps[1].reads.append("huge")
+    k.smem_bytes += 300 * 1024 * 4
+    k.smem_dynamic = True
+
+
+def _alias(plan):
+    for b in _k(plan, "k1_prepare").buffers:
+        if b.name in ("kd", "ki"):
+            b.alias = "u"
+
+
+BROKEN = [
+    ("role regs above the cap", lambda p: setattr(_k(p, "k1_prepare"), "min_ctas_per_sm", 5),
+     "role 'all' plans 128 registers/thread above the launch-bound cap"),
+    ("register file", lambda p: [setattr(r, "regs", 248) or setattr(r, "setmaxnreg", True)
+                                 for r in _k(p, "k1_prepare").roles], "register file overflow"),
+    ("setmaxnreg granularity", lambda p: [setattr(r, "setmaxnreg", True) or setattr(r, "regs", 100)
+                                          for r in _k(p, "k2_recurrence").roles], "multiple of 8"),
+    ("smem limit", _big_buffer, "exceeds the sm_90a limit"),
+    ("static smem", lambda p: setattr(_k(p, "k2_recurrence"), "smem_bytes", 60 * 1024), "static shared memory"),
+    ("arrive count", lambda p: setattr(_k(p, "k2_recurrence").barrier("ready"), "count", 31),
+     "barrier 'ready' arrive count 31 != 32"),
+    ("arrive role", lambda p: setattr(_k(p, "k2_recurrence").barrier("free"), "arrivals", [("mma", "warp")]),
+     "barrier 'free' arrive count 128 != 4"),
+    ("read before write", lambda p: _k(p, "k2_recurrence").steps[1].writes.remove("kd_s"),
+     "buffer 'kd_s' is read by step 'state_products' before any step writes it"),
+    ("missing barrier", lambda p: _k(p, "k1_prepare").steps[1].waits.clear(),
+     "written by step 'prologue' (all/row) and read by step 'cumsum' (all/column) with no barrier"),
+    ("overlapping roles", lambda p: setattr(_k(p, "k2_recurrence").role("load"), "warps", (3, 5)),
+     "roles must cover warps 0..4 exactly once (overlapping: [3]"),
+    ("named barrier id", lambda p: setattr(_k(p, "k2_bwd").barrier("exchange"), "id", 0), "needs an id in 1..15"),
+    ("pipeline stages", lambda p: setattr(_k(p, "k2_recurrence").buffer("v_s"), "stages", 3),
+     "pipeline 'chunk_ring' buffer 'v_s' has 3 stages"),
+    ("alias lifetimes", _alias, "buffers 'kd' and 'ki' share alias group 'u' but are live at once"),
+    ("dead buffer", lambda p: _k(p, "k1_prepare").steps[3].reads.remove("beta_s"),
+     "buffer 'beta_s' is written but never read"),
+    ("launch order", lambda p: p.kernels.insert(0, p.kernels.pop(1)),
+     "workspace 'ws_qd' is consumed by 'k2_recurrence' (launch 0) before its producer 'k1_prepare' (launch 1)"),
+    ("kernel cycle", _cycle, "kernel dependency cycle"),
+    ("undeclared workspace", lambda p: _k(p, "k1_prepare").steps[2].global_writes.append("ws_nowhere"),
+     "writes workspace 'ws_nowhere', which the plan does not declare"),
+    ("unknown step role", lambda p: _k(p, "k2_recurrence").steps.append(Step("x", "ghost", "strip")),
+     "step 'x' runs on unknown role 'ghost'"),
+]
+
+
+@pytest.mark.parametrize("name, breaks, message", BROKEN, ids=[b[0] for b in BROKEN])
+def test_broken_plans_are_rejected(kda_plan, name, breaks, message):
+    plan = copy.deepcopy(kda_plan)
+    breaks(plan)
+    found = problems(plan)
+    assert found, f"{name}: the broken plan verified"
+    assert any(message in f for f in found), found
+    with pytest.raises(PlanError, match="fails verification"):
+        verify(plan)
