@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# One benchmark call on the device machine: `kdagen bench` with FLA from .whl/, FLA's Triton autotune results
+# carried between calls in .tcache/autotune.tgz (tuning a new shape takes FLA minutes; the chosen configs are
+# reused, so FLA still runs its own best configuration). Arguments go to `kdagen bench`. Budget: the bench
+# gets BENCH_SECONDS (default 480), then the autotune results are packed into $OUT.
+set -uo pipefail
+export TRITON_CACHE_DIR=/tmp/triton-cache
+mkdir -p "$TRITON_CACHE_DIR"
+[ -f .tcache/autotune.tgz ] && tar xzf .tcache/autotune.tgz -C "$TRITON_CACHE_DIR"
+timeout "${BENCH_SECONDS:-480}" bash benchmarks/h200.sh "$@" 2>&1 | tee "${OUT:-/tmp}/bench.log"
+(cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | tar czf "${OUT:-/tmp}/autotune.tgz" -T -)
+ls -la "${OUT:-/tmp}"
