@@ -6,7 +6,9 @@
 set -uo pipefail
 export TRITON_CACHE_DIR=/tmp/triton-cache
 mkdir -p "$TRITON_CACHE_DIR"
-[ -f .tcache/autotune.tgz ] && tar xzf .tcache/autotune.tgz -C "$TRITON_CACHE_DIR"
+for cache in benchmarks/fla-autotune-h200.tgz .tcache/autotune.tgz; do     # checked-in, then the latest run's
+  [ -f "$cache" ] && tar xzf "$cache" -C "$TRITON_CACHE_DIR"
+done
 timeout "${BENCH_SECONDS:-480}" bash benchmarks/h200.sh "$@" 2>&1 | tee "${OUT:-/tmp}/bench.log"
 (cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json' | tar czf "${OUT:-/tmp}/autotune.tgz" -T -)
 ls -la "${OUT:-/tmp}"
