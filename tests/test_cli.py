@@ -184,6 +184,18 @@ def test_precompile_at_import_compiles_only_what_is_missing(fake_kernels, monkey
     kdagen.ops._precompile_from_environment()                                  # all cached now: no compile
 
 
+def test_compile_takes_forward_and_backward_units_for_the_given_arch(monkeypatch):
+    """The real providers: a configuration's modules are both directions' units, planned for --arch."""
+    monkeypatch.setenv("KDAGEN_ARCH", "sm_90a")                              # not what --arch asks for
+    config = compile_cmd.parse_config("--op gdn --head-dim 64 --use-gate-in-kernel --gva 2")
+    sources = compile_cmd.kernel_sources(config, "sm_80")
+    uri = "gdn_sp_k64v64_c16_bf16_gbf16_bbf16_gva2_sm80"
+    assert [u for u, _ in sources] == [f"{uri}_forward", f"{uri}_backward"]
+    forward, backward = (src for _, src in sources)
+    assert f"{uri} (forward)" in forward.splitlines()[0] and f"{uri} (backward)" in backward.splitlines()[0]
+    assert "k1_prepare(" in forward and all(f" {k}(" in backward for k in ("k2_states", "k2_bwd", "k1_bwd"))
+
+
 @pytest.mark.parametrize("text, message", [
     ("--op kda --head-dim", "expected one argument"),
     ("--op kda", "required: --head-dim"),

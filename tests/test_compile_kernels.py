@@ -1,7 +1,9 @@
-"""Every forward kernel of the default configurations (and of the other exponent forms, and of a
-recurrence defined only here) compiles with nvcc for sm_90a and sm_80, compiled in parallel; ptxas's
-report must match the plan: no spill stores beyond the plan's allowance, registers within the
-launch-bound cap, static shared memory exactly the plan's and within the arch's limit."""
+"""Every kernel of the default configurations, forward and backward, compiles with nvcc for sm_90a and
+sm_80 without a warning, as do those of other exponent forms, layouts and dtypes and of a recurrence
+defined only here; all units compile in parallel. ptxas's report must match the plan: no spill stores
+beyond the plan's allowance, registers within the launch-bound cap, static shared memory exactly the
+plan's (a dynamic kernel: none static, and the plan's bytes within the arch's limit). NVRTC, the runtime's
+compiler, takes the same units."""
 from __future__ import annotations
 
 import shutil
@@ -10,11 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kdagen import dsl
-from kdagen.codegen import render_unit
+from kdagen.codegen import DIRECTIONS, render_unit
 from kdagen.codegen.nvcc import resources
-from kdagen.plan import ARCHS, Problem, default_problem, default_problems, make_plan, problem_from_options, verify
+from kdagen.plan import (ARCHS, Dtypes, Problem, default_problem, default_problems, make_plan, problem_from_options,
+                         verify)
 from kdagen.reference import Options
-
 
 
 def softsign_gate(r):
@@ -28,48 +30,60 @@ def softsign_gate(r):
 
 def _problems() -> dict:
     found = {p.uri(): p for p in default_problems()}
+    vfirst = Options(op="kda", use_gate_in_kernel=True, lower_bound=-5.0, use_beta_sigmoid_in_kernel=True,
+                     allow_neg_eigval=True, state_v_first=True)
     for arch in ARCHS:
         for p in (problem_from_options(Options(op="kda"), K=64, V=64, arch=arch, varlen=True, gva_ratio=2),
+                  problem_from_options(vfirst, K=64, V=64, arch=arch, dtypes=Dtypes(g="f32", beta="f32")),
                   default_problem("gdn", head_dim=64, arch=arch),
                   Problem(dsl.build(softsign_gate), "softsign", 128, 128, arch=arch)):
             found[p.uri()] = p
     return found
 
 
+PROBLEMS = _problems()
+UNITS = [(uri, d) for uri in sorted(PROBLEMS) for d in DIRECTIONS]
+
+
 @pytest.fixture(scope="module")
 def reports() -> dict:
+    """(uri, direction) -> (plan, ptxas report per kernel), every unit compiled in parallel."""
     if shutil.which("nvcc") is None:
         pytest.skip("needs nvcc")
-    """uri -> (plan, ptxas report per kernel), all units compiled in parallel."""
-    problems = _problems()
-    plans = {uri: verify(make_plan(p)) for uri, p in problems.items()}
+    plans = {uri: verify(make_plan(p)) for uri, p in PROBLEMS.items()}
 
-    def build(uri):
+    def build(unit):
+        uri, direction = unit
         plan = plans[uri]
-        return uri, plan, resources(render_unit(plan, problems[uri].recurrence, "forward"), plan.problem["arch"])
+        source = render_unit(plan, PROBLEMS[uri].recurrence, direction)
+        return plan, resources(source, plan.problem["arch"], ("-Werror", "all-warnings"))
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return {uri: (plan, rep) for uri, plan, rep in pool.map(build, plans)}
+        return dict(zip(UNITS, pool.map(build, UNITS)))
 
 
 @pytest.mark.nvcc
-@pytest.mark.parametrize("uri", sorted(_problems()))
-def test_forward_kernels_fit_their_plan(reports, uri):
-    plan, report = reports[uri]
+@pytest.mark.parametrize("uri, direction", UNITS, ids=[f"{u}-{d}" for u, d in UNITS])
+def test_kernels_fit_their_plan(reports, uri, direction):
+    plan, report = reports[uri, direction]
     limit = ARCHS[plan.problem["arch"]].smem_per_block
-    for kernel in plan.direction("forward"):
-        r = report.get(kernel.name)
-        assert r is not None, f"{uri}: ptxas reported no kernel {kernel.name} (got {sorted(report)})"
+    kernels = plan.direction(direction)
+    assert sorted(report) == sorted(k.name for k in kernels), f"{uri} {direction}: ptxas reported {sorted(report)}"
+    for kernel in kernels:
+        r, where = report[kernel.name], f"{uri}/{kernel.name}"
         assert r.arch == plan.problem["arch"]
         assert r.spill_stores <= kernel.spill_allowance and r.spill_loads <= kernel.spill_allowance, \
-            f"{uri}/{kernel.name}: {r.spill_stores} B spill stores, plan allows {kernel.spill_allowance}"
-        assert r.registers <= kernel.max_regs, f"{uri}/{kernel.name}: {r.registers} registers > cap {kernel.max_regs}"
-        assert r.smem == kernel.smem_bytes <= limit, \
-            f"{uri}/{kernel.name}: ptxas {r.smem} B smem, plan {kernel.smem_bytes} B, limit {limit} B"
+            f"{where}: {r.spill_stores} B spill stores, plan allows {kernel.spill_allowance}"
+        assert r.registers <= kernel.max_regs, f"{where}: {r.registers} registers > cap {kernel.max_regs}"
+        static = 0 if kernel.smem_dynamic else kernel.smem_bytes
+        assert r.smem == static and kernel.smem_bytes <= limit, \
+            f"{where}: ptxas {r.smem} B static smem, plan {kernel.smem_bytes} B " \
+            f"({'dynamic' if kernel.smem_dynamic else 'static'}), limit {limit} B"
 
 
-def test_forward_unit_compiles_with_nvrtc():
-    """The runtime's compiler (NVRTC through CuPy) takes the same unit the GPU runs."""
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_units_compile_with_nvrtc(direction):
+    """The runtime's compiler (NVRTC through CuPy) takes the same units the GPU runs."""
     runtime = pytest.importorskip("kdagen.runtime")
     try:
         runtime.cuda_include_dir()
@@ -77,5 +91,5 @@ def test_forward_unit_compiles_with_nvrtc():
         pytest.skip(f"NVRTC headers unavailable: {e}")
     problem = default_problem("gdn", head_dim=64)
     plan = verify(make_plan(problem))
-    image = runtime.compile_cubin(render_unit(plan, problem.recurrence, "forward"), "forward.cu", "sm_90a")
+    image = runtime.compile_cubin(render_unit(plan, problem.recurrence, direction), f"{direction}.cu", "sm_90a")
     assert image[:4] == b"\x7fELF"

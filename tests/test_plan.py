@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kdagen import dsl
-from kdagen.plan import (ARCHS, Buffer, PlanError, Plan, Problem, Step, Workspace, default_problem, default_problems,
+from kdagen.plan import (ARCHS, Barrier, Buffer, PlanError, Plan, Problem, Step, Workspace, default_problem, default_problems,
                          evaluate, exponent_form, launch_sizes, make_plan, problem_from_options, problems, verify)
 from kdagen.plan.describe import describe, to_dot
 from kdagen.reference import Options
@@ -69,13 +69,30 @@ def test_exponent_form_rule():
     assert exponent_form("scalar", (-1.0, 0.0), 16) == "relative"
 
 
-def test_arch_changes_the_plan():
-    """K2_bwd double-buffers its ring where shared memory allows it (sm_90a), single-buffers on sm_80."""
-    hopper = make_plan(default_problem("kda", arch="sm_90a")).kernel("k2_bwd")
-    ampere = make_plan(default_problem("kda", arch="sm_80")).kernel("k2_bwd")
-    assert hopper.options["stages"] == 2 and ampere.options["stages"] == 1
-    assert ampere.smem_bytes <= ARCHS["sm_80"].smem_per_block < hopper.smem_bytes
-    assert hopper.smem_dynamic
+@pytest.mark.parametrize("op", ["kda", "gdn"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_backward_plan_describes_the_built_kernels(op, head_dim):
+    """K2_bwd: V/16 warps, no producer, __syncthreads only; its shared memory is the tiles the template
+    uses (161600 B at K = V = 128, within sm_80's limit); K1_bwd: 16 lanes per token row, static smem."""
+    K = head_dim
+    plan = verify(make_plan(default_problem(op, head_dim=K, arch="sm_80")))
+    assert [k.name for k in plan.direction("backward")] == ["k2_states", "k2_bwd", "k1_bwd", "param_reduce"]
+    k2 = plan.kernel("k2_bwd")
+    assert k2.threads == K // 16 * 32 and [r.name for r in k2.roles] == ["all"] and not k2.pipelines
+    assert [(b.name, b.kind, b.count) for b in k2.barriers] == [("sync", "cta", k2.threads)]
+    C, ldk, ldv, ldc, nw = 16, K + 8, K + 8, 24, K // 16      # bf16 rows padded by 8: ldmatrix without conflicts
+    tiles = 2 * (3 * C * ldk + 3 * K * ldk + 2 * C * ldv + 4 * K * ldc + 2 * C * ldc)
+    tiles += 4 * (4 * C * C + C + K + nw * (C + K))
+    assert k2.smem_bytes == tiles and k2.smem_dynamic
+    if K == 128:
+        assert k2.smem_bytes == 161600 <= ARCHS["sm_80"].smem_per_block
+    k1 = plan.kernel("k1_bwd")
+    assert k1.threads == 256 and k1.options["lanes_per_row"] == 16 and not k1.smem_dynamic
+    assert ("F" in [b.name for b in k1.buffers]) == (op == "gdn")          # a per-head decay's C×C factors
+    assert plan.kernel("k2_states").options["mode"] == "store_states"
+    assert plan.workspace("ws_states").producer == "k2_states" and plan.workspace("ws_states").dtype == "bf16"
+    sums = {w.name for w in plan.workspaces if w.consumers == ["param_reduce"]}
+    assert sums == {"ws_part_A_log", "ws_part_dt_bias"}
 
 
 def test_problem_rejects_unplannable():
@@ -158,7 +175,8 @@ BROKEN = [
      "written by step 'prologue' (all/row) and read by step 'cumsum' (all/column) with no barrier"),
     ("overlapping roles", lambda p: setattr(_k(p, "k2_recurrence").role("load"), "warps", (3, 5)),
      "roles must cover warps 0..4 exactly once (overlapping: [3]"),
-    ("named barrier id", lambda p: setattr(_k(p, "k2_bwd").barrier("exchange"), "id", 0), "needs an id in 1..15"),
+    ("named barrier id", lambda p: _k(p, "k2_recurrence").barriers.append(
+        Barrier("exchange", "named", 128, [("mma", "thread")], ["mma"], id=0)), "needs an id in 1..15"),
     ("pipeline stages", lambda p: setattr(_k(p, "k2_recurrence").buffer("v_s"), "stages", 3),
      "pipeline 'chunk_ring' buffer 'v_s' has 3 stages"),
     ("alias lifetimes", _alias, "buffers 'kd' and 'ki' share alias group 'u' but are live at once"),

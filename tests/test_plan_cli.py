@@ -55,7 +55,7 @@ def test_plan_prints_roles_and_barriers(capsys):
                    "shared memory", "steps (program order)", "workspaces", "exponent form 'factored'"):
         assert needle in out, needle
     code, out, _ = run(["plan", "--op", "gdn", "--kernel", "k2_bwd"], capsys)
-    assert "kernel k2_bwd" in out and "kernel k1_prepare" not in out and "exchange" in out
+    assert "kernel k2_bwd" in out and "kernel k1_prepare" not in out and "dhT_hi" in out
     code, _, err = run(["plan", "--kernel", "nope"], capsys)
     assert code == 2 and "unknown kernel" in err
 

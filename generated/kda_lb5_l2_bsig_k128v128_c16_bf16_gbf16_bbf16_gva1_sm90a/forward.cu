@@ -488,8 +488,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) k1_prepare(
   const int row = tid / LANES, sub = tid % LANES, ch0 = sub * KPT;
   const bool valid = row < L;
   const long long tok = t0 + (valid ? row : 0);
-  auto row_sum = [](float x) { return kdg::group_sum<LANES>(x); };  // the emitted block's row reduction
-  (void)row_sum;
+  [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES>(x); };  // the emitted block's row reduction
   const float* A_log_row = A_log + h;
   const bf16* beta_row = beta + (tok * HV + h);
   const float* dt_bias_row = dt_bias + h * K + ch0;

@@ -1,23 +1,25 @@
 """kdagen.codegen: Plan + recurrence -> CUDA text, and writing it to generated/<uri>/.
 
 - `render(plan, recurrence, directions)` -> {"forward.cu": ..., "backward.cu": ...}: each kernel from
-  templates/<kernel.template>, the prologue (and adjoint) emitted from the DSL graph by `expr.emit`.
+  templates/<kernel.template>, the prologue (`prologue`) and K1_bwd's prologue and adjoint (`adjoint`)
+  emitted from the DSL graphs by `expr.emit`.
 - `emit(root, plan, recurrence, directions)` writes files only when their content changes.
 - `content_hash(text)`: the short digest recorded with a rendered unit.
 - `expr.emit(graph, outputs, given)`: a DSL graph (forward prologue or backward adjoint) as CUDA.
 - `nvcc` (inspection: ptxas resources, PTX, SASS) and `emulate` (the rendered kernels run on the CPU,
   for tests) are imported on their own: `from kdagen.codegen import emulate, nvcc`.
 """
+from .adjoint import backward_prologue
 from .env import environment, template_exists
 from .expr import Block, CodegenError, emit as emit_block
 from .files import emit, emitted_files, write_if_different
-from .prologue import Prologue, forward_prologue, head_space
+from .prologue import Prologue, forward_prologue
 from .render import (COMMON, DIRECTIONS, content_hash, direction_available, kernel_context, render, render_kernel,
                      render_unit, signature, smem_carveout, unit_name)
 
 __all__ = [
-    "Block", "COMMON", "CodegenError", "DIRECTIONS", "Prologue", "content_hash", "direction_available", "emit",
-    "emit_block", "emitted_files", "environment", "forward_prologue", "head_space", "kernel_context", "render",
-    "render_kernel", "render_unit", "signature", "smem_carveout", "template_exists", "unit_name",
+    "Block", "COMMON", "CodegenError", "DIRECTIONS", "Prologue", "backward_prologue", "content_hash",
+    "direction_available", "emit", "emit_block", "emitted_files", "environment", "forward_prologue", "kernel_context",
+    "render", "render_kernel", "render_unit", "signature", "smem_carveout", "template_exists", "unit_name",
     "write_if_different",
 ]

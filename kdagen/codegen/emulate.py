@@ -9,6 +9,7 @@ the runtime's `launch(kernel_name, grid, block, args, smem_bytes=0)`, taking CPU
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import hashlib
@@ -86,23 +87,26 @@ def host_source(plan: Plan, recurrence, kernels) -> str:
 
 
 @functools.cache
+def _build_dir() -> Path:
+    """This process's own directory (removed at exit): concurrent test processes never share files."""
+    work = Path(tempfile.mkdtemp(prefix="kdagen-emulate-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
+    return work
+
+
+@functools.cache
 def _compile(source: str) -> ctypes.CDLL:
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         raise EmulationUnavailable("no host C++ compiler (g++) on PATH")
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    work = Path(tempfile.gettempdir()) / "kdagen-emulate"
-    work.mkdir(exist_ok=True)
-    lib = work / f"{digest}.so"
-    if not lib.is_file():
-        src = work / f"{digest}.cpp"
-        src.write_text(source)
-        cmd = [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", f"-I{_cuda_include()}",
-               str(src), "-o", str(lib) + ".tmp"]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode:
-            raise RuntimeError(f"host compile of the emulated kernels failed ({src}):\n{res.stderr[-4000:]}")
-        Path(str(lib) + ".tmp").replace(lib)
+    src, lib = _build_dir() / f"{digest}.cpp", _build_dir() / f"{digest}.so"
+    src.write_text(source)
+    cmd = [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", f"-I{_cuda_include()}",
+           str(src), "-o", str(lib)]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"host compile of the emulated kernels failed ({src}):\n{res.stderr[-4000:]}")
     return ctypes.CDLL(str(lib))
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 _ENTRY = re.compile(r"Compiling entry function '(\w+)' for '(\w+)'")
 _SPILL = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, (\d+) bytes smem)?")
+_USED = re.compile(r"Used (\d+) registers(?:, used \d+ barriers)?(?:, \d+ bytes cumulative stack size)?"
+                   r"(?:, (\d+) bytes smem)?")
 
 
 class NvccUnavailable(RuntimeError):
@@ -63,9 +64,10 @@ def parse_report(text: str) -> dict[str, Resources]:
     return found
 
 
-def resources(source: str, arch: str) -> dict[str, Resources]:
-    """Compile to a cubin for arch (sm_90a, sm_80) and return ptxas's report per kernel."""
-    report, _ = _run(["-cubin", f"-arch={arch}", "-Xptxas", "-v"], source, ".cubin")
+def resources(source: str, arch: str, options=()) -> dict[str, Resources]:
+    """Compile to a cubin for arch (sm_90a, sm_80) and return ptxas's report per kernel; `options` go to nvcc
+    (e.g. ("-Werror", "all-warnings"))."""
+    report, _ = _run(["-cubin", f"-arch={arch}", "-Xptxas", "-v", *options], source, ".cubin")
     return parse_report(report)
 
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import networkx as nx
-
+from ..plan.problem import head_space
 from .expr import Block, CodegenError, emit
 
-QK_ROLES = ("query", "key")
 # Names the kernels declare themselves: an input or scalar with one of these names would be shadowed.
 RESERVED = {"tid", "lane", "warp", "chunk", "h", "HV", "hq", "lo", "hi", "bos", "eos", "t0", "L", "ws_ch", "row", "sub",
             "ch0", "valid", "tok", "row_sum", "C", "K", "KD", "G", "V", "N", "T", "LANES", "KPT", "THREADS", "LOG2E",
@@ -26,20 +24,6 @@ class Prologue:
     block: Block
     inputs: tuple          # dicts: name, kind ("token" | "head"), row (bool), heads ("H" | "HV"), dtype
     scalars: tuple
-
-
-def head_space(r, name: str) -> str:
-    """"H" for a token input that only feeds query/key, "HV" for everything else."""
-    ops = r.core_operands()
-    reach = {role for role, node in ops.items() if node == name or nx.has_path(r.graph, name, node)}
-    if r.graph.nodes[name]["op"] != "token_input":
-        return "HV"
-    if reach and reach <= set(QK_ROLES):
-        return "H"
-    if reach & set(QK_ROLES):
-        raise CodegenError(f"node {name!r}: a token input feeding both query/key (on the q/k heads) and "
-                           f"{sorted(reach - set(QK_ROLES))} (on the value heads)")
-    return "HV"
 
 
 def forward_prologue(r, leaf_dtypes: dict) -> Prologue:

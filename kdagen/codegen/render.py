@@ -11,6 +11,7 @@ import hashlib
 from .. import __version__
 from ..paths import templates_dir
 from ..plan.model import CTYPES, DTYPE_BYTES, Kernel, Plan
+from .adjoint import backward_prologue
 from .env import environment, template_exists
 from .expr import CodegenError
 from .prologue import forward_prologue
@@ -84,9 +85,10 @@ def kernel_context(plan: Plan, kernel: Kernel, recurrence) -> dict:
         signature=signature(kernel), smem=smem_carveout(kernel),
         launch_bounds=f"__launch_bounds__({kernel.threads}, {kernel.min_ctas_per_sm})",
     )
-    if kernel.kind in ("k1_prepare", "k1_bwd"):
-        dtypes = {prm.name: prm.dtype for prm in kernel.params}
-        ctx["prologue"] = forward_prologue(recurrence, dtypes)
+    if kernel.kind == "k1_prepare":
+        ctx["prologue"] = forward_prologue(recurrence, {prm.name: prm.dtype for prm in kernel.params})
+    elif kernel.kind == "k1_bwd":
+        ctx["k1"] = backward_prologue(recurrence, ctx["ctype"])
     return ctx
 
 

@@ -9,10 +9,11 @@ cached per process), loads it through kdagen.runtime and launches on torch's cur
 
 Fixed-length batches run as B sequences of T tokens on the flattened B·T token axis; varlen runs the
 cu_seqlens segments. The chunk grid is the upper bound B·T // 16 + N (no host sync); its surplus CTAs
-exit. `saved` is what kdagen.ops.backward reads: the recurrence, the inputs, the scalars and the
-workspace (qd, kd, kr [NC,HV,16,K] bf16; gte [NC,HV,K] or [NC,HV] fp32; A, Mqk [NC,HV,16,16] fp32;
-beta [NC,HV,16] fp32), plus the plan. `reference_workspace` / `workspace_errors` check K1's output
-against float64 (tests, and debugging on a GPU).
+exit. `saved` is what kdagen.ops.backward reads: the Config (whose plan also holds the backward
+kernels), the inputs, the scalars and the workspace in the plan's shapes (qd, kd, kr [NC,HV,16,K] bf16;
+gte [NC,HV,K] or [NC,HV,1] fp32; A, Mqk [NC,HV,16,16] fp32; beta [NC,HV,16] fp32). The helpers both
+directions launch with (`sequence_layout`, `run_kernels`, `runtime_loader`) live here.
+`reference_workspace` / `workspace_errors` check K1's output against float64 (tests, and debugging on a GPU).
 """
 from __future__ import annotations
 
@@ -23,8 +24,9 @@ import os
 
 import torch
 
-from ..codegen import head_space, render_unit
+from ..codegen import render_unit
 from ..plan import Dtypes, Plan, make_plan, problem_from_options, verify
+from ..plan.problem import head_space
 from ..plan.sizes import evaluate, launch_sizes
 
 WS_KEYS = {"ws_qd": "qd", "ws_kd": "kd", "ws_kr": "kr", "ws_gte": "gte", "ws_A": "A", "ws_Mqk": "Mqk",
@@ -43,7 +45,8 @@ def plan_options(call):
     return opt
 
 
-def _default_arch(device=None) -> str:
+def default_arch(device=None) -> str:
+    """The arch kernels are planned for: KDAGEN_ARCH, else the GPU's, else sm_90a (CPU emulation, emit)."""
     from .. import runtime
     if os.environ.get("KDAGEN_ARCH") or (torch.cuda.is_available() and (device is None or device.type == "cuda")):
         return runtime.detect_arch(device)
@@ -68,9 +71,9 @@ class Config:
         """(verified plan, recurrence), once per process."""
         return _planned(self)
 
-    def source(self) -> str:
-        """The rendered forward unit, once per process."""
-        return _source(self)
+    def source(self, direction: str = "forward") -> str:
+        """The rendered unit of a direction ("forward", "backward"), once per process."""
+        return _source(self, direction)
 
 
 @functools.lru_cache(maxsize=64)
@@ -82,9 +85,9 @@ def _planned(config: Config):
 
 
 @functools.lru_cache(maxsize=64)
-def _source(config: Config) -> str:
+def _source(config: Config, direction: str) -> str:
     plan, recurrence = config.planned()
-    return render_unit(plan, recurrence, "forward")
+    return render_unit(plan, recurrence, direction)
 
 
 def config_for(call, K: int, V: int, G: int, varlen: bool, dtypes: dict, arch: str) -> Config:
@@ -97,22 +100,27 @@ def config_for(call, K: int, V: int, G: int, varlen: bool, dtypes: dict, arch: s
                   _DTYPE[dtypes["g"]], _DTYPE[dtypes["beta"]])
 
 
-def module_uri(plan: Plan) -> str:
-    return f"{plan.uri}_forward"
+def module_uri(plan: Plan, direction: str = "forward") -> str:
+    return f"{plan.uri}_{direction}"
+
+
+def module_source(call, dims, dtypes, arch: str | None, direction: str) -> list[tuple[str, str]]:
+    """[(uri, CUDA source)] of the module a call with these sizes and dtypes loads for a direction."""
+    config = config_for(call, dims.K, dims.V, dims.HV // dims.H, call.tensors.get("cu_seqlens") is not None,
+                        dtypes, arch or default_arch())
+    return [(module_uri(config.planned()[0], direction), config.source(direction))]
 
 
 def kernel_sources(call, dims, dtypes, arch: str | None = None) -> list[tuple[str, str]]:
     """(uri, CUDA source) of the forward module a call with these sizes and dtypes loads (kdagen compile)."""
-    config = config_for(call, dims.K, dims.V, dims.HV // dims.H, call.tensors.get("cu_seqlens") is not None,
-                        dtypes, arch or _default_arch())
-    return [(module_uri(config.planned()[0]), config.source())]
+    return module_source(call, dims, dtypes, arch, "forward")
 
 
-def runtime_loader(config: Config, device):
-    """The compiled forward module for this config (kdagen.runtime: memo, disk cache, NVRTC)."""
+def runtime_loader(config: Config, device, direction: str = "forward"):
+    """The compiled module of a direction for this config (kdagen.runtime: memo, disk cache, NVRTC)."""
     from .. import runtime
     plan, _ = config.planned()
-    return runtime.load_module(module_uri(plan), config.source(), config.arch, device=device)
+    return runtime.load_module(module_uri(plan, direction), config.source(direction), config.arch, device=device)
 
 
 def chunk_layout(cu_seqlens, B: int, T: int, C: int, device):
@@ -134,16 +142,55 @@ def _check(name: str, t, dtype=None):
         raise ValueError(f"forward: {name} must be contiguous and 16-byte aligned")
 
 
-def _args(kernel, values: dict) -> list:
+def planned_sizes(plan: Plan, recurrence, x: dict, where: str) -> dict:
+    """B, T, H, HV and the q/k inputs of the tensors x, checked against the plan."""
+    p = plan.problem
+    qk = [n for n in recurrence.token_inputs if head_space(recurrence, n) == "H"]
+    q, v = x[qk[0]], x[p["value_input"]]
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    if (K, V, HV // H) != (p["K"], p["V"], p["gva_ratio"]) or HV % H:
+        raise ValueError(f"{where}: {qk[0]} {tuple(q.shape)} and {p['value_input']} {tuple(v.shape)} do not fit the "
+                         f"plan (K={p['K']}, V={p['V']}, GVA {p['gva_ratio']})")
+    if (x.get("cu_seqlens") is not None) != p["varlen"]:
+        raise ValueError(f"{where}: the plan is for {'packed' if p['varlen'] else 'fixed-length'} sequences")
+    return {"B": B, "T": T, "H": H, "HV": HV, "qk": qk}
+
+
+def sequence_layout(plan: Plan, cu_seqlens, B: int, T: int, H: int, HV: int, device) -> tuple[dict, dict]:
+    """(kernel arguments that locate sequences and chunks, launch sizes for the plan's symbols)."""
+    cu, offsets = chunk_layout(cu_seqlens, B, T, plan.chunk, device)
+    N = cu.numel() - 1
+    sizes = launch_sizes(B=B, T=T, H=H, HV=HV, chunk=plan.chunk, num_seqs=N if cu_seqlens is not None else None)
+    values = {"cu_seqlens": cu, "chunk_offsets": offsets, "T": T if cu_seqlens is None else B * T, "N": N,
+              "H": H, "HV": HV, "G": HV // H}
+    return values, sizes
+
+
+def kernel_args(kernel, values: dict) -> list:
     """Kernel arguments in the plan's parameter order, by name."""
     from ..runtime import f32, i64
     out = []
     for p in kernel.params:
         if p.name not in values:
-            raise KeyError(f"forward: no value for parameter {p.name!r} of kernel {kernel.name}")
+            raise KeyError(f"{kernel.direction}: no value for parameter {p.name!r} of kernel {kernel.name}")
         v = values[p.name]
         out.append(f32(float(v)) if p.kind == "f32" else i64(int(v)) if p.kind == "i64" else v)
     return out
+
+
+def run_kernels(kernels, module, values: dict, sizes: dict) -> None:
+    """Launch each kernel on its plan grid (skipping empty grids) with its arguments taken from values."""
+    for kernel in kernels:
+        grid = tuple(evaluate(d, sizes) for d in kernel.grid)
+        if min(grid) == 0:
+            continue
+        module.launch(kernel.name, grid, (kernel.threads,), kernel_args(kernel, values),
+                      smem_bytes=kernel.smem_bytes if kernel.smem_dynamic else 0)
+
+
+def workspace_shape(w, sizes: dict) -> tuple:
+    return tuple(evaluate(d, sizes) for d in w.shape)
 
 
 def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_final_state: bool = True,
@@ -151,20 +198,11 @@ def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_fin
     """Run the plan's forward kernels on the inputs x (the recurrence's tensors by name, plus
     initial_state and cu_seqlens): returns (o, final state or None, workspace by plan name)."""
     p = plan.problem
-    qk = [n for n in recurrence.token_inputs if head_space(recurrence, n) == "H"]
-    q, v = x[qk[0]], x[p["value_input"]]
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
-    if (K, V, HV // H) != (p["K"], p["V"], p["gva_ratio"]) or HV % H:
-        raise ValueError(f"forward: q {tuple(q.shape)} and v {tuple(v.shape)} do not fit the plan "
-                         f"(K={p['K']}, V={p['V']}, GVA {p['gva_ratio']})")
-    cu_in = x.get("cu_seqlens")
-    if (cu_in is not None) != p["varlen"]:
-        raise ValueError(f"forward: the plan is for {'packed' if p['varlen'] else 'fixed-length'} sequences")
-    device, C = q.device, plan.chunk
-    cu, offsets = chunk_layout(cu_in, B, T, C, device)
-    N = cu.numel() - 1
-    sizes = launch_sizes(B=B, T=T, H=H, HV=HV, chunk=C, num_seqs=N if cu_in is not None else None)
+    dims = planned_sizes(plan, recurrence, x, "forward")
+    B, T, H, HV, qk = dims["B"], dims["T"], dims["H"], dims["HV"], dims["qk"]
+    v = x[p["value_input"]]
+    device = v.device
+    seq, sizes = sequence_layout(plan, x.get("cu_seqlens"), B, T, H, HV, device)
     for name in (*qk, p["value_input"]):
         _check(name, x[name], torch.bfloat16)
     for name, t in x.items():
@@ -175,21 +213,20 @@ def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_fin
         fill = torch.full if poison else (lambda s, _, **kw: torch.empty(s, **kw))
         return fill(shape, math.nan, dtype=dtype, device=device)
 
-    ws = {w.name: alloc(tuple(evaluate(d, sizes) for d in w.shape), _TORCH[w.dtype])
-          for w in plan.workspaces if w.producer == "k1_prepare"}
-    o = alloc((B, T, HV, V), v.dtype)
-    state_shape = (N, HV, V, K) if p["state_layout"] == "vk" else (N, HV, K, V)
-    ht = alloc(state_shape, torch.float32) if output_final_state else None
-    values = {**{n: t for n, t in x.items() if n != "cu_seqlens"}, **ws, **scalars,
-              "cu_seqlens": cu, "chunk_offsets": offsets, "T": T if cu_in is None else B * T, "N": N,
+    ws = {w.name: alloc(workspace_shape(w, sizes), _TORCH[w.dtype]) for w in plan.workspaces
+          if w.producer == "k1_prepare"}
+    o = alloc(v.shape, v.dtype)
+    ht = alloc(state_shape(plan, seq["N"], HV), torch.float32) if output_final_state else None
+    values = {**{n: t for n, t in x.items() if n != "cu_seqlens"}, **ws, **scalars, **seq,
               "v": v, "h0": x.get("initial_state"), "o": o, "ht": ht}
-    for kernel in plan.direction("forward"):
-        grid = tuple(evaluate(d, sizes) for d in kernel.grid)
-        if min(grid) == 0:
-            continue
-        module.launch(kernel.name, grid, (kernel.threads,), _args(kernel, values),
-                      smem_bytes=kernel.smem_bytes if kernel.smem_dynamic else 0)
+    run_kernels(plan.direction("forward"), module, values, sizes)
     return o, ht, ws
+
+
+def state_shape(plan: Plan, N: int, HV: int) -> tuple:
+    """h0, the final state and their gradients: [N,HV,K,V], or [N,HV,V,K] with state_v_first."""
+    p = plan.problem
+    return (N, HV, p["V"], p["K"]) if p["state_layout"] == "vk" else (N, HV, p["K"], p["V"])
 
 
 def forward(x: dict, call, dims=None, seqlens=None, keep: bool = True, *, loader=None, poison: bool = False):
@@ -204,7 +241,7 @@ def forward(x: dict, call, dims=None, seqlens=None, keep: bool = True, *, loader
     if HV % H:
         raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
     config = config_for(call, K, V, HV // H, x.get("cu_seqlens") is not None,
-                        {"g": x["g"].dtype, "beta": x["beta"].dtype}, _default_arch(q.device))
+                        {"g": x["g"].dtype, "beta": x["beta"].dtype}, default_arch(q.device))
     plan, recurrence = config.planned()
     opt = call.opt
     scale = K ** -0.5 if opt.scale is None else float(opt.scale)
@@ -215,11 +252,8 @@ def forward(x: dict, call, dims=None, seqlens=None, keep: bool = True, *, loader
                        poison=poison)
     saved = None
     if keep:
-        workspace = {WS_KEYS[n]: t for n, t in ws.items()}
-        if plan.decay_kind == "scalar":
-            workspace["gte"] = workspace["gte"].view(workspace["gte"].shape[:2])
-        saved = {"recurrence": recurrence, "opt": opt, "x": dict(x), "scalars": {"scale": scale}, "scale": scale,
-                 "state_v_first": opt.state_v_first, "workspace": workspace, "plan": plan}
+        saved = {"config": config, "plan": plan, "recurrence": recurrence, "opt": opt, "x": dict(x),
+                 "scalars": {"scale": scale}, "workspace": {WS_KEYS[n]: t for n, t in ws.items()}}
     return o, ht, saved
 
 

@@ -1,175 +1,207 @@
-"""Plan entries of the backward kernels (templates in templates/bwd/, written by the backward engineer
-from this vocabulary): K2 in "store_states" mode (fwd.k2_recurrence), K2_bwd, K1_bwd and the
-deterministic parameter reduction.
+"""Plan entries of the backward kernels (templates in templates/bwd/): K2 once more in "store_states"
+mode (fwd.k2_recurrence, writing S_c, the state entering each chunk), then K2_bwd, K1_bwd and the
+deterministic parameter reduction. The math is kdagen.reference.chunked.chunk_delta_rule_bwd_k2 and
+kdagen.reference.prepare, split where the reference splits it.
 
-K2_bwd, per (sequence, value head), chunks in reverse: V/16 consumer warps each own 16 value rows of
-dSᵀ (fp32 accumulators, as K2 owns Sᵀ) and one producer warp streams the chunk's workspace, v, dO and
-the stored state through a cp.async ring. Terms that sum over V (dMqk, dA, dβ, dO·Sᵀ, (β⊙dX)·Sᵀ,
-Vn·dhᵀ, rowsum(S⊙dh)) go through the exchange buffers and the "exchange" named barrier. It writes dv
-and dh0 directly, and the per-chunk gradients of the derived tensors to workspaces for K1_bwd.
+K2_bwd, per (sequence, value head), chunks last to first: V/16 warps, no producer. All threads load the
+chunk (cp.async and plain loads), then three phases separated by __syncthreads (barrier "sync"):
+  phase V  warp w owns value rows 16w..16w+15: recompute Vn from S_c; dVn, dX, dv; partial sums of dβ
+           and of rowsum(S⊙dh); dSᵀ (fp32 registers, the whole sequence) ← dSᵀ⊙gte + dOᵀ·qd − (β⊙dX)ᵀ·kd
+  phase K  warp w owns K/(V/16) key columns: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·dhᵀ; warp 0 dMqk, warp 1 dA;
+           fixed-order sums of the dβ and dgte partials over the warps
+  phase A  one thread per element: dMkk = −tril₋₁(Aᵀ·dA·Aᵀ) in fp32
+It writes dv and dh0 directly, and per (chunk, head) the gradients of the derived tensors for K1_bwd.
 
-K1_bwd, per (chunk, q/k head), 4 warps, loops over the G value heads of the group: recomputes the
-prologue and Γ, forms b_q, b_kd, b_ki, b_kr (the e^(Γi−Γj) contractions of dMqk/dMkk), dgc, the
-reverse cumsum plus the chunk-total term, then the prologue adjoint emitted from the DSL backward
-graph per value head (gate, β, per-token parameter terms) and, after the GVA sum, for q/k (L2 norm).
-Per-head parameter gradients: per-chunk partials (a fixed-order sum over the chunk's rows) to a
-workspace, summed over chunks in a fixed order by param_reduce — bitwise reproducible, no atomics.
+K1_bwd, per (chunk, q/k head), C·16 threads (16 lanes per token row), loops over the G value heads of the
+group: recomputes the prologue and Γ, forms b_q, b_kd, b_ki, b_kr (the e^(Γi−Γj) contractions of
+dMqk/dMkk), dgc, the reverse cumsum plus the chunk-total term, then the prologue adjoint emitted from the
+DSL backward graph per value head and, after the GVA sum, for q/k. A head parameter's gradient leaves the
+adjoint as a per-token term: K1_bwd sums it over the chunk's rows (fixed order) into a per-chunk partial,
+param_reduce over chunks (fixed order) — bitwise reproducible, no atomics.
 """
 from __future__ import annotations
 
-from .fwd import PAD, _seq_params
-from .model import Barrier, Buffer, Kernel, Param, Pipeline, Role, Step, Workspace
+from .fwd import PAD
+from .model import WARP, Barrier, Buffer, Kernel, Param, Role, Step, Workspace
 
-K1B_WARPS = 4
-REDUCE_THREADS = 128
+K1B_LANES_PER_ROW = 16       # K1_bwd: 16 lanes share a token row, K/16 channels each
+# K1_bwd CTAs per SM, by head dim: its per-thread arrays hold K/16 channels; ptxas fits K = 128 in 128 registers
+# and K = 64 in 80 without spilling (left to pick on its own, it spills at K = 64 to reach 4 CTAs)
+K1B_CTAS_PER_SM = {64: 3, 128: 2}
+REDUCE_ROWS = 8              # param_reduce: 8 rows of 32 lanes, row y sums chunks y, y+8, ...
+STATES_DTYPE = "bf16"        # S_c as k2_states writes it: K2_bwd's mma operand is bf16 either way
+K2_GRADS = ("ws_dqd", "ws_dkd", "ws_dkr", "ws_dMqk", "ws_dMkk", "ws_dgT", "ws_dbeta")
 
 
-def backward_workspaces(C: int, K: int, KD: int, V: int, token_sums: list[tuple[str, bool]]) -> list[Workspace]:
-    """K2(store_states) -> K2_bwd -> K1_bwd -> param_reduce. token_sums: the backward graph's
-    sum_tokens nodes (per-head parameter gradients before their per-head epilogue), (id, has a K row)."""
+def backward_workspaces(C: int, K: int, V: int, head_params: list[tuple[str, bool]]) -> list[Workspace]:
+    """k2_states -> k2_bwd -> k1_bwd -> param_reduce. head_params: (name, has a K row)."""
     grads = ["k1_bwd"]
     ws = [
-        Workspace("ws_states", ("chunks", "HV", V, K), "bf16", "k2_states", ["k2_bwd"], "S entering each chunk, [V,K]"),
+        Workspace("ws_states", ("chunks", "HV", V, K), STATES_DTYPE, "k2_states", ["k2_bwd"],
+                  "S entering each chunk, stored [V, K]"),
         Workspace("ws_dqd", ("chunks", "HV", C, K), "f32", "k2_bwd", grads, "dO·Sᵀ"),
         Workspace("ws_dkd", ("chunks", "HV", C, K), "f32", "k2_bwd", grads, "−(β⊙dX)·Sᵀ"),
         Workspace("ws_dkr", ("chunks", "HV", C, K), "f32", "k2_bwd", grads, "Vn·dhᵀ"),
-        Workspace("ws_dgT", ("chunks", "HV", KD), "f32", "k2_bwd", grads, "e^Γl·rowsum(S⊙dh)"),
         Workspace("ws_dMqk", ("chunks", "HV", C, C), "f32", "k2_bwd", grads, "tril₀(dO·Vnᵀ)"),
         Workspace("ws_dMkk", ("chunks", "HV", C, C), "f32", "k2_bwd", grads, "−tril₋₁(Aᵀ·dA·Aᵀ)"),
+        Workspace("ws_dgT", ("chunks", "HV", K), "f32", "k2_bwd", grads, "e^Γl⊙rowsum(S⊙dh) (per channel)"),
         Workspace("ws_dbeta", ("chunks", "HV", C), "f32", "k2_bwd", grads, "Σ_v dX⊙(v − kd·S)"),
     ]
-    for node, row in token_sums:
-        shape = ("chunks", "HV", K) if row else ("chunks", "HV")
-        ws.append(Workspace(f"ws_sum_{node}", shape, "f32", "k1_bwd", ["param_reduce"],
-                            f"per-chunk partial of {node} (a sum over tokens in the backward graph)"))
+    for name, row in head_params:
+        ws.append(Workspace(f"ws_part_{name}", ("chunks", "HV", K) if row else ("chunks", "HV"), "f32", "k1_bwd",
+                            ["param_reduce"], f"this chunk's rows of d{name}, summed in row order"))
     return ws
 
 
-def _ring_fits(per_stage: int, fixed: int, limit: int) -> int:
-    return 2 if fixed + 2 * per_stage <= limit else 1
+def _at_cap(kernel: Kernel) -> Kernel:
+    """Roles without setmaxnreg get the launch-bound cap: __launch_bounds__ is the only register control."""
+    for r in kernel.roles:
+        r.regs = kernel.max_regs
+    return kernel
 
 
-def k2_bwd(*, C: int, K: int, V: int, KD: int, varlen: bool, state_layout: str, smem_limit: int,
-           io: str) -> Kernel:
+def _sync(threads: int, phases: int, note: str) -> Barrier:
+    return Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=phases, note=note)
+
+
+def k2_bwd(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[Workspace]) -> Kernel:
     warps = V // 16
-    threads = (warps + 1) * 32
-    ring = [Buffer("qd_s", (C, K), "bf16", ld=K + PAD), Buffer("kd_s", (C, K), "bf16", ld=K + PAD),
-            Buffer("kr_s", (C, K), "bf16", ld=K + PAD), Buffer("a_s", (C, C), "bf16", ld=C + PAD),
-            Buffer("mqk_s", (C, C), "bf16", ld=C + PAD), Buffer("beta_s", (C,), "f32"),
-            Buffer("gte_s", (KD,), "f32"), Buffer("v_s", (C, V), "bf16", ld=V + PAD),
-            Buffer("do_s", (C, V), "bf16", ld=V + PAD), Buffer("s_s", (V, K), "bf16", ld=K + PAD)]
-    exchange = [Buffer("vn_x", (C, V), "bf16", ld=V + PAD), Buffer("x_x", (C, V), "bf16", ld=V + PAD),
-                Buffer("bdx_x", (C, V), "bf16", ld=V + PAD), Buffer("dh_x", (V, K), "bf16", ld=K + PAD),
-                Buffer("red_cc", (warps, 2, C, C), "f32"), Buffer("red_c", (warps, C), "f32")]
-    per_stage = sum(b.bytes for b in ring)
-    stages = _ring_fits(per_stage, sum(b.bytes for b in exchange) + 1024, smem_limit)
-    for b in ring:
-        b.stages = stages
-    ring_names = [b.name for b in ring]
-    steps = [
-        Step("dstate_in", "mma", "strip", global_reads=["dht"], note="dSᵀ rows of this warp from dht (or zeros)"),
-        Step("load", "load", "cp.async", writes=ring_names, waits=["free"], arrives=["ready"], loop=True,
-             global_reads=["ws_qd", "ws_kd", "ws_kr", "ws_gte", "ws_A", "ws_Mqk", "ws_beta", "ws_states", "v", "do"]),
-        Step("recompute", "mma", "strip", reads=["s_s", "kd_s", "v_s", "beta_s", "a_s"], writes=["vn_x", "x_x"],
-             waits=["ready"], loop=True, note="X = β⊙(v − kd·S), Vn = A·X"),
-        Step("dvn", "mma", "strip", reads=["mqk_s", "do_s", "kr_s"], writes=["dh_x"], loop=True,
-             note="dVn = Mqkᵀ·dO + kr·dh; dh (bf16) to the exchange for the K-side products"),
-        Step("dx", "mma", "strip", reads=["a_s", "beta_s", "v_s", "kd_s", "s_s"], writes=["bdx_x", "red_c"],
-             loop=True, global_writes=["grad_v"], note="dX = Aᵀ·dVn, dv = β⊙dX, dβ partial Σ_v dX⊙(v − kd·S)"),
-        Step("cc_partials", "mma", "strip", reads=["do_s", "vn_x", "x_x"], writes=["red_cc"], waits=["exchange"],
-             loop=True, note="per-warp partials of dO·Vnᵀ and dVn·Xᵀ"),
-        Step("chunk_grads", "mma", "ksplit", reads=["red_cc", "red_c", "a_s", "do_s", "s_s", "bdx_x", "vn_x", "dh_x",
-                                                     "gte_s"],
-             waits=["exchange"], loop=True,
-             global_writes=["ws_dqd", "ws_dkd", "ws_dkr", "ws_dgT", "ws_dMqk", "ws_dMkk", "ws_dbeta"],
-             note="dMqk, dMkk = −tril₋₁(Aᵀ·dA·Aᵀ), dβ; dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·dhᵀ, e^Γl·rowsum(S⊙dh) split over K"),
-        Step("dstate", "mma", "strip", reads=["gte_s", "qd_s", "do_s", "kd_s", "bdx_x"], waits=["exchange"],
-             arrives=["free"], loop=True, note="dSᵀ ← dSᵀ⊙gte + dOᵀ·qd − (β⊙dX)ᵀ·kd"),
-        Step("dstate_out", "mma", "strip", global_writes=["grad_h0"], note="dh0 (fp32, always written)"),
+    threads = warps * WARP
+    ldk, ldv, ldc = K + PAD, V + PAD, C + PAD
+    buffers = [
+        Buffer("kd", (C, K), "bf16", ld=ldk), Buffer("kr", (C, K), "bf16", ld=ldk), Buffer("v", (C, V), "bf16", ld=ldv),
+        Buffer("A", (C, C), "bf16", ld=ldc), Buffer("Af", (C, C), "f32"), Buffer("beta", (C,), "f32"),
+        Buffer("gte", (K,), "f32"), Buffer("qd", (C, K), "bf16", ld=ldk), Buffer("ST", (V, K), "bf16", ld=ldk),
+        Buffer("dhT_hi", (V, K), "bf16", ld=ldk), Buffer("dhT_lo", (V, K), "bf16", ld=ldk),
+        Buffer("dO", (C, V), "bf16", ld=ldv),
+        *[Buffer(n, (V, C), "bf16", ld=ldc) for n in ("VnT", "XT", "dVnT", "bdXT")],
+        Buffer("Mqk", (C, C), "bf16", ld=ldc), *[Buffer(n, (C, C), "f32") for n in ("dMqk", "dA", "T")],
+        Buffer("dbeta_part", (warps, C), "f32"), Buffer("dgte_part", (warps, K), "f32"),
     ]
-    params = [Param(n, "ptr", d) for n, d in (("ws_qd", "bf16"), ("ws_kd", "bf16"), ("ws_kr", "bf16"),
-                                              ("ws_gte", "f32"), ("ws_A", "bf16"), ("ws_Mqk", "bf16"),
-                                              ("ws_beta", "f32"), ("ws_states", "bf16"), ("v", io), ("do", io),
-                                              ("dht", "f32"))]
-    params += _seq_params(varlen)
-    params += [Param("grad_v", "ptr", io, const=False), Param("grad_h0", "ptr", "f32", const=False)]
-    params += [Param(n, "ptr", "f32", const=False) for n in ("ws_dqd", "ws_dkd", "ws_dkr", "ws_dgT", "ws_dMqk",
-                                                               "ws_dMkk", "ws_dbeta")]
-    mma_threads = warps * 32
-    return Kernel(
+    loads = ["kd", "kr", "v", "A", "Af", "beta", "gte", "qd", "dO", "ST", "Mqk"]
+    steps = [
+        Step("dstate_in", "all", "vrows", global_reads=["dht"], note="dSᵀ rows of this warp from dht (or zeros)"),
+        Step("load", "all", "tile", writes=loads, waits=["sync"], loop=True,
+             global_reads=["ws_kd", "ws_kr", "v", "ws_A", "ws_beta", "ws_gte", "ws_qd", "dout", "ws_states", "ws_Mqk"],
+             note="cp.async tiles (rows >= L zero-filled); A, Mqk masked to L×L; A also kept in fp32"),
+        Step("dh_copy", "all", "vrows", writes=["dhT_hi", "dhT_lo"], loop=True,
+             note="dhᵀ from the registers as bf16 hi + lo (its rounding alone would cost the decay gradient ~2x)"),
+        Step("recompute", "all", "vrows", reads=["ST", "kd", "v", "beta", "A"], waits=["sync"], loop=True,
+             note="P = v − kd·S, X = β⊙P, Vn = A·X (transposed, this warp's value rows)"),
+        Step("dvn", "all", "vrows", reads=["dO", "Mqk", "kr"], loop=True,
+             note="dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·krᵀ"),
+        Step("dx", "all", "vrows", reads=["A", "beta"], writes=["dbeta_part"], global_writes=["grad_v"], loop=True,
+             note="dX = Aᵀ·dVn, dv = β⊙dX, this warp's Σ_v dX⊙P"),
+        Step("dgte_partial", "all", "vrows", reads=["ST"], writes=["dgte_part"], loop=True,
+             note="this warp's Σ_v S⊙dh"),
+        Step("handover", "all", "vrows", writes=["VnT", "XT", "dVnT", "bdXT"], loop=True,
+             note="Vnᵀ, Xᵀ, dVnᵀ, (β⊙dX)ᵀ for phase K"),
+        Step("dstate", "all", "vrows", reads=["gte", "qd", "kd"], loop=True,
+             note="dSᵀ ← dSᵀ⊙gte + dOᵀ·qd − (β⊙dX)ᵀ·kd"),
+        Step("key_grads", "all", "kcols", reads=["dO", "bdXT", "VnT", "ST", "dhT_hi", "dhT_lo"], waits=["sync"],
+             global_writes=["ws_dqd", "ws_dkd", "ws_dkr"], loop=True,
+             note="this warp's key columns of dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·dhᵀ"),
+        Step("cc_grads", "all", "warp01", reads=["dO", "VnT", "dVnT", "XT"], writes=["dMqk", "dA"], loop=True,
+             note="warp 0: dMqk = tril₀(dO·Vnᵀ); warp 1: dA = dVn·Xᵀ"),
+        Step("warp_sums", "all", "thread", reads=["dbeta_part", "dgte_part", "gte"], loop=True,
+             global_writes=["ws_dbeta", "ws_dgT"], note="Σ over warps in warp order; dgT = gte⊙Σ_v S⊙dh"),
+        Step("dmkk_right", "all", "element", reads=["dA", "Af"], writes=["T"], waits=["sync"], loop=True,
+             note="T = dA·Aᵀ (fp32)"),
+        Step("dmkk", "all", "element", reads=["Af", "T", "dMqk"], waits=["sync"], loop=True,
+             global_writes=["ws_dMkk", "ws_dMqk"], note="dMkk = −tril₋₁(Aᵀ·T)"),
+        Step("dstate_out", "all", "vrows", global_writes=["grad_h0"], note="dh0 (fp32) when h0 was given"),
+    ]
+    dtypes = {w.name: w.dtype for w in ws}
+    params = [Param("v", "ptr", io), Param("dout", "ptr", io)]
+    params += [Param(n, "ptr", dtypes[n]) for n in ("ws_qd", "ws_kd", "ws_kr", "ws_gte", "ws_A", "ws_Mqk", "ws_beta",
+                                                    "ws_states")]
+    params += [Param("dht", "ptr", "f32")]
+    params += [Param(n, "ptr", dtypes[n], const=False) for n in K2_GRADS]
+    params += [Param("grad_v", "ptr", io, const=False), Param("grad_h0", "ptr", "f32", const=False),
+               Param("cu_seqlens", "ptr", "i64"), Param("chunk_offsets", "ptr", "i32"), Param("HV", "i32")]
+    return _at_cap(Kernel(
         name="k2_bwd", kind="k2_bwd", template="bwd/k2_bwd.cu.j2", direction="backward",
         grid=["N", "HV"], threads=threads, min_ctas_per_sm=1,
-        roles=[Role("mma", (0, warps), work=[s.name for s in steps if s.role == "mma"], regs=200),
-               Role("load", (warps, warps + 1), work=["load"], regs=200)],
-        buffers=ring + exchange,
-        barriers=[Barrier("ready", "mbarrier", 32, [("load", "thread")], ["mma"], stages=stages),
-                  Barrier("free", "mbarrier", mma_threads, [("mma", "thread")], ["load"], stages=stages),
-                  Barrier("exchange", "named", mma_threads, [("mma", "thread")], ["mma"], phases_per_iter=3, id=1)],
-        pipelines=[Pipeline("chunk_ring", stages, "load", ["mma"], "ready", "free", ring_names)],
-        steps=steps, params=params,
-        options={"mma_warps": warps, "stages": stages, "varlen": varlen, "state_layout": state_layout,
-                 "order": "reverse"},
-        note="head-parallel, chunks in reverse; dS stays in registers (the whole V per CTA: the V sums stay on chip)")
-
-
-def k1_bwd(*, C: int, K: int, KD: int, G: int, form: str, decay_kind: str, varlen: bool, leaves: list[Param],
-           scalars: list[str], token_grads: list[Param], token_sums: list[str]) -> Kernel:
-    threads = K1B_WARPS * 32
-    gld = K + 1 if decay_kind == "vector" else KD
-    buffers = [Buffer("gamma", (C, KD), "f32", ld=gld), Buffer("beta_s", (C,), "f32"),
-               Buffer("qf", (C, K), "f32", ld=K + 1), Buffer("kf", (C, K), "f32", ld=K + 1),
-               Buffer("dmqk", (C, C), "f32"), Buffer("dmkk", (C, C), "f32"),
-               Buffer("dgc", (C, KD), "f32", ld=gld), Buffer("dpar", (C, K), "f32", ld=K + 1)]
-    steps = [
-        Step("prologue", "all", "row", writes=["gamma", "beta_s", "qf", "kf"], global_reads=[p.name for p in leaves],
-             loop=True, note="recompute the emitted prologue and a (per value head of the group)"),
-        Step("cumsum", "all", "column", reads=["gamma"], writes=["gamma"], waits=["sync"], loop=True),
-        Step("load_grads", "all", "row", writes=["dmqk", "dmkk"], waits=["sync"], loop=True,
-             global_reads=["ws_dMqk", "ws_dMkk"]),
-        Step("branch_grads", "all", "row", reads=["gamma", "qf", "kf", "dmqk", "dmkk", "beta_s"], writes=["dgc"],
-             waits=["sync"], loop=True, global_reads=["ws_dqd", "ws_dkd", "ws_dkr", "ws_dgT", "ws_dbeta"],
-             note="b_q, b_kd, b_ki, b_kr; dq̂ += b_q, dk̂ += Σb; dgc = q̂⊙b_q + k̂⊙(b_kd − b_ki − b_kr)"),
-        Step("reverse_cumsum", "all", "column", reads=["dgc"], writes=["dgc"], waits=["sync"], loop=True,
-             note="d_decay = suffix sum in the chunk + dgT + Σ_rows k̂⊙b_kr"),
-        Step("adjoint_v", "all", "row", reads=["dgc"], writes=["dpar"], waits=["sync"], loop=True,
-             global_writes=[p.name for p in token_grads if p.name not in ("grad_q", "grad_k")],
-             note="emitted: the DSL backward graph per value head (gate, β, per-token parameter terms)"),
-        Step("param_partials", "all", "column", reads=["dpar"], waits=["sync"], loop=True,
-             global_writes=[f"ws_sum_{n}" for n in token_sums], note="fixed-order sums over the chunk's rows"),
-        Step("adjoint_qk", "all", "row", global_writes=["grad_q", "grad_k"],
-             note="emitted: the L2-norm adjoint after the GVA sum of dq̂, dk̂"),
-    ]
-    params = leaves + [Param(s, "f32") for s in scalars] + _seq_params(varlen)
-    params += [Param(n, "ptr", "f32") for n in ("ws_dqd", "ws_dkd", "ws_dkr", "ws_dgT", "ws_dMqk", "ws_dMkk",
-                                                 "ws_dbeta")]
-    params += token_grads + [Param(f"ws_sum_{n}", "ptr", "f32", const=False) for n in token_sums]
-    return Kernel(
-        name="k1_bwd", kind="k1_bwd", template="bwd/k1_bwd.cu.j2", direction="backward",
-        grid=["chunks", "H"], threads=threads, min_ctas_per_sm=4,
-        roles=[Role("all", (0, K1B_WARPS), work=[s.name for s in steps], regs=128)],
-        buffers=buffers,
-        barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=6)],
+        roles=[Role("all", (0, warps), work=[s.name for s in steps])],
+        buffers=buffers, barriers=[_sync(threads, 5, "__syncthreads: loop top, loads landed, after phases V and K, "
+                                                    "inside phase A")],
         pipelines=[], steps=steps, params=params,
-        options={"lanes_per_row": 8, "kpt": K // 8, "form": form, "decay_kind": decay_kind, "gva_ratio": G,
-                 "varlen": varlen},
-        note="token-parallel over (chunk, q/k head); loops over the G value heads of the group")
+        options={"warps": warps, "state_layout": state_layout, "order": "reverse"},
+        note="head-parallel, chunks in reverse; dS in fp32 registers, the whole V per CTA (the V sums stay on chip)"))
 
 
-def param_reduce(*, token_sums: list[str], head_params: list[str], K: int) -> Kernel:
-    """Sum each per-chunk partial over chunks in a fixed order, then the emitted per-head epilogue
-    (what the backward graph does after its sum_tokens nodes, e.g. × e^A_log)."""
-    grads = [f"grad_{n}" for n in head_params]
-    steps = [Step("reduce", "all", "thread", global_reads=[f"ws_sum_{n}" for n in token_sums] + head_params,
-                  global_writes=grads,
-                  note="one thread per (head, channel): Σ over chunks in chunk order, then the epilogue")]
-    params = [Param(f"ws_sum_{n}", "ptr", "f32") for n in token_sums]
-    params += [Param(n, "ptr", "f32") for n in head_params]
-    params += [Param("num_chunks", "i32")]
+def k1_bwd(*, C: int, K: int, KD: int, decay_kind: str, leaves: list[Param], qk_inputs: list[str],
+           scalars: list[str], token_grads: list[Param], head_params: list[tuple[str, bool]]) -> Kernel:
+    threads = C * K1B_LANES_PER_ROW
+    scalar = decay_kind == "scalar"
+    buffers = [Buffer("qh", (C, K), "f32"), Buffer("kh", (C, K), "f32"), Buffer("G", (C, KD), "f32"),
+               *([Buffer("F", (C, C), "f32")] if scalar else []), Buffer("dMqk", (C, C), "f32"),
+               Buffer("dMkk", (C, C), "f32"), Buffer("beta", (C,), "f32"), Buffer("dgc", (C, K), "f32"),
+               Buffer("kbr", (C, K), "f32")]
+    qk = [p.name for p in leaves if p.name in qk_inputs]
+    steps = [
+        Step("prologue_qk", "all", "row", writes=["qh", "kh"], global_reads=qk,
+             note="emitted: q̂, k̂ of the q/k head (rows >= L zero)"),
+        Step("prologue_v", "all", "row", writes=["G", "beta"], waits=["sync"], loop=True,
+             global_reads=[p.name for p in leaves if p.name not in qk], note="emitted, per value head: a, β"),
+        Step("load_grads", "all", "thread", writes=["dMqk", "dMkk"], global_reads=["ws_dMqk", "ws_dMkk"], loop=True),
+        Step("cumsum", "all", "column", reads=["G"], writes=["G"], waits=["sync"], loop=True,
+             note="Γ = in-chunk cumsum of a (rows >= L carry a = 0)"),
+        *([Step("decay_pairs", "all", "thread", reads=["G"], writes=["F"], waits=["sync"], loop=True,
+                note="F = e^(Γi−Γj) for j ≤ i < L, else 0 (per-head decay: C×C scalars)")] if scalar else []),
+        Step("branch_grads", "all", "row", reads=["G", *(["F"] if scalar else []), "qh", "kh", "dMqk", "dMkk", "beta"],
+             writes=["dgc", "kbr"], waits=["sync"], loop=True, global_reads=["ws_dqd", "ws_dkd", "ws_dkr", "ws_dbeta"],
+             note="b_q, b_kd, b_ki, b_kr; dq̂ += b_q, dk̂ += Σb; dgc = q̂⊙b_q + k̂⊙(b_kd − b_ki − b_kr)"),
+        Step("reverse_cumsum", "all", "column", reads=["dgc", "kbr"], writes=["dgc"], waits=["sync"], loop=True,
+             global_reads=["ws_dgT"], note="d_decay = suffix sum in the chunk + dgT + Σ_rows k̂⊙b_kr"),
+        Step("adjoint_v", "all", "row", reads=["dgc"], waits=["sync"], loop=True,
+             global_writes=[p.name for p in token_grads if p.name[len("grad_"):] not in qk],
+             note="emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms)"),
+    ]
+    for name, _ in head_params:
+        steps += [Step(f"stage_{name}", "all", "row", writes=["dgc"], waits=["sync"], loop=True,
+                       note=f"this head's per-token d{name} into the dgc tile"),
+                  Step(f"sum_{name}", "all", "column", reads=["dgc"], waits=["sync"], loop=True,
+                       global_writes=[f"ws_part_{name}"], note="the chunk's rows summed in row order")]
+    steps.append(Step("adjoint_qk", "all", "row", reads=["qh", "kh"],
+                      global_writes=[p.name for p in token_grads if p.name[len("grad_"):] in qk],
+                      note="emitted: the q/k adjoint (L2 norm) after the GVA sum of dq̂, dk̂"))
+    params = leaves + [Param(s, "f32") for s in scalars]
+    params += [Param(n, "ptr", "f32") for n in K2_GRADS]
+    params += token_grads + [Param(f"ws_part_{n}", "ptr", "f32", const=False) for n, _ in head_params]
+    params += [Param("cu_seqlens", "ptr", "i64"), Param("chunk_offsets", "ptr", "i32"), Param("N", "i32"),
+               Param("H", "i32"), Param("G", "i32")]
+    phases = 5 + scalar + 2 * len(head_params)
+    return _at_cap(Kernel(
+        name="k1_bwd", kind="k1_bwd", template="bwd/k1_bwd.cu.j2", direction="backward",
+        grid=["chunks", "H"], threads=threads, min_ctas_per_sm=K1B_CTAS_PER_SM[K],
+        roles=[Role("all", (0, threads // WARP), work=[s.name for s in steps])],
+        buffers=buffers,
+        barriers=[_sync(threads, phases, "__syncthreads per value head: loop top, grads loaded, Γ, "
+                                         + ("F, " if scalar else "") + "branch grads, d_decay, 2 per head parameter")],
+        pipelines=[], steps=steps, params=params,
+        options={"lanes_per_row": K1B_LANES_PER_ROW, "kpt": K // K1B_LANES_PER_ROW, "decay_kind": decay_kind},
+        note="token-parallel over (chunk, q/k head); loops over the G value heads of the group; surplus CTAs exit"))
+
+
+def param_reduce(*, K: int, head_params: list[tuple[str, bool]]) -> Kernel:
+    """Each head parameter's per-chunk partials summed over chunks in a fixed order: one launch, blockIdx.y
+    picks the parameter, 32 parameter elements per CTA."""
+    threads = REDUCE_ROWS * WARP
+    width = f"HV * {K}" if any(row for _, row in head_params) else "HV"
+    grads = [f"grad_{n}" for n, _ in head_params]
+    steps = [Step("row_sums", "all", "lanes", writes=["rows"], global_reads=[f"ws_part_{n}" for n, _ in head_params],
+                  note="lane x takes element 32·blockIdx.x + x, row y the chunks y, y+8, ... in order"),
+             Step("total", "all", "row0", reads=["rows"], waits=["sync"], global_writes=grads,
+                  note="row 0 adds the 8 row sums in order")]
+    params = [Param(f"ws_part_{n}", "ptr", "f32") for n, _ in head_params]
     params += [Param(g, "ptr", "f32", const=False) for g in grads]
-    return Kernel(
+    params += [Param("chunk_offsets", "ptr", "i32"), Param("N", "i32"), Param("HV", "i32")]
+    return _at_cap(Kernel(
         name="param_reduce", kind="param_reduce", template="bwd/param_reduce.cu.j2", direction="backward",
-        grid=["HV"], threads=REDUCE_THREADS, min_ctas_per_sm=1,
-        roles=[Role("all", (0, REDUCE_THREADS // 32), work=["reduce"], regs=64)],
-        buffers=[], barriers=[], pipelines=[], steps=steps, params=params,
-        options={"token_sums": list(token_sums), "head_params": list(head_params), "K": K},
-        note="deterministic: per-chunk partials summed in chunk order, no atomics")
+        grid=[f"({width} + {WARP - 1}) // {WARP}", str(len(head_params))], threads=threads, min_ctas_per_sm=1,
+        roles=[Role("all", (0, REDUCE_ROWS), work=[s.name for s in steps])],
+        buffers=[Buffer("rows", (REDUCE_ROWS, WARP), "f32")], barriers=[_sync(threads, 1, "rows written")],
+        pipelines=[], steps=steps, params=params,
+        options={"head_params": [{"name": n, "row": row} for n, row in head_params], "rows": REDUCE_ROWS},
+        note="deterministic: per-chunk partials summed in chunk order, no atomics"))

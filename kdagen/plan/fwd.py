@@ -18,6 +18,7 @@ dominate o's error (each ~1.7e-3 relative at bf16; o's own rounding is ~1.7e-3).
 from __future__ import annotations
 
 from .model import Barrier, Buffer, Kernel, Param, Pipeline, Role, Step, Workspace
+from .problem import PlanError
 
 K1_WARPS = 4
 K1_LANES_PER_ROW = 8
@@ -27,16 +28,18 @@ PAD = 8                      # bf16 elements of row padding: ldmatrix rows on di
 
 
 def forward_workspaces(C: int, K: int, KD: int) -> list[Workspace]:
-    """K1 -> K2 (and the backward): per (chunk, value head); rows >= the chunk's length are zero."""
-    consumers = ["k2_recurrence", "k2_states", "k2_bwd"]
+    """K1 -> K2 (and the backward): per (chunk, value head); rows >= the chunk's length are zero.
+    K2 in "store_states" mode reads all but qd and Mqk."""
+    everyone = ["k2_recurrence", "k2_states", "k2_bwd"]
+    outputs = ["k2_recurrence", "k2_bwd"]
     return [
-        Workspace("ws_qd", ("chunks", "HV", C, K), "bf16", "k1_prepare", consumers, "scale·q̂⊙e^Γ"),
-        Workspace("ws_kd", ("chunks", "HV", C, K), "bf16", "k1_prepare", consumers, "k̂⊙e^Γ"),
-        Workspace("ws_kr", ("chunks", "HV", C, K), "bf16", "k1_prepare", consumers, "k̂⊙e^(Γl−Γ)"),
-        Workspace("ws_gte", ("chunks", "HV", KD), "f32", "k1_prepare", consumers, "e^Γl (per channel or per head)"),
-        Workspace("ws_A", ("chunks", "HV", C, C), "f32", "k1_prepare", consumers, "(I + Mkk)⁻¹"),
-        Workspace("ws_Mqk", ("chunks", "HV", C, C), "f32", "k1_prepare", consumers, "scale·tril₀(q̂ k̂ᵀ ⊙ e^(Γi−Γj))"),
-        Workspace("ws_beta", ("chunks", "HV", C), "f32", "k1_prepare", consumers, "β after the prologue"),
+        Workspace("ws_qd", ("chunks", "HV", C, K), "bf16", "k1_prepare", outputs, "scale·q̂⊙e^Γ"),
+        Workspace("ws_kd", ("chunks", "HV", C, K), "bf16", "k1_prepare", everyone, "k̂⊙e^Γ"),
+        Workspace("ws_kr", ("chunks", "HV", C, K), "bf16", "k1_prepare", everyone, "k̂⊙e^(Γl−Γ)"),
+        Workspace("ws_gte", ("chunks", "HV", KD), "f32", "k1_prepare", everyone, "e^Γl (per channel or per head)"),
+        Workspace("ws_A", ("chunks", "HV", C, C), "f32", "k1_prepare", everyone, "(I + Mkk)⁻¹"),
+        Workspace("ws_Mqk", ("chunks", "HV", C, C), "f32", "k1_prepare", outputs, "scale·tril₀(q̂ k̂ᵀ ⊙ e^(Γi−Γj))"),
+        Workspace("ws_beta", ("chunks", "HV", C), "f32", "k1_prepare", everyone, "β after the prologue"),
     ]
 
 
@@ -144,6 +147,8 @@ def k2_recurrence(*, C: int, K: int, V: int, KD: int, varlen: bool, state_layout
     if forward:
         params += [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
     else:
+        if dtypes["ws_states"] != "bf16":
+            raise PlanError(f"k2_states writes S_c in bf16, the plan's ws_states is {dtypes['ws_states']}")
         params += [Param("ws_states", "ptr", "bf16", const=False)]
     name = "k2_recurrence" if forward else "k2_states"
     return Kernel(

@@ -1,10 +1,9 @@
 """Problem -> Plan: which kernels, in which order, with which resources."""
 from __future__ import annotations
 
-from ..dsl import autodiff
 from . import bwd, fwd
 from .model import Param, Plan
-from .problem import Problem, PlanError, exponent_form, recurrence_facts
+from .problem import Problem, PlanError, exponent_form, head_space, recurrence_facts
 from .smem import assign_offsets
 
 
@@ -27,11 +26,6 @@ def prologue_leaves(problem: Problem) -> list[Param]:
     return leaves + [Param(n, "ptr", "f32") for n in r.head_params]
 
 
-def token_sums(backward) -> list[tuple[str, bool]]:
-    """The backward graph's sum_tokens nodes: (id, has a K row)."""
-    return sorted((n, bool(a["shape"])) for n, a in backward.graph.nodes(data=True) if a["op"] == "sum_tokens")
-
-
 def make_plan(problem: Problem) -> Plan:
     r = problem.recurrence
     facts = recurrence_facts(r)
@@ -40,10 +34,9 @@ def make_plan(problem: Problem) -> Plan:
     KD = K if kind == "vector" else 1
     form = exponent_form(kind, facts["decay_interval"], C)
     leaves = prologue_leaves(problem)
-    sums = token_sums(autodiff.backward(r, saved=()))
-    value = r.core_operands()["value"]
+    head_params = [(n, bool(r.graph.nodes[n]["shape"])) for n in r.head_params]
     arch = problem.arch_spec
-    ws = fwd.forward_workspaces(C, K, KD) + bwd.backward_workspaces(C, K, KD, V, sums)
+    ws = fwd.forward_workspaces(C, K, KD) + bwd.backward_workspaces(C, K, V, head_params)
     common = dict(varlen=problem.varlen)
     kernels = [
         fwd.k1_prepare(C=C, K=K, KD=KD, form=form, decay_kind=kind, leaves=leaves, scalars=list(r.scalars), ws=ws,
@@ -51,17 +44,14 @@ def make_plan(problem: Problem) -> Plan:
         fwd.k2_recurrence(C=C, K=K, V=V, KD=KD, state_layout=problem.state_layout, mode="forward", ws=ws, **common),
         fwd.k2_recurrence(C=C, K=K, V=V, KD=KD, state_layout=problem.state_layout, mode="store_states", ws=ws,
                           **common),
-        bwd.k2_bwd(C=C, K=K, V=V, KD=KD, state_layout=problem.state_layout, smem_limit=arch.smem_per_block,
-                   io=problem.dtypes.io, **common),
-        bwd.k1_bwd(C=C, K=K, KD=KD, G=problem.gva_ratio, form=form, decay_kind=kind, leaves=leaves,
-                   scalars=list(r.scalars), token_sums=[n for n, _ in sums],
-                   token_grads=[Param(f"grad_{p.name}", "ptr", p.dtype if p.name not in ("q", "k") else
-                                      problem.dtypes.io, const=False) for p in leaves if p.name != value
-                                and p.name in r.token_inputs],
-                   **common),
+        bwd.k2_bwd(C=C, K=K, V=V, io=problem.dtypes.io, state_layout=problem.state_layout, ws=ws),
+        bwd.k1_bwd(C=C, K=K, KD=KD, decay_kind=kind, leaves=leaves, scalars=list(r.scalars),
+                   qk_inputs=[n for n in r.token_inputs if head_space(r, n) == "H"], head_params=head_params,
+                   token_grads=[Param(f"grad_{p.name}", "ptr", p.dtype, const=False) for p in leaves
+                                if p.name in r.token_inputs]),
     ]
-    if sums:
-        kernels.append(bwd.param_reduce(token_sums=[n for n, _ in sums], head_params=list(r.head_params), K=K))
+    if head_params:
+        kernels.append(bwd.param_reduce(K=K, head_params=head_params))
     for k in kernels:
         assign_offsets(k, arch.static_smem)
     notes = [f"exponent form {form!r}: decay {kind} in [{facts['decay_interval'][0]}, {facts['decay_interval'][1]}]"

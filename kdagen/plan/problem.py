@@ -1,14 +1,16 @@
 """What to plan for: `Problem` (a recurrence plus sizes, dtypes, arch) and the facts it implies.
 
-The recurrence is a `kdagen.dsl.Recurrence`; the planner reads only three things off it, all in
-`recurrence_facts`: whether the decay is per channel or per head, the decay's proven interval, and a
-hash of its graph (part of the configuration's identity).
+The recurrence is a `kdagen.dsl.Recurrence`; the planner reads off it whether the decay is per channel
+or per head, the decay's proven interval and a hash of its graph (`recurrence_facts`), and which heads
+each token input lives on (`head_space`).
 """
 from __future__ import annotations
 
 import hashlib
 import math
 from dataclasses import dataclass, field
+
+import networkx as nx
 
 LOG2E = 1.4426950408889634
 EXP2_RANGE = 126          # 2^±126: the normal fp32 / bf16 exponent range the factored form must stay in
@@ -127,3 +129,20 @@ def exponent_form(decay_kind: str, interval, chunk: int) -> str:
     if hi <= 0 and math.isfinite(lo) and chunk * abs(lo) * LOG2E < EXP2_RANGE:
         return "factored"
     return "relative"
+
+
+QK_ROLES = ("query", "key")
+
+
+def head_space(r, name: str) -> str:
+    """"H" for a token input that only feeds query/key (it lives on the q/k heads), "HV" for everything
+    else (the value heads)."""
+    if r.graph.nodes[name]["op"] != "token_input":
+        return "HV"
+    reach = {role for role, node in r.core_operands().items() if node == name or nx.has_path(r.graph, name, node)}
+    if reach and reach <= set(QK_ROLES):
+        return "H"
+    if reach & set(QK_ROLES):
+        raise PlanError(f"node {name!r}: a token input feeding both query/key (on the q/k heads) and "
+                        f"{sorted(reach - set(QK_ROLES))} (on the value heads)")
+    return "HV"

@@ -1,0 +1,93 @@
+"""The recurrence-specific part of K1_bwd: four emitted blocks and the names that bind them.
+
+`backward_prologue(r, ctypes)` is what templates/bwd/k1_bwd.cu.j2 reads as `k1`:
+  qk_fwd  q̂, k̂ of the q/k head (recomputed)
+  v_fwd   the decay a and β of a value head (recomputed)
+  v_bwd   the adjoint of the value head's inputs and head parameters, seeded with d_decay, d_beta
+  qk_bwd  the adjoint of the q/k inputs, seeded with the GVA-summed dq̂, dk̂ (q̂, k̂ given from shared memory)
+A head parameter's gradient leaves v_bwd as a per-token term; K1_bwd sums it over the chunk's rows and
+param_reduce over chunks. That is exact because an adjoint is linear in its seeds: whatever follows the
+DSL's sum_tokens node (e.g. the factor e^A_log) distributes over the sum.
+"""
+from __future__ import annotations
+
+import networkx as nx
+
+from ..dsl import autodiff
+from ..plan.problem import head_space
+from .expr import CodegenError, c_float, emit
+
+# Names K1_bwd declares itself (and those the emitted blocks use inside their scopes): an input or scalar
+# of the recurrence may not take one, nor one of the prefixes of its own bindings.
+K1_NAMES = {"C", "K", "DECAY_PER_CHANNEL", "LPR", "K1T", "KPT", "GK", "row_sum", "smem_raw", "c", "jh", "HV", "H",
+            "G", "N", "tid", "i", "rl", "d0", "core_scale", "n", "hi", "mid", "tok0", "L", "valid", "tok", "dgc", "kbr",
+            "dqh", "dkh", "gi", "h", "ws", "bi", "Gi", "bq", "R", "bki", "kR", "e", "at", "Gl", "Ei", "Ri", "qv", "kv",
+            "b_q", "b_kd", "b_kr", "col", "ii", "jj", "mq", "mk", "F", "kf", "x", "rev", "total", "acc", "cu_seqlens",
+            "chunk_offsets", "j", "r", "s", "ss"}
+K1_PREFIXES = ("grad_", "ws_", "s_", "ld_", "given_", "seed_", "n_", "d_")
+
+
+def _ancestors_of(graph: nx.DiGraph, nodes, op: str) -> list[str]:
+    found = set()
+    for n in nodes:
+        found |= {a for a in nx.ancestors(graph, n) | {n} if graph.nodes[a]["op"] == op}
+    return sorted(found)
+
+
+def backward_prologue(r, ctypes: dict) -> dict:
+    """The blocks, their bindings, the token gradients and head parameters of recurrence r; ctypes maps each
+    leaf to the C element type the plan gives its kernel argument."""
+    ops = r.core_operands()
+    b = autodiff.backward(r, saved=())
+    for name in [*r.token_inputs, *r.head_params, *r.scalars]:
+        if name in K1_NAMES or name.startswith(K1_PREFIXES) or name.endswith("_row"):
+            raise CodegenError(f"node {name!r}: this input of recurrence {r.name!r} collides with a name K1_bwd "
+                               "declares; rename it")
+    qk_inputs = [n for n in r.token_inputs if head_space(r, n) == "H"]
+    v_inputs = [n for n in r.token_inputs if n not in qk_inputs and n != ops["value"]]
+    for name in _ancestors_of(r.graph, (ops["query"], ops["key"]), "head_param"):
+        raise CodegenError(f"node {name!r}: a head parameter feeding the query/key, which live on the q/k heads; "
+                           "K1_bwd binds head parameters per value head")
+    for name in qk_inputs:
+        if tuple(r.graph.nodes[name]["shape"]) != ("K",):
+            raise CodegenError(f"node {name!r}: a token input feeding the query/key but not a K row")
+    blocks = {
+        "qk_fwd": emit(r.graph, {"qh_out": ops["query"], "kh_out": ops["key"]}),
+        "v_fwd": emit(r.graph, {"a_out": ops["decay"], "beta_out": ops["beta"]}),
+        "v_bwd": emit(b.graph, {f"d_{n}": b.outputs[n] for n in v_inputs + list(r.head_params)}),
+        "qk_bwd": emit(b.graph, {f"d_{n}": b.outputs[n] for n in qk_inputs}, given=(ops["query"], ops["key"])),
+    }
+    for key in ("v_fwd", "v_bwd"):
+        stray = set(blocks[key].leaves) & set(qk_inputs)
+        if stray:
+            raise CodegenError(f"node {sorted(stray)[0]!r}: the decay/β prologue reads it, but it lives on the "
+                               "q/k heads")
+
+    def row(name):
+        return tuple(r.graph.nodes[name]["shape"]) == ("K",)
+
+    def where(name):                      # this thread's element(s) of a leaf, as the kernel indexes it
+        if name in qk_inputs:
+            return "(tok * H + jh) * K + d0"
+        if name in r.head_params:
+            return "h * K + d0" if row(name) else "h"
+        return "(tok * HV + h) * K + d0" if row(name) else "tok * HV + h"
+
+    def bind(block):
+        """Pointers to the leaves `block` reads, and the given arrays (q̂, k̂ from shared memory)."""
+        lines = [f"const {ctypes[n]}* {n}_row = {n} + {where(n)};" for n in block.leaves]
+        for node, tile in ((ops["query"], "qh"), (ops["key"], "kh")):
+            if node in block.given:
+                lines += [f"float given_{node}[KPT];",
+                          f"for (int e = 0; e < KPT; ++e) given_{node}[e] = s_{tile}[i * K + d0 + e];"]
+        return "\n".join(lines)
+
+    scale = r.graph.nodes[ops["scale"]]
+    return {
+        "qk_leaves": [{"name": n} for n in qk_inputs],
+        "token_grads": [{"name": n, "row": row(n)} for n in v_inputs],
+        "head_params": [{"name": n, "row": row(n)} for n in r.head_params],
+        "scale": scale["name"] if scale["op"] == "scalar" else c_float(scale["value"]),
+        "blocks": {k: v.code.rstrip("\n") for k, v in blocks.items()},
+        "bind": {k: bind(v) for k, v in blocks.items()},
+    }
