@@ -13,21 +13,11 @@ import torch
 
 from kdagen import cli, runtime
 from kdagen.commands import compile as compile_cmd
+from markers import needs_nvrtc
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = 'extern "C" __global__ void {name}(float* y) {{ y[threadIdx.x] = {value}.f; }}'
 
-
-def _nvrtc_ready() -> bool:
-    try:
-        runtime.versions()
-        runtime.cuda_include_dir()
-        return True
-    except Exception:
-        return False
-
-
-needs_nvrtc = pytest.mark.skipif(not _nvrtc_ready(), reason="CuPy's NVRTC or the CUDA headers are not available")
 
 
 def run_main(argv, capsys) -> tuple[int, str, str]:

@@ -9,6 +9,7 @@ import torch
 
 from kdagen import runtime
 from kdagen.runtime import arch, env, launch, loader, nvrtc
+from markers import needs_nvrtc
 
 TINY = 'extern "C" __global__ void fill(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.f; }'
 # setmaxnreg exists only on sm_90a: compiling it proves the 'a' target reached ptxas.
@@ -17,17 +18,6 @@ SM90A_ONLY = ('extern "C" __global__ void __launch_bounds__(128) grow(float* y) 
 BF16 = ('#include <cuda_bf16.h>\nextern "C" __global__ void axpy(const __nv_bfloat16* x, float* y, float a, int n) {\n'
         '  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * __bfloat162float(x[i]);\n}\n')
 
-
-def _nvrtc_ready() -> bool:
-    try:
-        nvrtc.compiler_version()
-        nvrtc.cuda_include_dir()
-        return True
-    except Exception:
-        return False
-
-
-needs_nvrtc = pytest.mark.skipif(not _nvrtc_ready(), reason="CuPy's NVRTC or the CUDA headers are not available")
 
 
 @pytest.fixture
