@@ -55,8 +55,8 @@ CASES = {
     "kda_factored_varlen_gva": ("kda", dict(use_gate_in_kernel=True, lower_bound=-5.0, use_qk_l2norm_in_kernel=True,
                                             use_beta_sigmoid_in_kernel=True),
                                 dict(H=1, G=2, K=64, V=64, cu_seqlens=[0, 0, 1, 20, 20, 45])),
-    # relative vector form (FLA defaults: precomputed g); B = 2, T % 16 != 0; no h0
-    "kda_relative_fixed": ("kda", {}, dict(B=2, T=37, H=1, K=64, V=64, initial_state=False)),
+    # relative vector form (FLA defaults: precomputed g); B = 2, T % 16 != 0; no h0; a scale of the caller's
+    "kda_relative_fixed": ("kda", dict(scale=0.3), dict(B=2, T=37, H=1, K=64, V=64, initial_state=False)),
     # scalar decay (GDN, softplus gate); K = V = 128
     "gdn_softplus": ("gdn", dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True,
                                  use_beta_sigmoid_in_kernel=True), dict(T=33, H=1, K=128, V=128)),

@@ -87,3 +87,19 @@ def test_module_entry_point():
                          text=True)
     assert res.returncode == 0, res.stderr
     assert Plan.from_json(res.stdout).exponent_form == "factored"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["emit", "--defaults", "--op", "gdn", "-o", "unused"], "drop op"),
+    (["plan", "--json", "--kernel", "k1_prepare"], "--kernel selects tables"),
+    (["plan", "--kernel", "no_such_kernel"], "unknown kernel"),
+])
+def test_options_that_would_be_ignored_are_refused(argv, message, capsys):
+    code, _, err = run(argv, capsys)
+    assert code == 2 and message in err
+
+
+def test_lower_bound_and_no_lower_bound_exclude_each_other(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "--lower-bound", "-3", "--no-lower-bound"])
+    assert e.value.code == 2 and "not allowed with" in capsys.readouterr().err

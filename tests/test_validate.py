@@ -71,6 +71,8 @@ CASES = [
     ("v-dtype", "gdn", changed("gdn", v=torch.zeros(B, T, HV, K)), NotImplementedError, "v has dtype float32"),
     ("gva-ratio", "kda", changed("kda", v=torch.zeros(B, T, 3, K, dtype=bf16)), ValueError,
      "HV = 3 heads.*multiple of q/k's H = 2"),
+    ("no-value-heads", "gdn", changed("gdn", v=torch.zeros(B, T, 0, K, dtype=bf16)), ValueError,
+     "HV = 0 heads.*positive multiple"),
     ("head-dim", "kda", changed("kda", q=torch.zeros(B, T, H, 96, dtype=bf16), k=torch.zeros(B, T, H, 96, dtype=bf16)),
      NotImplementedError, r"head dim K = 96 .*no kernel"),
     ("v-head-dim", "gdn", changed("gdn", v=torch.zeros(B, T, HV, 128, dtype=bf16)), NotImplementedError,

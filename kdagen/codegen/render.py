@@ -10,7 +10,7 @@ import hashlib
 
 from .. import __version__
 from ..paths import templates_dir
-from ..plan.model import CTYPES, DTYPE_BYTES, Kernel, Plan
+from ..plan.model import CTYPES, Kernel, Plan
 from .adjoint import backward_prologue
 from .env import environment, template_exists
 from .expr import CodegenError
@@ -134,7 +134,3 @@ def render(plan: Plan, recurrence, directions=DIRECTIONS) -> dict:
     """{file name: text} for the requested directions."""
     return {unit_name(d): render_unit(plan, recurrence, d) for d in directions}
 
-
-def workspace_bytes(plan: Plan) -> dict:
-    """Bytes per chunk and value head of each workspace (plain data for tables)."""
-    return {w.name: w.bytes_per_chunk_head for w in plan.workspaces if DTYPE_BYTES.get(w.dtype)}

@@ -45,9 +45,9 @@ def register(subparsers) -> argparse.ArgumentParser:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ops", default=",".join(DEFAULTS.ops), help="comma-separated op variants (default: all)")
     p.add_argument("--modes", default=",".join(DEFAULTS.modes), help="comma-separated modes (default: all)")
-    p.add_argument("--shapes", default=None, help="comma-separated shapes (default: the five of issue 6)")
+    p.add_argument("--shapes", default=None, help=f"comma-separated shapes (default {','.join(s.name for s in DEFAULTS.shapes)})")
     p.add_argument("--libs", default=None,
-                   help="kdagen, fla or both. Default: both, where kdagen's columns read n/a (with the reason) "
+                   help="kdagen, fla or kdagen,fla. Default: both, where kdagen's columns read n/a (with the reason) "
                         "if its ops are missing, and a missing FLA stops the run")
     for flag, help_text in [("--warmup", "untimed calls before timing"),
                             ("--iters", "timed calls per repeat; the median is kept"),

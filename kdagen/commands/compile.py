@@ -1,7 +1,7 @@
 """`kdagen compile`: compile every kernel module a configuration uses, and time cold compiles and cached loads.
 
-A configuration is the part of a call that picks kernels: the op, its options (FLA's names), the
-head dim, the GVA ratio, varlen, and the dtypes of g and beta. The same arguments, as text, make up
+A configuration is the part of a call that picks kernels: the op, its options (FLA's names and
+defaults, unlike `kdagen emit`/`plan`, which start from the shipped default configurations), the head dim, the GVA ratio, varlen, and the dtypes of g and beta. The same arguments, as text, make up
 KDAGEN_PRECOMPILE (configurations separated by ';'), which `import kdagen` compiles with a progress bar.
 
 Which modules a configuration needs is for the kernel code to say: kdagen.ops.forward and
@@ -39,7 +39,7 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--g-dtype", choices=sorted(DTYPES), default="bf16", help="dtype of g (default bf16)")
     p.add_argument("--beta-dtype", choices=sorted(DTYPES), default="bf16", help="dtype of beta (default bf16)")
     for flag in ("use-qk-l2norm-in-kernel", "use-gate-in-kernel", "use-beta-sigmoid-in-kernel",
-                 "allow-neg-eigval", "state-v-first"):
+                 "allow-neg-eigval", "state-v-first", "safe-gate"):
         p.add_argument(f"--{flag}", action="store_true", help=f"the option {flag.replace('-', '_')}")
     p.add_argument("--lower-bound", type=float, default=None, help="KDA's lower_bound (sigmoid gate form)")
     p.add_argument("--no-A-log", action="store_true", help="in-kernel gate without A_log (KDA with --lower-bound)")
@@ -70,6 +70,8 @@ def config_from_args(args) -> Config:
                "allow_neg_eigval": args.allow_neg_eigval, "use_gate_in_kernel": args.use_gate_in_kernel}
     if args.lower_bound is not None:
         options["lower_bound"] = args.lower_bound
+    if args.safe_gate:
+        options["safe_gate"] = True
     if args.use_gate_in_kernel:
         if not args.no_A_log:
             options["A_log"] = torch.empty(HV, **meta)

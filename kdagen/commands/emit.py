@@ -37,12 +37,16 @@ def emit_problem(problem, root: Path, directions=None, log=print) -> list[Path]:
 
 
 def run(args) -> int:
-    from ..plan import default_problems, problem_from_args
+    from ..plan import default_problems, problem_args_given, problem_from_args
     root = Path(args.out) if args.out else default_root()
     if root is None:
         print("kdagen emit: give -o DIR (no checkout generated/ to default to)", file=sys.stderr)
         return 2
     directions = None if args.direction == "available" else [args.direction]
+    given = problem_args_given(args) if args.defaults else []
+    if given:
+        print(f"kdagen emit: --defaults writes the default configurations; drop {', '.join(given)}", file=sys.stderr)
+        return 2
     problems = default_problems() if args.defaults else [problem_from_args(args)]
     for problem in problems:
         emit_problem(problem, root, directions)

@@ -17,15 +17,18 @@ def run(args) -> int:
     from ..plan import PlanError, make_plan, problem_from_args, problems
     from ..plan.describe import describe, to_dot
     plan = make_plan(problem_from_args(args))
+    known = [k.name for k in plan.kernels]
+    if args.kernel and any(k not in known for k in args.kernel):
+        print(f"kdagen plan: unknown kernel(s) {args.kernel}; this plan has {known}", file=sys.stderr)
+        return 2
+    if args.kernel and (args.json or args.dot):
+        print("kdagen plan: --kernel selects tables; --json and --dot print the whole plan", file=sys.stderr)
+        return 2
     if args.json:
         sys.stdout.write(plan.to_json())
     elif args.dot:
         sys.stdout.write(to_dot(plan))
     else:
-        known = [k.name for k in plan.kernels]
-        if args.kernel and any(k not in known for k in args.kernel):
-            print(f"kdagen plan: unknown kernel(s) {args.kernel}; this plan has {known}", file=sys.stderr)
-            return 2
         sys.stdout.write(describe(plan, args.kernel))
     found = problems(plan)
     if found:

@@ -47,7 +47,7 @@ def _pop_kwargs(op: str, kwargs: dict, state_v_first: bool) -> tuple[dict, bool]
     if "transpose_state_layout" in kwargs:
         if state_v_first:
             raise ValueError("pass either state_v_first or the deprecated transpose_state_layout, not both")
-        warnings.warn("transpose_state_layout is deprecated; use state_v_first", DeprecationWarning, stacklevel=4)
+        warnings.warn("transpose_state_layout is deprecated; use state_v_first", DeprecationWarning, stacklevel=5)
         state_v_first = bool(kwargs.pop("transpose_state_layout"))
     if op == "gdn" and "head_first" in kwargs:
         raise ValueError("head_first was removed from FLA; pass q, k, v as [B, T, H, D] and drop head_first")

@@ -40,6 +40,7 @@ class ChunkDeltaRuleFunction(torch.autograd.Function):
         return o, final_state
 
     @staticmethod
+    @torch.autograd.function.once_differentiable     # the kernels' gradients carry no graph: no double backward
     def backward(ctx, do, dht):
         inputs = ctx.saved_tensors
         if do is None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
 
 import torch
 
@@ -28,6 +27,7 @@ from ..codegen import render_unit
 from ..plan import Dtypes, Plan, make_plan, problem_from_options, verify
 from ..plan.problem import head_space
 from ..plan.sizes import evaluate, launch_sizes
+from ..runtime import env as runtime_env
 
 WS_KEYS = {"ws_qd": "qd", "ws_kd": "kd", "ws_kr": "kr", "ws_gte": "gte", "ws_A": "A", "ws_Mqk": "Mqk",
            "ws_beta": "beta"}
@@ -37,8 +37,9 @@ _TORCH = {"bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32, "i64
 
 def plan_options(call):
     """The Options the recurrence is built from: safe_gate's promise (g in [gate_bound, 0)) becomes the
-    precomputed gate's declared lower bound, which lets the planner prove the factored form."""
-    opt = call.opt
+    precomputed gate's declared lower bound, which lets the planner prove the factored form. The scale is a
+    run-time argument of the kernels, not something they are specialised on: one plan serves every scale."""
+    opt = dataclasses.replace(call.opt, scale=None)
     bound = getattr(call, "gate_bound", None)
     if bound is not None and not opt.use_gate_in_kernel:
         opt = dataclasses.replace(opt, lower_bound=bound)
@@ -48,7 +49,7 @@ def plan_options(call):
 def default_arch(device=None) -> str:
     """The arch kernels are planned for: KDAGEN_ARCH, else the GPU's, else sm_90a (CPU emulation, emit)."""
     from .. import runtime
-    if os.environ.get("KDAGEN_ARCH") or (torch.cuda.is_available() and (device is None or device.type == "cuda")):
+    if runtime_env.arch_override() or (torch.cuda.is_available() and (device is None or device.type == "cuda")):
         return runtime.detect_arch(device)
     return "sm_90a"
 
@@ -247,7 +248,7 @@ def forward(x: dict, call, dims=None, seqlens=None, keep: bool = True, *, loader
     scale = K ** -0.5 if opt.scale is None else float(opt.scale)
     tensors = {n: t for n, t in x.items() if t is not None}
     module = (loader or runtime_loader)(config, q.device)
-    poison = poison or os.environ.get("KDAGEN_DEBUG", "0") not in ("", "0")
+    poison = poison or runtime_env.debug()
     o, ht, ws = launch(plan, recurrence, module, tensors, {"scale": scale}, output_final_state=call.output_final_state,
                        poison=poison)
     saved = None

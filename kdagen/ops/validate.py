@@ -103,7 +103,7 @@ def validate(op: str, q, k, v, g, beta, *, A_log=None, dt_bias=None, initial_sta
     if v.dim() != 4 or tuple(v.shape[:2]) != (B, T):
         raise ValueError(f"v must be [B, T, HV, V] = [{B}, {T}, HV, V] like q, got shape {list(v.shape)}")
     HV, V = v.shape[2:]
-    if H == 0 or HV % H:
+    if H == 0 or HV == 0 or HV % H:
         raise ValueError(f"v has HV = {HV} heads, which must be a positive multiple of q/k's H = {H} heads (GVA)")
     if K not in HEAD_DIMS:
         raise NotImplementedError(f"head dim K = {K} (q.shape[-1]) has no kernel; kdagen emits K in {HEAD_DIMS}")

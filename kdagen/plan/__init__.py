@@ -8,7 +8,7 @@ The vocabulary is in `model` (Role, Barrier, Pipeline, Buffer, Step, Param, Work
 forward kernel entries in `fwd`, backward ones in `bwd`; launch-size symbols in `sizes`.
 """
 from .configs import (DEFAULT_ARCHS, DEFAULT_OPTIONS, add_problem_arguments, default_problem, default_problems, options_tag,
-                      problem_from_args, problem_from_options)
+                      problem_args_given, problem_from_args, problem_from_options)
 from .model import Barrier, Buffer, Kernel, Param, Pipeline, Plan, Role, Step, Workspace
 from .planner import make_plan
 from .problem import ARCHS, ArchSpec, Dtypes, PlanError, Problem, exponent_form, recurrence_facts
@@ -18,6 +18,6 @@ from .verify import problems, verify
 __all__ = [
     "ARCHS", "ArchSpec", "add_problem_arguments", "problem_from_args", "Barrier", "Buffer", "DEFAULT_ARCHS", "DEFAULT_OPTIONS", "Dtypes", "Kernel", "Param",
     "Pipeline", "Plan", "PlanError", "Problem", "Role", "Step", "Workspace", "default_problem", "default_problems",
-    "evaluate", "exponent_form", "launch_sizes", "make_plan", "options_tag", "problem_from_options", "problems",
+    "evaluate", "exponent_form", "launch_sizes", "make_plan", "options_tag", "problem_args_given", "problem_from_options", "problems",
     "recurrence_facts", "verify",
 ]

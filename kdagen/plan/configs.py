@@ -76,8 +76,17 @@ def add_problem_arguments(p) -> None:
     for flag, help_ in (("gate-in-kernel", "use_gate_in_kernel"), ("l2norm", "use_qk_l2norm_in_kernel"),
                         ("beta-sigmoid", "use_beta_sigmoid_in_kernel"), ("allow-neg-eigval", "allow_neg_eigval")):
         p.add_argument(f"--{flag}", action=argparse.BooleanOptionalAction, default=None, help=help_)
-    p.add_argument("--lower-bound", type=float, default=None, help="KDA's lower_bound (sigmoid gate form)")
-    p.add_argument("--no-lower-bound", action="store_true", help="drop the default lower_bound (softplus gate)")
+    bound = p.add_mutually_exclusive_group()
+    bound.add_argument("--lower-bound", type=float, default=None, help="KDA's lower_bound (sigmoid gate form)")
+    bound.add_argument("--no-lower-bound", action="store_true", help="drop the default lower_bound (softplus gate)")
+
+
+def problem_args_given(args) -> list[str]:
+    """The configuration options of add_problem_arguments that args sets away from their defaults."""
+    import argparse
+    probe = argparse.ArgumentParser()
+    add_problem_arguments(probe)
+    return sorted(k for k, v in vars(probe.parse_args([])).items() if getattr(args, k) != v)
 
 
 def problem_from_args(args) -> Problem:

@@ -39,8 +39,3 @@ def evaluate(expr, sizes: dict) -> int:
 
     return ev(ast.parse(str(expr), mode="eval"))
 
-
-def symbols_of(expr) -> set[str]:
-    if isinstance(expr, int):
-        return set()
-    return {n.id for n in ast.walk(ast.parse(str(expr), mode="eval")) if isinstance(n, ast.Name)}

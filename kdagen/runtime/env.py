@@ -4,7 +4,8 @@ KDAGEN_CACHE_DIR   cubin cache root (default $XDG_CACHE_HOME/kdagen, i.e. ~/.cac
 KDAGEN_ARCH        compile for this arch instead of the device's (sm_90a | sm_80); works without a GPU
 KDAGEN_DISABLE_JIT 1: never compile; a kernel missing from the cache is an error
 KDAGEN_VERBOSE     1: report compiles, cache hits and NVRTC logs on stderr
-KDAGEN_DEBUG       1: the CLI shows tracebacks instead of one-line errors
+KDAGEN_DEBUG       1: the CLI shows tracebacks instead of one-line errors, and every kernel output and
+                   workspace is filled with NaN before launch (a kernel that skips a write shows up)
 KDAGEN_PRECOMPILE  configurations to compile when kdagen is imported, separated by ';' (`kdagen compile --help`)
 """
 from __future__ import annotations
