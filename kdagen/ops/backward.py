@@ -18,8 +18,8 @@ from __future__ import annotations
 import torch
 
 from ..plan import Plan
-from .forward import (_TORCH, WS_KEYS, Config, module_source, planned_sizes, run_kernels, runtime_loader,
-                      sequence_layout, state_shape, workspace_shape)
+from .forward import (_TORCH, WS_KEYS, Config, check_operand, module_source, planned_sizes, run_kernels,
+                      runtime_loader, sequence_layout, state_shape, workspace_shape)
 
 
 def kernel_sources(call, dims, dtypes, arch: str | None = None) -> list[tuple[str, str]]:
@@ -36,20 +36,6 @@ def _require(d: dict, key: str, where: str):
     if d.get(key) is None:
         raise KeyError(f"backward: {where}[{key!r}] is missing; the forward must save it")
     return d[key]
-
-
-def _check(name: str, t: torch.Tensor, shape: tuple, dtype: torch.dtype, device) -> torch.Tensor:
-    """Shape (a 1-tuple: the element count, any shape), dtype, device and layout as the kernels read t."""
-    got = (t.numel(),) if len(shape) == 1 else tuple(t.shape)
-    if got != tuple(shape):
-        raise ValueError(f"backward: {name} has shape {tuple(t.shape)}, the plan expects {tuple(shape)}")
-    if t.dtype != dtype:
-        raise TypeError(f"backward: {name} has dtype {t.dtype}, the plan expects {dtype}")
-    if t.device != device:
-        raise ValueError(f"backward: {name} is on {t.device}, expected {device}")
-    if not t.is_contiguous() or t.data_ptr() % 16:
-        raise ValueError(f"backward: {name} must be contiguous and 16-byte aligned")
-    return t
 
 
 def _input_shapes(plan: Plan, recurrence, dims: dict) -> dict:
@@ -84,16 +70,16 @@ def launch(plan: Plan, recurrence, module, x: dict, workspace: dict, scalars: di
     dtypes = {prm.name: _TORCH[prm.dtype] for k in plan.direction("backward") for prm in k.params if prm.kind == "ptr"}
     for name, shape in _input_shapes(plan, recurrence, dims).items():
         dtype = dtypes["v" if name == p["value_input"] else name]     # kernels take the value operand as v
-        _check(f"x[{name!r}]", _require(x, name, "x"), shape, dtype, device)
-    _check("do", do, v.shape, v.dtype, device)
+        check_operand("backward", f"x[{name!r}]", _require(x, name, "x"), dtype, shape, device)
+    check_operand("backward", "do", do, v.dtype, v.shape, device)
     h0 = x.get("initial_state")
     for name, t in (("initial_state", h0), ("dht", dht)):
         if t is not None:
-            _check(name, t, state_shape(plan, seq["N"], dims["HV"]), torch.float32, device)
+            check_operand("backward", name, t, torch.float32, state_shape(plan, seq["N"], dims["HV"]), device)
     for w in plan.workspaces:
         if w.producer == "k1_prepare":
-            _check(f"workspace[{w.name!r}]", _require(workspace, w.name, "workspace"), workspace_shape(w, sizes),
-                   _TORCH[w.dtype], device)
+            check_operand("backward", f"workspace[{w.name!r}]", _require(workspace, w.name, "workspace"),
+                          _TORCH[w.dtype], workspace_shape(w, sizes), device)
     missing = [s for s in recurrence.scalars if s not in scalars]
     if missing:
         raise KeyError(f"backward: the recurrence's scalars {missing} are not given")

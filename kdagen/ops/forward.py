@@ -134,13 +134,20 @@ def chunk_layout(cu_seqlens, B: int, T: int, C: int, device):
     return cu, torch.cat([counts.new_zeros(1), counts.cumsum(0)]).to(torch.int32)
 
 
-def _check(name: str, t, dtype=None):
+def check_operand(where: str, name: str, t, dtype=None, shape=None, device=None):
+    """t as the kernels read it: the plan's dtype and shape (a 1-tuple: the element count, any shape), the
+    device, contiguous and 16-byte aligned. None passes (an absent optional input); returns t."""
     if t is None:
-        return
+        return t
+    if shape is not None and ((t.numel(),) if len(shape) == 1 else tuple(t.shape)) != tuple(shape):
+        raise ValueError(f"{where}: {name} has shape {tuple(t.shape)}, the plan expects {tuple(shape)}")
     if dtype is not None and t.dtype != dtype:
-        raise TypeError(f"forward: {name} has dtype {t.dtype}, the plan expects {dtype}")
+        raise TypeError(f"{where}: {name} has dtype {t.dtype}, the plan expects {dtype}")
+    if device is not None and t.device != device:
+        raise ValueError(f"{where}: {name} is on {t.device}, expected {device}")
     if not t.is_contiguous() or t.data_ptr() % 16:
-        raise ValueError(f"forward: {name} must be contiguous and 16-byte aligned")
+        raise ValueError(f"{where}: {name} must be contiguous and 16-byte aligned")
+    return t
 
 
 def planned_sizes(plan: Plan, recurrence, x: dict, where: str) -> dict:
@@ -205,10 +212,10 @@ def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_fin
     device = v.device
     seq, sizes = sequence_layout(plan, x.get("cu_seqlens"), B, T, H, HV, device)
     for name in (*qk, p["value_input"]):
-        _check(name, x[name], torch.bfloat16)
+        check_operand("forward", name, x[name], torch.bfloat16)
     for name, t in x.items():
         if name not in (*qk, p["value_input"], "cu_seqlens"):
-            _check(name, t, torch.float32 if name == "initial_state" else None)
+            check_operand("forward", name, t, torch.float32 if name == "initial_state" else None)
 
     def alloc(shape, dtype):
         fill = torch.full if poison else (lambda s, _, **kw: torch.empty(s, **kw))
