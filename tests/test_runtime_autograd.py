@@ -12,7 +12,6 @@ import torch
 
 from kdagen import reference
 from kdagen.ops import autograd, make_call
-from kdagen.ops.validate import Dims
 from kdagen.reference.inputs import make_inputs
 
 C = 16
@@ -24,8 +23,8 @@ def reference_kernels(monkeypatch):
     """Replace the kernels by the chunked reference; record what the Function passes them."""
     seen = {}
 
-    def forward(x, call, dims, seqlens, keep):
-        seen["keep"], seen["seqlens"] = keep, seqlens
+    def forward(x, call, keep):
+        seen["keep"] = keep
         o, S = reference.chunked({k: v for k, v in x.items() if v is not None}, call.opt, C)
         return o, S if call.output_final_state else None, (x, call.opt) if keep else None
 
@@ -43,12 +42,7 @@ def run(x: dict, op: str, **options):
     options.setdefault("output_final_state", True)
     gate = {n: x[n] for n in ("A_log", "dt_bias") if n in x}
     call = make_call(op, initial_state=x.get("initial_state"), cu_seqlens=x.get("cu_seqlens"), **gate, **options)
-    B, T, H, K = x["q"].shape
-    HV, V = x["v"].shape[2:]
-    cu = x.get("cu_seqlens")
-    seqlens = None if cu is None else cu.tolist()
-    dims = Dims(B, T, H, HV, K, V, B if cu is None else len(seqlens) - 1)
-    return autograd.apply(call, dims, seqlens, *(x[n] for n in ("q", "k", "v", "g", "beta"))), call
+    return autograd.apply(call, *(x[n] for n in ("q", "k", "v", "g", "beta"))), call
 
 
 def leaves(x: dict) -> dict:
@@ -89,7 +83,6 @@ def test_gradients_reach_every_input(reference_kernels, op, options, shape):
         assert a.shape == b.shape and a.dtype == ours[name].dtype, name
         assert torch.allclose(a, b, atol=1e-9, rtol=1e-7), f"d{name}: max error {(a - b).abs().max():.3g}"
     assert reference_kernels["keep"] is True
-    assert reference_kernels["seqlens"] == (x["cu_seqlens"].tolist() if "cu_seqlens" in x else None)
 
 
 def test_unused_final_state_passes_no_dht(reference_kernels):

@@ -132,11 +132,11 @@ def reference_options(op: str, **options) -> Options:
 def _run(call: Call, q, k, v, g, beta):
     from .autograd import apply
     t = call.tensors
-    dims, seqlens = validate(call.opt.op, q, k, v, g, beta, A_log=t["A_log"], dt_bias=t["dt_bias"],
+    validate(call.opt.op, q, k, v, g, beta, A_log=t["A_log"], dt_bias=t["dt_bias"],
                              initial_state=t["initial_state"], cu_seqlens=t["cu_seqlens"],
                              cu_seqlens_cpu=t["cu_seqlens_cpu"], state_v_first=call.opt.state_v_first,
                              scale=call.opt.scale)
-    return apply(call, dims, seqlens, q, k, v, g, beta)
+    return apply(call, q, k, v, g, beta)
 
 
 @torch.compiler.disable

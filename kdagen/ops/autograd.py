@@ -11,10 +11,10 @@ import torch
 GRAD_INPUTS = ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "initial_state")
 
 
-def kernel_forward(x: dict, call, dims, seqlens, keep: bool):
+def kernel_forward(x: dict, call, keep: bool):
     """(o, final_state or None, saved): see kdagen.ops.forward.forward."""
     from .forward import forward
-    return forward(x, call, dims, seqlens, keep)
+    return forward(x, call, keep)
 
 
 def kernel_backward(saved, do: torch.Tensor, dht: torch.Tensor | None) -> dict:
@@ -27,11 +27,11 @@ class ChunkDeltaRuleFunction(torch.autograd.Function):
     """One Function for both ops: `call.opt.op` says KDA or GDN; non-tensor settings come first."""
 
     @staticmethod
-    def forward(ctx, call, dims, seqlens, q, k, v, g, beta, A_log, dt_bias, initial_state):
+    def forward(ctx, call, q, k, v, g, beta, A_log, dt_bias, initial_state):
         x = dict(zip(GRAD_INPUTS, (q, k, v, g, beta, A_log, dt_bias, initial_state)))
         x["cu_seqlens"] = call.tensors["cu_seqlens"]
         keep = any(ctx.needs_input_grad)
-        o, final_state, saved = kernel_forward(x, call, dims, seqlens, keep)
+        o, final_state, saved = kernel_forward(x, call, keep)
         if keep:
             ctx.saved = saved
             ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, initial_state)  # in-place edits → error
@@ -48,16 +48,16 @@ class ChunkDeltaRuleFunction(torch.autograd.Function):
             do = torch.zeros(shape, dtype=dtype, device=device)
         grads = kernel_backward(ctx.saved, do.contiguous(), None if dht is None else dht.contiguous())
         out = []
-        for name, x, needed in zip(GRAD_INPUTS, inputs, ctx.needs_input_grad[3:]):
+        for name, x, needed in zip(GRAD_INPUTS, inputs, ctx.needs_input_grad[1:]):
             grad = grads.get(name) if needed else None
             if needed and grad is None:
                 raise RuntimeError(f"kdagen's backward returned no gradient for {name}, which requires one")
             out.append(None if grad is None else grad.to(x.dtype))
-        return (None, None, None, *out)
+        return (None, *out)
 
 
-def apply(call, dims, seqlens, q, k, v, g, beta):
+def apply(call, q, k, v, g, beta):
     """(o, final_state) for validated inputs; differentiable in every tensor input."""
     t = call.tensors
-    return ChunkDeltaRuleFunction.apply(call, dims, seqlens, q, k, v, g, beta,
+    return ChunkDeltaRuleFunction.apply(call, q, k, v, g, beta,
                                         t["A_log"], t["dt_bias"], t["initial_state"])

@@ -1,6 +1,6 @@
 """The forward of chunk_kda / chunk_gated_delta_rule on the GPU: K1 "prepare" then K2 "recurrence".
 
-`forward(x, call, dims, seqlens, keep)` (the signature kdagen.ops.autograd calls) builds the
+`forward(x, call, keep)` (the signature kdagen.ops.autograd calls) builds the
 recurrence from the call's options, plans it (kdagen.plan), renders the forward unit (kdagen.codegen,
 cached per process), loads it through kdagen.runtime and launches on torch's current stream:
 
@@ -237,13 +237,12 @@ def state_shape(plan: Plan, N: int, HV: int) -> tuple:
     return (N, HV, p["V"], p["K"]) if p["state_layout"] == "vk" else (N, HV, p["K"], p["V"])
 
 
-def forward(x: dict, call, dims=None, seqlens=None, keep: bool = True, *, loader=None, poison: bool = False):
+def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = False):
     """(o [B,T,HV,V], final state or None, saved) for inputs x (q, k, v, g, beta, A_log, dt_bias,
     initial_state, cu_seqlens by name) and a resolved call (kdagen.ops.api.Call: .opt, .output_final_state,
     .gate_bound, .tensors). `loader(config, device)` returns a module with `launch(...)` (default
     `runtime_loader`; tests pass the CPU emulation); `poison` fills every output and workspace with NaN
-    first (tests; also KDAGEN_DEBUG=1). Sizes come from the tensors; `dims` and `seqlens` (the validated
-    sizes and host cu_seqlens of the autograd caller) are not needed: nothing here syncs with the host."""
+    first (tests; also KDAGEN_DEBUG=1). Sizes come from the tensors: nothing here syncs with the host."""
     q, v = x["q"], x["v"]
     H, K, HV, V = q.shape[2], q.shape[3], v.shape[2], v.shape[3]
     if HV % H:
