@@ -18,6 +18,14 @@ DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "i64": 8, "u64": 8}
 CTYPES = {"bf16": "bf16", "f16": "__half", "f32": "float", "i32": "int", "i64": "long long", "u64": "u64"}
 
 
+def _named(items, name: str, missing: str):
+    """The item of that name; a KeyError that says whose list lacked it."""
+    for item in items:
+        if item.name == name:
+            return item
+    raise KeyError(f"{missing} {name!r}")
+
+
 @dataclass
 class Role:
     """A set of warps that runs one part of the kernel. `regs` is the per-thread register budget:
@@ -172,22 +180,13 @@ class Kernel:
     note: str = ""
 
     def role(self, name: str) -> Role:
-        for r in self.roles:
-            if r.name == name:
-                return r
-        raise KeyError(f"kernel {self.name!r} has no role {name!r}")
+        return _named(self.roles, name, f"kernel {self.name!r} has no role")
 
     def buffer(self, name: str) -> Buffer:
-        for b in self.buffers:
-            if b.name == name:
-                return b
-        raise KeyError(f"kernel {self.name!r} has no buffer {name!r}")
+        return _named(self.buffers, name, f"kernel {self.name!r} has no buffer")
 
     def barrier(self, name: str) -> Barrier:
-        for b in self.barriers:
-            if b.name == name:
-                return b
-        raise KeyError(f"kernel {self.name!r} has no barrier {name!r}")
+        return _named(self.barriers, name, f"kernel {self.name!r} has no barrier")
 
     @property
     def max_regs(self) -> int:
@@ -211,16 +210,10 @@ class Plan:
     version: int = 1
 
     def kernel(self, name: str) -> Kernel:
-        for k in self.kernels:
-            if k.name == name:
-                return k
-        raise KeyError(f"plan {self.uri!r} has no kernel {name!r}")
+        return _named(self.kernels, name, f"plan {self.uri!r} has no kernel")
 
     def workspace(self, name: str) -> Workspace:
-        for w in self.workspaces:
-            if w.name == name:
-                return w
-        raise KeyError(f"plan {self.uri!r} has no workspace {name!r}")
+        return _named(self.workspaces, name, f"plan {self.uri!r} has no workspace")
 
     def direction(self, direction: str) -> list[Kernel]:
         return [k for k in self.kernels if k.direction == direction]
