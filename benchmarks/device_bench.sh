@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One benchmark call on the device machine: `kdagen bench` with FLA from .whl/, FLA's Triton autotune results
 # carried between calls in .tcache/autotune.tgz (tuning a new shape takes FLA minutes; the chosen configs are
-# reused, so FLA still runs its own best configuration). Arguments go to `kdagen bench`. Budget: the bench
-# gets BENCH_SECONDS (default 480), then the autotune results are packed into $OUT.
+# reused, so FLA still runs its own best configuration). Arguments go to `kdagen bench`; pass --tune-jobs N to
+# have FLA compile its candidates (or, with its choices known, its chosen kernels) in N processes first.
+# Budget: the bench gets BENCH_SECONDS (default 480), then the autotune results are packed into $OUT.
 set -uo pipefail
 export TRITON_CACHE_DIR=/tmp/triton-cache
 mkdir -p "$TRITON_CACHE_DIR"

@@ -71,6 +71,8 @@ def test_preflight_passes_when_the_required_libraries_are_there():
     (["--libs", "triton"], "--libs: triton not among kdagen, fla"),
     (["--shapes", "1x8192x64"], "shape '1x8192x64': expected BxTxHxD"),
     (["--iters", "0"], "--iters must be ≥ 1, got 0"),
+    (["--tune-jobs", "-1"], "--tune-jobs must be ≥ 0, got -1"),
+    (["--tune-only"], "--tune-only needs --tune-jobs N"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv, message, capsys):
     code, _, err = run_cli(argv, capsys)

@@ -186,6 +186,10 @@ def test_call_kwargs_per_variant():
 class CountingTimer:
     def __init__(self):
         self.states = []
+        self.resets = 0
+
+    def reset(self):
+        self.resets += 1
 
     def measure(self, timed, state=None):
         self.states.append(state)
@@ -198,6 +202,7 @@ def test_sample_cycles_sets_and_drops_warmup():
     xs = sample(timer, lambda i: i, lambda s: None, sets=3, warmup=2, iters=4)
     assert timer.states == [0, 1, 2, 0, 1, 2]
     assert xs == [3.0, 4.0, 5.0, 6.0]
+    assert timer.resets == 1            # a series starts fresh: the queue-ahead is sized by its own warm-up
 
 
 def test_summary_and_agreement():

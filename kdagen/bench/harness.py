@@ -9,6 +9,7 @@ model's FLOPs and bytes into a floor per case. Accuracy runs last, on small shap
 from __future__ import annotations
 
 import platform
+import statistics
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Callable
@@ -107,6 +108,7 @@ def cell(summaries: list[dict], w: dict) -> dict:
     pooled = summarize([x for s in summaries for x in s["samples"]])
     repeats = [{k: v for k, v in s.items() if k != "samples"} for s in summaries]
     out = {"status": "ok", "ms": pooled["median"], "spread": pooled["spread"], "repeats": repeats,
+           "host_ms": statistics.median(s["host_ms"] for s in summaries),
            "samples_ms": [s["samples"] for s in summaries], "floor_share": w["floor_ms"] / pooled["median"]}
     if len(summaries) > 1:
         out["repeat_agreement"] = agreement(repeats)
@@ -134,7 +136,8 @@ def time_case(variant: Variant, mode: str, sets: list[InputSet], libs: dict[str,
                 results[name] = {"status": "error", "reason": f"{lib.failure_prefix}: {error_text(e)}"}
                 _empty_cache(sets[0].do.device)
                 continue
-            summaries[name].append({**summarize(xs), "samples": xs})
+            host = timer.host_ms[st.warmup:] or timer.host_ms
+            summaries[name].append({**summarize(xs), "samples": xs, "host_ms": statistics.median(host)})
     for name, s in summaries.items():
         if name not in results:
             results[name] = cell(s, w)

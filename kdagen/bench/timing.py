@@ -2,7 +2,10 @@
 
 A timer measures `timed(state)` alone; whatever builds `state` (e.g. the forward before a timed
 backward) runs outside the measured span. The CUDA timer writes a scratch buffer several times the
-L2 size before each call, so no call finds its inputs in cache from the one before.
+L2 size before each call, so no call finds its inputs in cache from the one before, then keeps the
+GPU busy (a spin kernel) while the host queues the call: the events then time the device's work,
+not the Python launch overhead of either library, which otherwise leaks in as idle gaps between
+kernels and makes repeats disagree. The host's own time per call is kept beside it.
 """
 from __future__ import annotations
 
@@ -16,22 +19,45 @@ MiB = 1 << 20
 
 
 class CudaTimer:
-    """CUDA events on the current stream around one call, after an L2 flush."""
+    """CUDA events on the current stream around one call, after an L2 flush and a queue-ahead spin."""
 
-    description = "CUDA events on the current stream, L2 flushed before each call"
+    description = ("CUDA events on the current stream, L2 flushed before each call, the GPU kept busy while "
+                   "the host queues the call (device time; host launch overhead excluded)")
+    MAX_AHEAD_MS = 20.0
 
     def __init__(self, device):
         l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 50 * MiB
         self._scratch = torch.empty(max(4 * l2, 256 * MiB), dtype=torch.int8, device=device)
         self._start = torch.cuda.Event(enable_timing=True)
         self._end = torch.cuda.Event(enable_timing=True)
+        self._cycles_per_ms = self._spin_rate()
+        self.reset()
+
+    def _spin_rate(self, cycles: int = 20_000_000) -> float:
+        """Clock cycles of torch.cuda._sleep per millisecond on this GPU."""
+        torch.cuda._sleep(cycles // 10)                      # first launch outside the measurement
+        self._start.record()
+        torch.cuda._sleep(cycles)
+        self._end.record()
+        self._end.synchronize()
+        return cycles / self._start.elapsed_time(self._end)
+
+    def reset(self) -> None:
+        """Start a new series: the spin is sized from the host times of its first (warm-up) calls."""
+        self._ahead_ms = 1.0
+        self.host_ms = []
 
     def measure(self, timed: Callable, state=None) -> float:
         self._scratch.zero_()
+        torch.cuda._sleep(int(self._ahead_ms * self._cycles_per_ms))
         self._start.record()
+        t0 = time.perf_counter()
         timed(state)
+        host_ms = 1e3 * (time.perf_counter() - t0)
         self._end.record()
         self._end.synchronize()
+        self.host_ms.append(host_ms)
+        self._ahead_ms = min(max(self._ahead_ms, 2 * host_ms), self.MAX_AHEAD_MS)
         return self._start.elapsed_time(self._end)
 
 
@@ -40,15 +66,21 @@ class WallTimer:
 
     description = "host wall clock (CPU run)"
 
+    def reset(self) -> None:
+        self.host_ms = []
+
     def measure(self, timed: Callable, state=None) -> float:
         t0 = time.perf_counter()
         timed(state)
-        return 1e3 * (time.perf_counter() - t0)
+        ms = 1e3 * (time.perf_counter() - t0)
+        self.host_ms.append(ms)
+        return ms
 
 
 def sample(timer, prepare: Callable[[int], object], timed: Callable, *, sets: int, warmup: int, iters: int) -> list:
     """`iters` timings (ms) after `warmup` untimed-in-the-result calls, cycling through `sets` input sets."""
     out = []
+    timer.reset()
     for i in range(warmup + iters):
         ms = timer.measure(timed, prepare(i % sets))
         if i >= warmup:

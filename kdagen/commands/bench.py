@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from kdagen.bench import harness, libraries, plot, report
+from kdagen.bench import harness, libraries, peer_tuning, plot, report
 from kdagen.bench.cases import MODES, VARIANTS, parse_list, parse_shape
 from kdagen.bench.timing import CudaTimer
 
@@ -23,6 +23,7 @@ EXAMPLES = """examples:
   kdagen bench --out benchmarks/results           every default op, shape and mode, both libraries
   kdagen bench --libs fla --ops kda --modes fwd   FLA alone (kdagen's columns read n/a), one op, one mode
   kdagen bench --shapes 1x8192x64x128,1300+547x64x128 --iters 50
+  kdagen bench --tune-jobs 10 --out DIR           FLA compiles its autotune candidates in parallel first
   kdagen bench --compare a.json b.json            do two runs agree within the spread they report?
   kdagen bench --render a.json b.json --out DIR   merge partial runs of one GPU and render them again
                                                   (overwrites DIR/<date>-<gpu>.*: adds the PNG to a saved run)
@@ -61,6 +62,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="shapes of the float64 accuracy check (default "
                         f"{','.join(s.name for s in DEFAULTS.accuracy_shapes)})")
     p.add_argument("--no-accuracy", action="store_true", help="skip the float64 accuracy check")
+    p.add_argument("--tune-jobs", type=int, default=0, metavar="N",
+                   help="first let FLA autotune every shape in N parallel processes that take turns on the GPU "
+                        "for each config timing (FLA's choices unchanged, found in TRITON_CACHE_DIR by the "
+                        "timing run); 0 (default): FLA tunes on its first call in the timing run, serially")
+    p.add_argument("--tune-only", action="store_true", help="with --tune-jobs: tune, then stop without timing")
     p.add_argument("--out", type=Path, default=None, help="directory for <date>-<gpu>.json/.md/.png")
     p.add_argument("--compare", nargs=2, type=Path, metavar=("A.json", "B.json"),
                    help="compare two saved runs cell by cell; runs nothing")
@@ -70,6 +76,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def settings_from(args):
     """The run's settings from the arguments; ValueError names the bad one."""
+    if args.tune_jobs < 0:
+        raise ValueError(f"--tune-jobs must be ≥ 0, got {args.tune_jobs}")
+    if args.tune_only and args.tune_jobs == 0:
+        raise ValueError("--tune-only needs --tune-jobs N (N ≥ 1)")
     for name in ("warmup", "iters", "input_sets", "repeats", "chunk"):
         minimum = 0 if name == "warmup" else 1
         if getattr(args, name) < minimum:
@@ -182,12 +192,18 @@ def measure_and_save(settings, libs: dict, out: Path | None, *, device, timer) -
     return md
 
 
-def _benchmark(settings, requested: tuple[str, ...] | None, out: Path | None) -> int:
+def _benchmark(settings, requested: tuple[str, ...] | None, out: Path | None, *, tune_jobs: int = 0,
+               tune_only: bool = False) -> int:
     """requested None: both libraries, FLA required (the baseline), kdagen n/a if its ops are missing."""
     libs = libraries.load(requested or libraries.NAMES)
-    problem = preflight(torch.cuda.is_available(), libs, requested or ("fla",))
+    problem = preflight(torch.cuda.is_available(), libs, (requested or ("fla",)) + (("fla",) if tune_jobs else ()))
     if problem:
         return _fail(problem)
+    if tune_jobs:
+        peer_tuning.tune(settings.ops, settings.shapes + settings.accuracy_shapes, jobs=tune_jobs,
+                         seed=settings.seed, log=lambda line: print(line, file=sys.stderr, flush=True))
+        if tune_only:
+            return 0
     print(measure_and_save(settings, libs, out, device="cuda", timer=CudaTimer("cuda")))
     return 0
 
@@ -202,7 +218,7 @@ def run(args) -> int:
         requested = None if args.libs is None else parse_list(args.libs, libraries.NAMES, "--libs")
     except ValueError as e:
         return _fail(str(e))
-    return _benchmark(settings, requested, args.out)
+    return _benchmark(settings, requested, args.out, tune_jobs=args.tune_jobs, tune_only=args.tune_only)
 
 
 def main(argv=None) -> int:

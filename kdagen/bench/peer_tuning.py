@@ -1,0 +1,97 @@
+"""Let flash-linear-attention autotune every benchmark shape before timing, in parallel processes.
+
+FLA autotunes each Triton kernel on its first call at a new key (heads, head dims, varlen, ...):
+minutes per shape on an H200, nearly all of it compiling candidate configs one after another. Here
+each (shape, FLA function) pair gets a process that calls the op forward and backward once. The
+processes compile in parallel but take turns on the GPU: a file lock is held around each of
+Triton's config timings, so every config is timed on an otherwise idle GPU and FLA picks exactly
+what it would pick alone. FLA has Triton keep its choices on disk (TRITON_CACHE_DIR), so the timing
+process that follows finds them, and finds the compiled kernels too when run on the same machine.
+"""
+from __future__ import annotations
+
+import fcntl
+import multiprocessing
+import os
+import tempfile
+import time
+from contextlib import contextmanager
+from typing import Callable
+
+from .cases import VARIANTS, Shape
+
+
+def tasks(ops, shapes) -> list[tuple[tuple[str, ...], Shape]]:
+    """One task per (shape, FLA function): variants of one function share Triton's tuning keys."""
+    by_function: dict[str, list[str]] = {}
+    for key in ops:
+        by_function.setdefault(VARIANTS[key].function, []).append(key)
+    unique = list(dict.fromkeys(shapes))
+    return [(tuple(keys), shape) for shape in unique for keys in by_function.values()]
+
+
+@contextmanager
+def _gpu_turn(path: str):
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def share_gpu_when_timing(lock_path: str) -> None:
+    """Make Triton's autotuner compile a config outside the lock and time it inside."""
+    import triton.testing
+
+    do_bench = triton.testing.do_bench
+
+    def do_bench_in_turn(fn, *args, **kwargs):
+        fn()                  # compiles this config (and runs it once): in parallel with the other processes
+        with _gpu_turn(lock_path):
+            return do_bench(fn, *args, **kwargs)
+
+    triton.testing.do_bench = do_bench_in_turn
+
+
+def _tune(task) -> str:
+    """Worker: FLA forward and backward once per variant at one shape; returns a log line."""
+    keys, shape, seed, lock_path = task
+    share_gpu_when_timing(lock_path)
+    import torch
+
+    from .inputs import make_set
+    from .libraries import error_text, load_fla
+
+    fla = load_fla()
+    t0, notes = time.perf_counter(), []
+    for key in keys:
+        variant = VARIANTS[key]
+        s = make_set(variant, shape, device="cuda", seed=seed)
+        fn = fla.functions[variant.function]
+        try:
+            out = fn(**s.inputs, **variant.call_kwargs())
+        except Exception as e:  # refused configurations are reported by the timing run; tuning goes on
+            notes.append(f"{key} forward: {error_text(e)}")
+            continue
+        try:
+            s.grads(out)
+        except Exception as e:
+            notes.append(f"{key} backward: {error_text(e)}")
+        torch.cuda.synchronize()
+    extra = f" ({'; '.join(notes)})" if notes else ""
+    return f"tuned FLA {','.join(keys)} {shape.name} in {time.perf_counter() - t0:.0f} s{extra}"
+
+
+def tune(ops, shapes, *, jobs: int, seed: int = 0, log: Callable[[str], None] = print) -> float:
+    """Run every task on `jobs` processes; returns the wall seconds taken."""
+    work = tasks(ops, shapes)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        lock = os.path.join(tmp, "gpu.lock")
+        with multiprocessing.get_context("spawn").Pool(min(jobs, len(work))) as pool:
+            for line in pool.imap_unordered(_tune, [(keys, shape, seed, lock) for keys, shape in work]):
+                log(line)
+    seconds = time.perf_counter() - t0
+    log(f"FLA tuning: {len(work)} tasks on {min(jobs, len(work))} processes in {seconds:.0f} s")
+    return seconds

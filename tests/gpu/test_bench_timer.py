@@ -1,0 +1,34 @@
+"""The benchmark's CUDA timer on the GPU: it times device work, not the host's launch overhead.
+
+A call that spends 4 ms on the host before queuing 0.1 ms of GPU work must read far below 4 ms
+(the queue-ahead spin hides the host time), and a call of known device length must read that
+length. Run: python -m pytest -m gpu tests/gpu/test_bench_timer.py -q
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from kdagen.bench.timing import CudaTimer, sample, summarize
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def test_host_time_is_excluded_and_device_time_is_kept():
+    timer = CudaTimer("cuda")
+    rate = timer._cycles_per_ms
+
+    def slow_host(_):
+        time.sleep(0.004)
+        torch.cuda._sleep(int(0.1 * rate))
+
+    def long_device(_):
+        torch.cuda._sleep(int(2.0 * rate))
+
+    hidden = summarize(sample(timer, lambda i: None, slow_host, sets=1, warmup=3, iters=10))
+    assert min(timer.host_ms) >= 4.0
+    assert hidden["median"] < 1.0, hidden
+    kept = summarize(sample(timer, lambda i: None, long_device, sets=1, warmup=3, iters=10))
+    assert kept["median"] == pytest.approx(2.0, rel=0.1), kept
