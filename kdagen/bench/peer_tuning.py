@@ -21,13 +21,25 @@ from typing import Callable
 from .cases import VARIANTS, Shape
 
 
-def tasks(ops, shapes) -> list[tuple[tuple[str, ...], Shape]]:
-    """One task per (shape, FLA function): variants of one function share Triton's tuning keys."""
+def tuning_signature(shape: Shape) -> tuple:
+    """What FLA's Triton tuning keys read from a shape: batch, heads, head dim, varlen (not T, mostly)."""
+    return shape.B, shape.H, shape.D, shape.lengths is not None
+
+
+def tasks(ops, shapes) -> list[tuple[tuple[str, ...], tuple[Shape, ...]]]:
+    """One task per (tuning signature, FLA function), its shapes in order.
+
+    Variants of one function share Triton's keys, and so do shapes that differ only in T (the
+    accuracy shapes): one process takes them in turn, and the later ones tune only the few kernels
+    whose keys do read T.
+    """
     by_function: dict[str, list[str]] = {}
     for key in ops:
         by_function.setdefault(VARIANTS[key].function, []).append(key)
-    unique = list(dict.fromkeys(shapes))
-    return [(tuple(keys), shape) for shape in unique for keys in by_function.values()]
+    groups: dict[tuple, list[Shape]] = {}
+    for shape in dict.fromkeys(shapes):
+        groups.setdefault(tuning_signature(shape), []).append(shape)
+    return [(tuple(keys), tuple(group)) for group in groups.values() for keys in by_function.values()]
 
 
 @contextmanager
@@ -55,8 +67,8 @@ def share_gpu_when_timing(lock_path: str) -> None:
 
 
 def _tune(task) -> str:
-    """Worker: FLA forward and backward once per variant at one shape; returns a log line."""
-    keys, shape, seed, lock_path = task
+    """Worker: FLA forward and backward once per variant and shape; returns a log line."""
+    keys, shapes, seed, lock_path = task
     share_gpu_when_timing(lock_path)
     import torch
 
@@ -65,22 +77,23 @@ def _tune(task) -> str:
 
     fla = load_fla()
     t0, notes = time.perf_counter(), []
-    for key in keys:
-        variant = VARIANTS[key]
-        s = make_set(variant, shape, device="cuda", seed=seed)
-        fn = fla.functions[variant.function]
-        try:
-            out = fn(**s.inputs, **variant.call_kwargs())
-        except Exception as e:  # refused configurations are reported by the timing run; tuning goes on
-            notes.append(f"{key} forward: {error_text(e)}")
-            continue
-        try:
-            s.grads(out)
-        except Exception as e:
-            notes.append(f"{key} backward: {error_text(e)}")
-        torch.cuda.synchronize()
+    for shape in shapes:
+        for key in keys:
+            variant = VARIANTS[key]
+            s = make_set(variant, shape, device="cuda", seed=seed)
+            try:
+                out = fla.functions[variant.function](**s.inputs, **variant.call_kwargs())
+            except Exception as e:  # refused configurations are reported by the timing run; tuning goes on
+                notes.append(f"{key} {shape.name} forward: {error_text(e)}")
+                continue
+            try:
+                s.grads(out)
+            except Exception as e:
+                notes.append(f"{key} {shape.name} backward: {error_text(e)}")
+            torch.cuda.synchronize()
     extra = f" ({'; '.join(notes)})" if notes else ""
-    return f"tuned FLA {','.join(keys)} {shape.name} in {time.perf_counter() - t0:.0f} s{extra}"
+    names = ",".join(shape.name for shape in shapes)
+    return f"tuned FLA {','.join(keys)} {names} in {time.perf_counter() - t0:.0f} s{extra}"
 
 
 def tune(ops, shapes, *, jobs: int, seed: int = 0, log: Callable[[str], None] = print) -> float:
@@ -90,7 +103,7 @@ def tune(ops, shapes, *, jobs: int, seed: int = 0, log: Callable[[str], None] = 
     with tempfile.TemporaryDirectory() as tmp:
         lock = os.path.join(tmp, "gpu.lock")
         with multiprocessing.get_context("spawn").Pool(min(jobs, len(work))) as pool:
-            for line in pool.imap_unordered(_tune, [(keys, shape, seed, lock) for keys, shape in work]):
+            for line in pool.imap_unordered(_tune, [(keys, group, seed, lock) for keys, group in work]):
                 log(line)
     seconds = time.perf_counter() - t0
     log(f"FLA tuning: {len(work)} tasks on {min(jobs, len(work))} processes in {seconds:.0f} s")
