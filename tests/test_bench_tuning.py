@@ -41,6 +41,8 @@ def test_configs_compile_outside_the_lock_and_time_inside(tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(testing=testing))
     monkeypatch.setitem(sys.modules, "triton.testing", testing)
     peer_tuning.share_gpu_when_timing(lock)
+    peer_tuning.share_gpu_when_timing(lock)     # a pool worker's second task: no lock inside the lock
+    assert testing.do_bench.untimed_original is do_bench
     assert testing.do_bench(lambda: seen.append(("call", _locked(lock))), quantiles=(0.5,)) == [1.0, 1.0, 1.0]
     # the first call (where Triton compiles the config) holds no lock; the timing holds it
     assert seen == [("call", False), ("timed", True), ("call", True)]

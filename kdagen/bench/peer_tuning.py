@@ -53,16 +53,21 @@ def _gpu_turn(path: str):
 
 
 def share_gpu_when_timing(lock_path: str) -> None:
-    """Make Triton's autotuner compile a config outside the lock and time it inside."""
+    """Make Triton's autotuner compile a config outside the lock and time it inside.
+
+    Once per process: a pool worker runs several tasks, and wrapping twice would take the lock
+    inside the lock (a deadlock).
+    """
     import triton.testing
 
-    do_bench = triton.testing.do_bench
+    do_bench = getattr(triton.testing.do_bench, "untimed_original", triton.testing.do_bench)
 
     def do_bench_in_turn(fn, *args, **kwargs):
         fn()                  # compiles this config (and runs it once): in parallel with the other processes
         with _gpu_turn(lock_path):
             return do_bench(fn, *args, **kwargs)
 
+    do_bench_in_turn.untimed_original = do_bench
     triton.testing.do_bench = do_bench_in_turn
 
 
