@@ -134,3 +134,17 @@ def test_a_reason_keeps_its_footnote_number():
     notes = report.Notes()
     assert [notes.ref("a"), notes.ref("b"), notes.ref("a")] == ["[1]", "[2]", "[1]"]
     assert notes.lines() == ["1. a", "2. b"]
+
+
+def test_host_table_and_the_mark_of_a_call_that_waited_for_the_gpu():
+    result = fake_result()
+    assert "Host time per call" not in report.markdown(result)       # runs saved before host times: no table
+    first = result["cases"][0]["results"]
+    first["kdagen"].update(host_ms=21.5, host_waited=1.0)
+    first["fla"].update(host_ms=2.25, host_waited=0.0)
+    md = report.markdown(result)
+    assert rows(md, "chunk_kda")[0][3] == "1.000 (2.0%) ‡"
+    host = md[md.index("### Host time per call"):md.index("### Accuracy")]
+    assert rows(host, "op")[0] == ["op", "mode", "shape", "kdagen host ms", "FLA host ms"]
+    assert rows(host, "chunk_")[0] == ["chunk_kda, softplus gate", "fwd", "1x8192x64x128", "21.50 ‡", "2.25"]
+    assert len(rows(host, "chunk_")) == 1

@@ -226,3 +226,25 @@ def test_safe_gate_on_precomputed_gates_keeps_the_promised_bound():
     call = make_call("kda", safe_gate=True, lower_bound=-4.0, output_final_state=True)
     assert call.gate_bound == -4.0 and call.opt.lower_bound is None and call.output_final_state is True
     assert make_call("kda", use_gate_in_kernel=True, safe_gate=True, lower_bound=-4.0).gate_bound is None
+
+
+def test_cu_seqlens_is_read_once_per_tensor_until_modified(monkeypatch):
+    from kdagen.ops import validate as v
+    reads = []
+    real = v.check_seqlens
+    monkeypatch.setattr(v, "check_seqlens", lambda *a: reads.append(a[0]) or real(*a))
+    cache = v.HostSeqlens(size=2)
+    cu = torch.tensor([0, 5, 9])
+    assert cache("cu_seqlens", cu, 9) == [0, 5, 9] and cache("cu_seqlens", cu, 9) == [0, 5, 9]
+    assert len(reads) == 1                                   # the second call skipped the device read
+    cu[1] = 12                                               # in place: the version moves, the values are read again
+    with pytest.raises(ValueError, match=r"cu_seqlens\[2\] = 9 < cu_seqlens\[1\] = 12"):
+        cache("cu_seqlens", cu, 9)
+    with pytest.raises(ValueError, match="must equal the number of tokens T = 10"):
+        cache("cu_seqlens", torch.tensor([0, 5, 9]), 10)
+    others = [torch.tensor([0, n]) for n in (3, 4, 5)]       # the oldest entry leaves past `size`
+    for t in others:
+        cache("cu_seqlens", t, int(t[-1]))
+    assert len(cache.entries) == 2 and id(others[0]) not in cache.entries
+    with pytest.raises(ValueError, match="must be int64"):  # the format is checked on every call
+        cache("cu_seqlens", others[-1].int(), 5)

@@ -109,6 +109,7 @@ def cell(summaries: list[dict], w: dict) -> dict:
     repeats = [{k: v for k, v in s.items() if k != "samples"} for s in summaries]
     out = {"status": "ok", "ms": pooled["median"], "spread": pooled["spread"], "repeats": repeats,
            "host_ms": statistics.median(s["host_ms"] for s in summaries),
+           "host_waited": max(s["waited"] for s in summaries),
            "samples_ms": [s["samples"] for s in summaries], "floor_share": w["floor_ms"] / pooled["median"]}
     if len(summaries) > 1:
         out["repeat_agreement"] = agreement(repeats)
@@ -136,8 +137,9 @@ def time_case(variant: Variant, mode: str, sets: list[InputSet], libs: dict[str,
                 results[name] = {"status": "error", "reason": f"{lib.failure_prefix}: {error_text(e)}"}
                 _empty_cache(sets[0].do.device)
                 continue
-            host = timer.host_ms[st.warmup:] or timer.host_ms
-            summaries[name].append({**summarize(xs), "samples": xs, "host_ms": statistics.median(host)})
+            host, waited = timer.host_ms[st.warmup:] or timer.host_ms, timer.waited[st.warmup:] or timer.waited
+            summaries[name].append({**summarize(xs), "samples": xs, "host_ms": statistics.median(host),
+                                    "waited": sum(waited) / len(waited)})
     for name, s in summaries.items():
         if name not in results:
             results[name] = cell(s, w)

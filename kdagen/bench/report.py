@@ -49,7 +49,11 @@ def _time_cell(c: dict, notes: Notes) -> str:
     if c["status"] != "ok":
         return f"n/a {notes.ref(c['reason'])}"
     flag = "" if c.get("repeat_agreement", {"agree": True})["agree"] else " ⚠"
-    return f"{c['ms']:.3f} ({_pct(c['spread'])}){flag}"
+    return f"{c['ms']:.3f} ({_pct(c['spread'])}){flag}{_waited(c)}"
+
+
+def _waited(c: dict) -> str:
+    return " ‡" if c.get("host_waited", 0) > 0.5 else ""
 
 
 def header_lines(result: dict) -> list[str]:
@@ -67,7 +71,9 @@ def header_lines(result: dict) -> list[str]:
     lines += ["", f"Timing: {result['timer']}; median of {st['iters']} calls after {st['warmup']} warm-up, "
               f"cycling over {st['input_sets']} input sets, {st['repeats']} repeats. "
               "In brackets, the spread: interquartile range / median; ⚠ marks a cell whose repeats "
-              "disagree beyond it. FLA / kdagen > 1 means kdagen is faster. Floor: max(FLOPs / matmul rate, "
+              "disagree beyond it; ‡ a call that made the host wait for the GPU (a sync inside it), so its "
+              "time includes the host's work after the sync. "
+              "FLA / kdagen > 1 means kdagen is faster. Floor: max(FLOPs / matmul rate, "
               f"compulsory bytes / copy bandwidth), model at C = {st['chunk']} (benchmarks/README.md).", ""]
     return lines
 
@@ -102,6 +108,23 @@ def repeat_lines(result: dict) -> list[str]:
     return lines
 
 
+def host_table(result: dict) -> list[str]:
+    """The host's time to issue one call: what an eager caller pays when it exceeds the device time."""
+    rows = []
+    for case in result["cases"]:
+        r = case["results"]
+        cells = [f"{r[n]['host_ms']:.2f}{_waited(r[n])}" if "host_ms" in r[n] else "n/a" for n in NAMES]
+        if any(c != "n/a" for c in cells):
+            rows.append([case["label"], case["mode"], case["shape_name"], *cells])
+    if not rows:
+        return []
+    header = ["op", "mode", "shape", *(f"{TITLES[n]} host ms" for n in NAMES)]
+    return ["### Host time per call (ms, median)", "",
+            "From the call to its return on the host (Python, checks, launches); the GPU runs behind it. "
+            "A call whose host time exceeds its device time above is host-bound in eager use.", "",
+            *_table(header, rows, right_from=3), ""]
+
+
 def accuracy_table(result: dict, notes: Notes) -> list[str]:
     header = ["op", "shape", "library", *ACCURACY_COLUMNS.values(), "note"]
     rows = []
@@ -120,7 +143,8 @@ def markdown(result: dict) -> str:
     lines = header_lines(result)
     if not result.get("complete", True):
         lines += ["**Partial run**: it stopped before the end; the cases below are those it finished.", ""]
-    lines += ["### Timings (ms)", "", *timing_table(result, notes), "", *repeat_lines(result), ""]
+    lines += ["### Timings (ms)", "", *timing_table(result, notes), "", *repeat_lines(result), "",
+              *host_table(result)]
     if result["accuracy"]:
         lines += ["### Accuracy against float64 (relative L2)", "", *accuracy_table(result, notes), ""]
     if notes.reasons:

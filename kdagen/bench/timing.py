@@ -46,10 +46,12 @@ class CudaTimer:
         """Start a new series: the spin is sized from the host times of its first (warm-up) calls."""
         self._ahead_ms = 1.0
         self.host_ms = []
+        self.waited = []    # per call: did the host outlast the spin (a sync inside the call, or slow host)?
 
     def measure(self, timed: Callable, state=None) -> float:
         self._scratch.zero_()
-        torch.cuda._sleep(int(self._ahead_ms * self._cycles_per_ms))
+        ahead = self._ahead_ms
+        torch.cuda._sleep(int(ahead * self._cycles_per_ms))
         self._start.record()
         t0 = time.perf_counter()
         timed(state)
@@ -57,6 +59,7 @@ class CudaTimer:
         self._end.record()
         self._end.synchronize()
         self.host_ms.append(host_ms)
+        self.waited.append(host_ms >= ahead)
         self._ahead_ms = min(max(self._ahead_ms, 2 * host_ms), self.MAX_AHEAD_MS)
         return self._start.elapsed_time(self._end)
 
@@ -68,12 +71,14 @@ class WallTimer:
 
     def reset(self) -> None:
         self.host_ms = []
+        self.waited = []
 
     def measure(self, timed: Callable, state=None) -> float:
         t0 = time.perf_counter()
         timed(state)
         ms = 1e3 * (time.perf_counter() - t0)
         self.host_ms.append(ms)
+        self.waited.append(False)
         return ms
 
 

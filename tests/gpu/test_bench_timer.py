@@ -32,3 +32,11 @@ def test_host_time_is_excluded_and_device_time_is_kept():
     assert hidden["median"] < 1.0, hidden
     kept = summarize(sample(timer, lambda i: None, long_device, sets=1, warmup=3, iters=10))
     assert kept["median"] == pytest.approx(2.0, rel=0.1), kept
+
+
+def test_a_call_that_syncs_is_marked_as_waiting():
+    timer = CudaTimer("cuda")
+    sample(timer, lambda i: None, lambda _: torch.cuda.synchronize(), sets=1, warmup=2, iters=5)
+    assert all(timer.waited)
+    sample(timer, lambda i: None, lambda _: torch.cuda._sleep(1000), sets=1, warmup=2, iters=5)
+    assert not any(timer.waited[2:])
