@@ -153,3 +153,10 @@ def test_measure_and_save_writes_the_run(tmp_path, capsys):
     assert result["complete"] and len(result["cases"]) == 2
     assert saved.with_suffix(".md").read_text() == md + "\n"
     assert "[1/2] kda fwd 1x6x1x4: kdagen" in err and "[2/2] kda bwd" in err and str(saved) in err
+
+
+def test_compared_runs_of_one_name_are_told_apart_by_folder():
+    assert bench.run_names(["x/2026-11-29-h200.json", "y/2026-11-29-h200-2.json"]) == ("2026-11-29-h200",
+                                                                                      "2026-11-29-h200-2")
+    assert bench.run_names(["a/2026-11-29-h200.json", "b/2026-11-29-h200.json"]) == ("a/2026-11-29-h200",
+                                                                                    "b/2026-11-29-h200")

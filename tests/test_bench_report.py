@@ -47,9 +47,26 @@ def rows(md, first_cell):
             if line.startswith(f"| {first_cell}")]
 
 
+def section(md, title):
+    """The markdown from the heading `title` to the next heading."""
+    start = md.index(f"### {title}")
+    end = md.find("### ", start + 4)
+    return md[start:] if end < 0 else md[start:end]
+
+
+def test_headline_table_one_row_per_op_and_shape():
+    summary = section(report.markdown(fake_result()), "Summary")
+    assert rows(summary, "op")[0] == ["op", "shape", "fwd: kdagen / FLA ms", "bwd: kdagen / FLA ms"]
+    assert rows(summary, "chunk_") == [
+        ["chunk_kda, softplus gate", "1x8192x64x128", "1.00 / 2.50 (2.50×)", "—"],
+        ["chunk_gated_delta_rule", "1x8192x64x128", "—", "3.00 / n/a"],
+        ["chunk_kda, softplus gate", "1300+547x64x128", "—", "2.00 / n/a"]]
+
+
 def test_timing_table_ratio_floor_share_and_footnotes():
     md = report.markdown(fake_result())
-    header, first, refused, partial = rows(md, "op")[0], *rows(md, "chunk_")[:3]
+    timings = section(md, "Timings")
+    header, first, refused, partial = rows(timings, "op")[0], *rows(timings, "chunk_")[:3]
     assert header == ["op", "mode", "shape", "kdagen ms", "FLA ms", "FLA / kdagen", "kdagen % of floor",
                       "FLA % of floor", "floor ms"]
     assert first == ["chunk_kda, softplus gate", "fwd", "1x8192x64x128", "1.000 (2.0%)", "2.500 (2.0%)", "2.50×",
@@ -104,6 +121,10 @@ def test_merge_partial_runs():
     merged = report.merge([a, b])
     assert len(merged["cases"]) == 3 and merged["cases"][0]["results"]["kdagen"]["ms"] == 0.9
     assert len(merged["ceilings"]) == 2 and not merged["complete"]
+    md = report.markdown(merged)
+    assert ("Merged from run 1 (2026-01-02, 3 timed cells, 1 accuracy entries); run 2 (2026-01-02, 1 timed cells, "
+            "1 accuracy entries).") in md
+    assert "Ceilings measured in run 2: device copy" in md and "this run" not in md
     b["env"] = {**b["env"], "device": "NVIDIA A100"}
     with pytest.raises(ValueError, match="different devices"):
         report.merge([a, b])
@@ -143,8 +164,8 @@ def test_host_table_and_the_mark_of_a_call_that_waited_for_the_gpu():
     first["kdagen"].update(host_ms=21.5, host_waited=1.0)
     first["fla"].update(host_ms=2.25, host_waited=0.0)
     md = report.markdown(result)
-    assert rows(md, "chunk_kda")[0][3] == "1.000 (2.0%) ‡"
-    host = md[md.index("### Host time per call"):md.index("### Accuracy")]
+    assert rows(section(md, "Timings"), "chunk_kda")[0][3] == "1.000 (2.0%) ‡"
+    host = section(md, "Host time per call")
     assert rows(host, "op")[0] == ["op", "mode", "shape", "kdagen host ms", "FLA host ms"]
     assert rows(host, "chunk_")[0] == ["chunk_kda, softplus gate", "fwd", "1x8192x64x128", "21.50 ‡", "2.25"]
     assert len(rows(host, "chunk_")) == 1

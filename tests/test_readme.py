@@ -17,3 +17,14 @@ def test_readme_has_cpu_examples():
 def test_readme_example_runs(block, capsys):
     exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
     assert capsys.readouterr().out.strip()
+
+
+def test_headline_table_is_the_saved_run():
+    """The README's performance table is rendered from the results file it names, figure for figure."""
+    import json
+
+    from kdagen.bench import report
+    match = re.search(r"<!-- headline: (\S+) -->\n(.*?)\n<!-- /headline -->", README, flags=re.S)
+    assert match, "README.md has no headline block"
+    result = json.loads((Path(__file__).resolve().parents[1] / match.group(1)).read_text())
+    assert match.group(2).splitlines() == report.headline_table(result)

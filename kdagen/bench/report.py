@@ -64,8 +64,13 @@ def header_lines(result: dict) -> list[str]:
                                                  ("Triton", env.get("triton")), ("FLA", versions.get("fla")),
                                                  ("kdagen", versions.get("kdagen")), ("python", env.get("python"))]
                         if v), ""]
-    for c in result["ceilings"]:
-        lines.append(f"Ceilings measured in this run: device copy {c['copy']['bytes_per_s'] / 1e12:.3f} TB/s "
+    merged = result.get("merged_runs", [])
+    if merged:
+        lines += ["Merged from " + "; ".join(f"run {i + 1} ({m})" for i, m in enumerate(merged))
+                  + ". A later run's cell replaces an earlier one's; each cell's floor uses its own run's ceilings.", ""]
+    for i, c in enumerate(result["ceilings"]):
+        where = f"run {i + 1}" if merged else "this run"
+        lines.append(f"Ceilings measured in {where}: device copy {c['copy']['bytes_per_s'] / 1e12:.3f} TB/s "
                      f"(spread {_pct(c['copy']['spread'])}), bf16 matmul {c['matmul']['flops_per_s'] / 1e12:.1f} "
                      f"TFLOP/s (spread {_pct(c['matmul']['spread'])}).")
     lines += ["", f"Timing: {result['timer']}; median of {st['iters']} calls after {st['warmup']} warm-up, "
@@ -90,6 +95,20 @@ def timing_table(result: dict, notes: Notes) -> list[str]:
                      ratio, *(_pct(r[n]["floor_share"]) if ok[n] else "n/a" for n in NAMES),
                      f"{case['work']['floor_ms']:.3f}"])
     return _table(header, rows, right_from=3)
+
+
+def headline_table(result: dict) -> list[str]:
+    """One row per op and shape, one column per mode: kdagen ms / FLA ms (FLA / kdagen). The README's table."""
+    modes = list(dict.fromkeys(case["mode"] for case in result["cases"]))
+    rows: dict[tuple, dict] = {}
+    for case in result["cases"]:
+        r = case["results"]
+        kd, fla = (f"{r[n]['ms']:.2f}" if r[n]["status"] == "ok" else "n/a" for n in NAMES)
+        ratio = f" ({r['fla']['ms'] / r['kdagen']['ms']:.2f}×)" if "n/a" not in (kd, fla) else ""
+        rows.setdefault((case["label"], case["shape_name"]), {})[case["mode"]] = f"{kd} / {fla}{ratio}"
+    header = ["op", "shape", *(f"{m}: kdagen / FLA ms" for m in modes)]
+    return _table(header, [[*key, *(cells.get(m, "—") for m in modes)] for key, cells in rows.items()],
+                  right_from=2)
 
 
 def repeat_lines(result: dict) -> list[str]:
@@ -143,7 +162,8 @@ def markdown(result: dict) -> str:
     lines = header_lines(result)
     if not result.get("complete", True):
         lines += ["**Partial run**: it stopped before the end; the cases below are those it finished.", ""]
-    lines += ["### Timings (ms)", "", *timing_table(result, notes), "", *repeat_lines(result), "",
+    lines += ["### Summary: kdagen / FLA ms (FLA / kdagen)", "", *headline_table(result), "",
+              "### Timings (ms)", "", *timing_table(result, notes), "", *repeat_lines(result), "",
               *host_table(result)]
     if result["accuracy"]:
         lines += ["### Accuracy against float64 (relative L2)", "", *accuracy_table(result, notes), ""]
@@ -187,6 +207,8 @@ def merge(results: list[dict]) -> dict:
         cases.update({_key(c): c for c in r["cases"]})
         acc.update({(e["op"], e["shape_name"]): e for e in r["accuracy"]})
     first = results[0]
-    return {**first, "complete": all(r.get("complete", True) for r in results),
+    runs = [f"{r['env']['date']} {r['env'].get('time', '')}".strip() + f", {len(r['cases'])} timed cells, "
+            f"{len(r['accuracy'])} accuracy entries" for r in results]
+    return {**first, "complete": all(r.get("complete", True) for r in results), "merged_runs": runs,
             "ceilings": [c for r in results for c in r["ceilings"]], "cases": list(cases.values()),
             "accuracy": list(acc.values())}

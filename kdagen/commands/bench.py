@@ -152,9 +152,17 @@ def _load(paths) -> list[dict]:
     return runs
 
 
+def run_names(paths) -> tuple[str, str]:
+    """Column names for two runs: their file stems, with the folder when the stems are equal."""
+    a, b = (Path(p) for p in paths)
+    if a.stem != b.stem:
+        return a.stem, b.stem
+    return f"{a.parent.name}/{a.stem}", f"{b.parent.name}/{b.stem}"
+
+
 def _compare(paths) -> int:
     a, b = _load(paths)
-    print(report.compare_markdown(report.compare(a, b), (Path(paths[0]).stem, Path(paths[1]).stem)))
+    print(report.compare_markdown(report.compare(a, b), run_names(paths)))
     return 0
 
 
