@@ -14,7 +14,7 @@ from __future__ import annotations
 import networkx as nx
 
 from ..dsl import autodiff
-from ..plan.problem import head_space
+from ..plan.problem import qk_inputs as problem_qk_inputs
 from .expr import CodegenError, c_float, emit
 
 # Names K1_bwd declares itself (and those the emitted blocks use inside their scopes): an input or scalar
@@ -43,7 +43,7 @@ def backward_prologue(r, ctypes: dict) -> dict:
         if name in K1_NAMES or name.startswith(K1_PREFIXES) or name.endswith("_row"):
             raise CodegenError(f"node {name!r}: this input of recurrence {r.name!r} collides with a name K1_bwd "
                                "declares; rename it")
-    qk_inputs = [n for n in r.token_inputs if head_space(r, n) == "H"]
+    qk_inputs = problem_qk_inputs(r)
     v_inputs = [n for n in r.token_inputs if n not in qk_inputs and n != ops["value"]]
     for name in _ancestors_of(r.graph, (ops["query"], ops["key"]), "head_param"):
         raise CodegenError(f"node {name!r}: a head parameter feeding the query/key, which live on the q/k heads; "

@@ -63,7 +63,7 @@ def launch(plan: Plan, recurrence, module, x: dict, workspace: dict, scalars: di
     them); scalars: the recurrence's scalars by name. `alloc(shape, dtype=, device=)` makes every output and
     workspace (tests poison them); `debug` receives the backward workspaces by name without "ws_"."""
     p = plan.problem
-    dims = planned_sizes(plan, recurrence, x, "backward")
+    dims = planned_sizes(plan, x, "backward")
     v = x[p["value_input"]]
     device = v.device
     seq, sizes = sequence_layout(plan, x.get("cu_seqlens"), dims["B"], dims["T"], dims["H"], dims["HV"], device)

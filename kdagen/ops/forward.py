@@ -25,7 +25,6 @@ import torch
 
 from ..codegen import render_unit
 from ..plan import Dtypes, Plan, make_plan, problem_from_options, verify
-from ..plan.problem import head_space
 from ..plan.sizes import evaluate, launch_sizes
 from ..runtime import env as runtime_env
 
@@ -150,10 +149,10 @@ def check_operand(where: str, name: str, t, dtype=None, shape=None, device=None)
     return t
 
 
-def planned_sizes(plan: Plan, recurrence, x: dict, where: str) -> dict:
-    """B, T, H, HV and the q/k inputs of the tensors x, checked against the plan."""
+def planned_sizes(plan: Plan, x: dict, where: str) -> dict:
+    """B, T, H, HV and the q/k inputs of the tensors x, checked against the plan (plain data: per call)."""
     p = plan.problem
-    qk = [n for n in recurrence.token_inputs if head_space(recurrence, n) == "H"]
+    qk = p["qk_inputs"]
     q, v = x[qk[0]], x[p["value_input"]]
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -201,12 +200,12 @@ def workspace_shape(w, sizes: dict) -> tuple:
     return tuple(evaluate(d, sizes) for d in w.shape)
 
 
-def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_final_state: bool = True,
+def launch(plan: Plan, module, x: dict, scalars: dict, *, output_final_state: bool = True,
            poison: bool = False):
     """Run the plan's forward kernels on the inputs x (the recurrence's tensors by name, plus
     initial_state and cu_seqlens): returns (o, final state or None, workspace by plan name)."""
     p = plan.problem
-    dims = planned_sizes(plan, recurrence, x, "forward")
+    dims = planned_sizes(plan, x, "forward")
     B, T, H, HV, qk = dims["B"], dims["T"], dims["H"], dims["HV"], dims["qk"]
     v = x[p["value_input"]]
     device = v.device
@@ -255,7 +254,7 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     tensors = {n: t for n, t in x.items() if t is not None}
     module = (loader or runtime_loader)(config, q.device)
     poison = poison or runtime_env.debug()
-    o, ht, ws = launch(plan, recurrence, module, tensors, {"scale": scale}, output_final_state=call.output_final_state,
+    o, ht, ws = launch(plan, module, tensors, {"scale": scale}, output_final_state=call.output_final_state,
                        poison=poison)
     saved = None
     if keep:

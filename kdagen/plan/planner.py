@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import bwd, fwd
 from .model import Param, Plan
-from .problem import Problem, PlanError, exponent_form, head_space, recurrence_facts
+from .problem import Problem, PlanError, exponent_form, qk_inputs, recurrence_facts
 from .smem import assign_offsets
 
 
@@ -46,7 +46,7 @@ def make_plan(problem: Problem) -> Plan:
                           **common),
         bwd.k2_bwd(C=C, K=K, V=V, io=problem.dtypes.io, state_layout=problem.state_layout, ws=ws),
         bwd.k1_bwd(C=C, K=K, KD=KD, decay_kind=kind, leaves=leaves, scalars=list(r.scalars),
-                   qk_inputs=[n for n in r.token_inputs if head_space(r, n) == "H"], head_params=head_params,
+                   qk_inputs=qk_inputs(r), head_params=head_params,
                    token_grads=[Param(f"grad_{p.name}", "ptr", p.dtype, const=False) for p in leaves
                                 if p.name in r.token_inputs]),
     ]

@@ -108,6 +108,7 @@ class Problem:
                            "state": self.dtypes.state},
                 "arch": self.arch, "gva_ratio": self.gva_ratio, "varlen": self.varlen,
                 "state_layout": self.state_layout, "value_input": self.recurrence.core_operands()["value"],
+                "qk_inputs": qk_inputs(self.recurrence),
                 "recurrence": facts}
 
 
@@ -132,6 +133,11 @@ def exponent_form(decay_kind: str, interval, chunk: int) -> str:
 
 
 QK_ROLES = ("query", "key")
+
+
+def qk_inputs(r) -> list[str]:
+    """The token inputs that live on the q/k heads, in declaration order."""
+    return [n for n in r.token_inputs if head_space(r, n) == "H"]
 
 
 def head_space(r, name: str) -> str:
