@@ -119,6 +119,10 @@ def test_sizes():
     assert evaluate("chunks", s) == 9 and evaluate("HV * 2 + 1", s) == 9 and evaluate(7, s) == 7
     with pytest.raises(KeyError, match="unknown symbol 'B'"):
         evaluate("B", s)
+    assert evaluate("(T - N) // 16", s) == 6
+    for bad in ("HV ** 2", "HV / 2", "abs(HV)", "HV.real", "True + HV", "-HV", "2.0 * HV"):
+        with pytest.raises(ValueError, match="only integers, symbols and"):
+            evaluate(bad, s)
 
 
 def test_describe_and_dot(kda_plan):

@@ -6,10 +6,10 @@ all sequences: T // C + N, so no host sync is needed to size the grid), T (token
 from __future__ import annotations
 
 import ast
-import operator
+import functools
 
 SYMBOLS = ("N", "HV", "H", "chunks", "T")
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
+_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)
 
 
 def launch_sizes(*, B: int, T: int, H: int, HV: int, chunk: int, num_seqs: int | None = None) -> dict:
@@ -23,19 +23,24 @@ def evaluate(expr, sizes: dict) -> int:
     """An int, or an expression over SYMBOLS with + - * // and integers."""
     if isinstance(expr, int):
         return expr
+    code, names = _compile(str(expr))
+    unknown = [n for n in names if n not in sizes]
+    if unknown:
+        raise KeyError(f"size expression {expr!r}: unknown symbol {unknown[0]!r} (known: {sorted(sizes)})")
+    return eval(code, {"__builtins__": {}}, sizes)
 
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
+
+@functools.lru_cache(maxsize=None)
+def _compile(text: str):
+    """(code, symbols) of a checked expression: a plan has a handful, evaluated at every launch, so each
+    is parsed and checked once."""
+    tree = ast.parse(text, mode="eval")
+    names = []
+    for node in ast.walk(tree.body):
         if isinstance(node, ast.Name):
-            if node.id not in sizes:
-                raise KeyError(f"size expression {expr!r}: unknown symbol {node.id!r} (known: {sorted(sizes)})")
-            return sizes[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        raise ValueError(f"size expression {expr!r}: only integers, symbols and + - * // are allowed")
-
-    return ev(ast.parse(str(expr), mode="eval"))
-
+            names.append(node.id)
+        elif not (isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool)
+                  or isinstance(node, ast.BinOp) and type(node.op) in _OPS
+                  or isinstance(node, (ast.Load, *_OPS))):
+            raise ValueError(f"size expression {text!r}: only integers, symbols and + - * // are allowed")
+    return compile(tree, "<size>", "eval"), tuple(dict.fromkeys(names))
