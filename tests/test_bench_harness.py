@@ -236,3 +236,16 @@ def test_a_library_is_usable_with_some_of_its_functions():
     none = collect("fla", lambda f: __import__("no_such_fla"), "flash-linear-attention", None)
     assert not none.available
     assert none.reason == "flash-linear-attention unavailable (ModuleNotFoundError: No module named 'no_such_fla')"
+
+
+def test_a_failing_reference_is_a_note_not_a_crash(monkeypatch):
+    from kdagen.bench import accuracy
+
+    def out_of_memory(variant, s):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 40.00 GiB")
+
+    monkeypatch.setattr(accuracy, "reference", out_of_memory)
+    libs = {"kdagen": Library("kdagen", {"chunk_kda": None}), "fla": Library("fla", {"chunk_kda": None})}
+    entry = harness.accuracy_case(VARIANTS["kda"], Shape(1, 10, 1, 8), libs, "cpu", 0)
+    note = "float64 reference failed: OutOfMemoryError: CUDA out of memory. Tried to allocate 40.00 GiB"
+    assert entry["results"] == {"kdagen": {"errors": {}, "note": note}, "fla": {"errors": {}, "note": note}}

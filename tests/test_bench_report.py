@@ -122,9 +122,14 @@ def test_merge_partial_runs():
     assert len(merged["cases"]) == 3 and merged["cases"][0]["results"]["kdagen"]["ms"] == 0.9
     assert len(merged["ceilings"]) == 2 and not merged["complete"]
     md = report.markdown(merged)
-    assert ("Merged from run 1 (2026-01-02, 3 timed cells, 1 accuracy entries); run 2 (2026-01-02, 1 timed cells, "
+    assert ("Merged from run 1 (2026-01-02, 3 cases, 1 accuracy entries); run 2 (2026-01-02, 1 cases, "
             "1 accuracy entries).") in md
     assert "Ceilings measured in run 2: device copy" in md and "this run" not in md
+    again = report.merge([merged])                   # re-rendering a merged result keeps its runs
+    assert again["merged_runs"] == merged["merged_runs"] and report.markdown(again) == md
+    third = report.merge([merged, fake_result()])
+    assert len(third["merged_runs"]) == len(third["ceilings"]) == 3
+    assert "merged_runs" not in report.merge([fake_result()])
     b["env"] = {**b["env"], "device": "NVIDIA A100"}
     with pytest.raises(ValueError, match="different devices"):
         report.merge([a, b])

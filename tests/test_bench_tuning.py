@@ -28,22 +28,41 @@ def _locked(path) -> bool:
         return False
 
 
-def test_configs_compile_outside_the_lock_and_time_inside(tmp_path, monkeypatch):
+def test_the_gpu_is_held_except_while_triton_compiles(tmp_path, monkeypatch):
     lock = str(tmp_path / "gpu.lock")
     seen = []
 
-    def do_bench(fn, quantiles=None):
-        seen.append(("timed", _locked(lock)))
-        fn()
-        return [1.0, 1.0, 1.0]
+    def compile(src, **kwargs):
+        seen.append(("compile", _locked(lock)))
+        return f"binary of {src}"
 
-    testing = types.SimpleNamespace(do_bench=do_bench)
-    monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(testing=testing))
-    monkeypatch.setitem(sys.modules, "triton.testing", testing)
-    peer_tuning.share_gpu_when_timing(lock)
-    peer_tuning.share_gpu_when_timing(lock)     # a pool worker's second task: no lock inside the lock
-    assert testing.do_bench.untimed_original is do_bench
-    assert testing.do_bench(lambda: seen.append(("call", _locked(lock))), quantiles=(0.5,)) == [1.0, 1.0, 1.0]
-    # the first call (where Triton compiles the config) holds no lock; the timing holds it
-    assert seen == [("call", False), ("timed", True), ("call", True)]
+    compiler = types.SimpleNamespace(compile=compile)
+    monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(compiler=compiler))
+    monkeypatch.setitem(sys.modules, "triton.compiler", compiler)
+    monkeypatch.setattr(peer_tuning, "_TURN", None)
+    turn = peer_tuning.gpu_turn(lock)
+    assert peer_tuning.gpu_turn(lock) is turn        # once per process: a pool worker's next task reuses it
+    assert compiler.compile("a") == "binary of a" and seen == [("compile", False)]   # outside a turn: as is
+    turn.take()
+    assert _locked(lock)
+    assert compiler.compile("b") == "binary of b"
+    assert seen[-1] == ("compile", False) and turn.held and _locked(lock)   # given up while compiling only
+    turn.give()
     assert not _locked(lock)
+
+
+def test_a_failed_task_is_logged_and_the_rest_go_on(monkeypatch):
+    lines = []
+    monkeypatch.setattr(peer_tuning, "_tune", _fake_tune)
+    peer_tuning.tune(("kda", "gdn"), (Shape(1, 64, 2, 64),), jobs=2, log=lines.append)
+    assert any(line.startswith("FLA tuning of gdn 1x64x2x64 failed: RuntimeError: no GPU here") for line in lines)
+    assert "ran kda,kda_lb" not in lines and "ran kda" in lines
+    assert lines[-1].startswith("FLA tuning: 2 tasks on 2 processes in ")
+    assert peer_tuning.tune((), (), jobs=4, log=lines.append) == 0.0 and lines[-1] == "FLA tuning: nothing to tune"
+
+
+def _fake_tune(task):
+    keys = task[0]
+    if keys == ("gdn",):
+        raise RuntimeError("no GPU here")
+    return "ran " + ",".join(keys)

@@ -43,7 +43,10 @@ def test_json_round_trip(kda_plan):
     assert isinstance(again.kernels[0].roles[0].warps, tuple) and isinstance(again.decay_interval, tuple)
     gdn = make_plan(default_problem("gdn"))          # -inf decay bound survives JSON
     assert Plan.from_json(gdn.to_json()).decay_interval[0] == float("-inf")
-    json.loads(text)
+    old = json.loads(text)
+    old["version"] = 1                                 # a plan written before problem.qk_inputs existed
+    with pytest.raises(ValueError, match="format version 1, this kdagen reads 2: emit it again"):
+        Plan.from_dict(old)
 
 
 @pytest.mark.parametrize("opt, form", [

@@ -248,3 +248,13 @@ def test_cu_seqlens_is_read_once_per_tensor_until_modified(monkeypatch):
     assert len(cache.entries) == 2 and id(others[0]) not in cache.entries
     with pytest.raises(ValueError, match="must be int64"):  # the format is checked on every call
         cache("cu_seqlens", others[-1].int(), 5)
+    reads.clear()
+    t = others[-1]
+    import weakref
+    cache.entries[id(t)] = (weakref.ref(torch.tensor([0])), t.data_ptr(), t._version, [0, 5])  # another tensor's id
+    cache("cu_seqlens", t, 5)
+    assert len(reads) == 1                                   # an entry whose tensor is gone is not trusted
+    with torch.inference_mode():                             # no version counter: read every time, no error
+        cu = torch.tensor([0, 4, 9])
+        assert cache("cu_seqlens", cu, 9) == [0, 4, 9] and cache("cu_seqlens", cu, 9) == [0, 4, 9]
+    assert len(reads) == 3

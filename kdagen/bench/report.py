@@ -76,8 +76,9 @@ def header_lines(result: dict) -> list[str]:
     lines += ["", f"Timing: {result['timer']}; median of {st['iters']} calls after {st['warmup']} warm-up, "
               f"cycling over {st['input_sets']} input sets, {st['repeats']} repeats. "
               "In brackets, the spread: interquartile range / median; ⚠ marks a cell whose repeats "
-              "disagree beyond it; ‡ a call that made the host wait for the GPU (a sync inside it), so its "
-              "time includes the host's work after the sync. "
+              "disagree beyond it; ‡ a cell where, in most calls of a repeat, the GPU caught up with the host "
+              "before the call was issued (a sync inside the call, or host work longer than the spin), so its "
+              "time includes host work. "
               "FLA / kdagen > 1 means kdagen is faster. Floor: max(FLOPs / matmul rate, "
               f"compulsory bytes / copy bandwidth), model at C = {st['chunk']} (benchmarks/README.md).", ""]
     return lines
@@ -140,7 +141,8 @@ def host_table(result: dict) -> list[str]:
     header = ["op", "mode", "shape", *(f"{TITLES[n]} host ms" for n in NAMES)]
     return ["### Host time per call (ms, median)", "",
             "From the call to its return on the host (Python, checks, launches); the GPU runs behind it. "
-            "A call whose host time exceeds its device time above is host-bound in eager use.", "",
+            "A call whose host time exceeds its device time above is host-bound in eager use. In a ‡ cell the "
+            "host time includes waiting for the GPU (the timer's spin and the work queued before the sync).", "",
             *_table(header, rows, right_from=3), ""]
 
 
@@ -207,8 +209,15 @@ def merge(results: list[dict]) -> dict:
         cases.update({_key(c): c for c in r["cases"]})
         acc.update({(e["op"], e["shape_name"]): e for e in r["accuracy"]})
     first = results[0]
-    runs = [f"{r['env']['date']} {r['env'].get('time', '')}".strip() + f", {len(r['cases'])} timed cells, "
-            f"{len(r['accuracy'])} accuracy entries" for r in results]
-    return {**first, "complete": all(r.get("complete", True) for r in results), "merged_runs": runs,
-            "ceilings": [c for r in results for c in r["ceilings"]], "cases": list(cases.values()),
-            "accuracy": list(acc.values())}
+    runs = [run for r in results for run in r.get("merged_runs") or [_describe_run(r)]]
+    merged = {**first, "complete": all(r.get("complete", True) for r in results),
+              "ceilings": [c for r in results for c in r["ceilings"]], "cases": list(cases.values()),
+              "accuracy": list(acc.values())}
+    if len(runs) > 1:
+        merged["merged_runs"] = runs
+    return merged
+
+
+def _describe_run(r: dict) -> str:
+    when = f"{r['env']['date']} {r['env'].get('time', '')}".strip()
+    return f"{when}, {len(r['cases'])} cases, {len(r['accuracy'])} accuracy entries"

@@ -19,7 +19,9 @@ MiB = 1 << 20
 
 
 class CudaTimer:
-    """CUDA events on the current stream around one call, after an L2 flush and a queue-ahead spin."""
+    """CUDA events on the current stream around one call, after an L2 flush and a queue-ahead spin.
+
+    Everything runs on the current device: make `device` the current one."""
 
     description = ("CUDA events on the current stream, L2 flushed before each call, the GPU kept busy while "
                    "the host queues the call (device time; host launch overhead excluded)")
@@ -43,23 +45,25 @@ class CudaTimer:
         return cycles / self._start.elapsed_time(self._end)
 
     def reset(self) -> None:
-        """Start a new series: the spin is sized from the host times of its first (warm-up) calls."""
+        """Start a new series: the spin starts at 1 ms and grows to twice the longest host time seen so far
+        (at most MAX_AHEAD_MS), so the warm-up calls size it for the timed ones."""
         self._ahead_ms = 1.0
         self.host_ms = []
-        self.waited = []    # per call: did the host outlast the spin (a sync inside the call, or slow host)?
+        self.waited = []    # per call: did the GPU reach the call before the host had issued it all?
 
     def measure(self, timed: Callable, state=None) -> float:
         self._scratch.zero_()
-        ahead = self._ahead_ms
-        torch.cuda._sleep(int(ahead * self._cycles_per_ms))
+        torch.cuda._sleep(int(self._ahead_ms * self._cycles_per_ms))
         self._start.record()
         t0 = time.perf_counter()
         timed(state)
         host_ms = 1e3 * (time.perf_counter() - t0)
+        # the spin ended before the host returned: a sync inside the call, or host work longer than the spin;
+        # either way the events also timed host work (and host_ms includes any wait for the spin)
+        self.waited.append(self._start.query())
         self._end.record()
         self._end.synchronize()
         self.host_ms.append(host_ms)
-        self.waited.append(host_ms >= ahead)
         self._ahead_ms = min(max(self._ahead_ms, 2 * host_ms), self.MAX_AHEAD_MS)
         return self._start.elapsed_time(self._end)
 

@@ -63,8 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"{','.join(s.name for s in DEFAULTS.accuracy_shapes)})")
     p.add_argument("--no-accuracy", action="store_true", help="skip the float64 accuracy check")
     p.add_argument("--tune-jobs", type=int, default=0, metavar="N",
-                   help="first let FLA autotune every shape in N parallel processes that take turns on the GPU "
-                        "for each config timing (FLA's choices unchanged, found in TRITON_CACHE_DIR by the "
+                   help="first let FLA autotune every shape in N parallel processes that compile in parallel "
+                        "and use the GPU one at a time (FLA's choices as alone, found in TRITON_CACHE_DIR by the "
                         "timing run); 0 (default): FLA tunes on its first call in the timing run, serially")
     p.add_argument("--tune-only", action="store_true", help="with --tune-jobs: tune, then stop without timing")
     p.add_argument("--out", type=Path, default=None, help="directory for <date>-<gpu>.json/.md/.png")

@@ -10,6 +10,7 @@ can be tested with CPU tensors.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from dataclasses import dataclass
 
@@ -88,29 +89,37 @@ def check_seqlens(name: str, cu: torch.Tensor, T: int) -> list[int]:
 
 
 class HostSeqlens:
-    """The checked host values of recent cu_seqlens tensors, by identity and version.
+    """The checked host values of recent cu_seqlens tensors, by identity, storage and version.
 
     Reading cu_seqlens on the host waits for the GPU; a training loop passes the same tensor call
     after call (and the backward again), so the values are read once per tensor and reused while
-    the tensor is alive and not modified in place (torch bumps `_version` on every in-place write).
-    FLA caches its chunk indices the same way, by identity alone.
+    the tensor is alive, at the same address and not modified in place (torch bumps `_version` on
+    every in-place write through torch). Writes torch does not see — through `.data`, a NumPy or
+    DLPack view, another library's kernel — are not noticed: pass a fresh tensor after those.
+    Inference tensors have no version counter and are read every call. FLA caches its chunk
+    indices by identity alone.
     """
 
     def __init__(self, size: int = 8):
         self.size = size
-        self.entries: dict[int, tuple] = {}    # id -> (weak reference, version, values); oldest first
+        self.entries: dict[int, tuple] = {}    # id -> (weak reference, data_ptr, version, values); oldest first
+        self.lock = threading.Lock()
 
     def __call__(self, name: str, cu: torch.Tensor, T: int) -> list[int]:
         check_seqlens_format(name, cu)
-        hit = self.entries.pop(id(cu), None)
-        if (hit is not None and hit[0]() is cu and hit[1] == cu._version and len(hit[2]) == cu.numel()
-                and hit[2][-1] == T):
-            values = hit[2]
-        else:
-            values = check_seqlens(name, cu, T)
-        self.entries[id(cu)] = (weakref.ref(cu), cu._version, values)
-        while len(self.entries) > self.size:
-            self.entries.pop(next(iter(self.entries)))
+        if cu.is_inference():
+            return check_seqlens(name, cu, T)
+        stamp = (cu.data_ptr(), cu._version)
+        with self.lock:
+            hit = self.entries.pop(id(cu), None)
+            if hit is not None and hit[0]() is cu and hit[1:3] == stamp and len(hit[3]) == cu.numel() \
+                    and hit[3][-1] == T:
+                values = hit[3]
+            else:
+                values = check_seqlens(name, cu, T)
+            self.entries[id(cu)] = (weakref.ref(cu), *stamp, values)
+            while len(self.entries) > self.size:
+                self.entries.pop(next(iter(self.entries)))
         return values
 
 

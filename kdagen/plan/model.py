@@ -12,6 +12,8 @@ import types
 import typing
 from dataclasses import dataclass, field
 
+PLAN_VERSION = 2     # 2: problem.qk_inputs (the token inputs on the q/k heads)
+
 WARP = 32
 
 DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "i64": 8, "u64": 8}
@@ -207,7 +209,7 @@ class Plan:
     kernels: list[Kernel]
     workspaces: list[Workspace]
     notes: list[str] = field(default_factory=list)
-    version: int = 1
+    version: int = PLAN_VERSION
 
     def kernel(self, name: str) -> Kernel:
         return _named(self.kernels, name, f"plan {self.uri!r} has no kernel")
@@ -226,6 +228,9 @@ class Plan:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":
+        if d.get("version") != PLAN_VERSION:
+            raise ValueError(f"plan {d.get('uri')!r} has format version {d.get('version')}, this kdagen reads "
+                             f"{PLAN_VERSION}: emit it again (`kdagen emit` / `kdagen plan --json`)")
         return _from_plain(cls, d)
 
     @classmethod
