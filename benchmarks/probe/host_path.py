@@ -1,8 +1,9 @@
 """The Python part of kdagen's host path, on any machine: `python benchmarks/probe/host_path.py [kda|kda_lb|gdn]`.
 
-Runs the op's argument checks, plan lookup, size evaluation and workspace allocation on CPU tensors,
-with the kernel launches stubbed out, and prints the time per forward and per backward and the top of
-a cProfile. It leaves out what needs a GPU (CUDA allocations, driver launches, context switches); the
+Runs what `chunk_kda` runs per call before the autograd Function — option resolution, the argument
+checks — and then the forward's plan lookup, size evaluation and workspace allocation, on CPU tensors
+with the kernel launches stubbed out; prints the time per forward and per backward and the top of a
+cProfile. It leaves out what needs a GPU (CUDA allocations, driver launches, context switches); the
 GPU run's host-time table (`kdagen bench`) has the whole. Shape: B=1 T=256 H=4 D=128.
 """
 import cProfile
@@ -16,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
 from kdagen.ops import backward as bw, forward as fw, validate  # noqa: E402
-from kdagen.ops.api import make_call  # noqa: E402
+from kdagen.ops.api import call_params, resolve  # noqa: E402
 
 
 class NoLaunch:
@@ -35,12 +36,15 @@ def main(key: str = "kda", calls: int = 200) -> None:
     params = {n: x[n] for n in ("A_log", "dt_bias", "initial_state")}
     inputs = {**{n: x[n] for n in ("q", "k", "v", "g", "beta")}, **params, "cu_seqlens": None}
 
+    options = call_params(variant.op, **params, **variant.call_kwargs())
+
     def forward():
+        call = resolve(variant.op, options)                # as chunk_kda does with its locals()
         try:       # every check runs; the last one refuses CPU tensors
             validate.validate(variant.op, *(x[n] for n in ("q", "k", "v", "g", "beta")), **params)
         except ValueError:
             pass
-        return fw.forward(inputs, make_call(variant.op, **params, **variant.call_kwargs()), loader=stubbed)
+        return fw.forward(inputs, call, loader=stubbed)
 
     o, ht, saved = forward()                              # plans and renders once, outside the timing
     do, dht = o.new_ones(o.shape), ht.new_ones(ht.shape)

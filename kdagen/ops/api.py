@@ -112,16 +112,22 @@ def resolve(op: str, params: dict) -> Call:
     return Call(opt, p["output_final_state"], kw["chunk_size"], gate_bound, tensors)
 
 
-def make_call(op: str, **options) -> Call:
-    """The Call for `chunk_kda(q, k, v, g, beta, **options)` ("kda") or `chunk_gated_delta_rule` ("gdn"),
-    under the same rules as the call itself; tensors among the options land in `Call.tensors`."""
+def call_params(op: str, **options) -> dict:
+    """The parameters `chunk_kda(q, k, v, g, beta, **options)` ("kda") or `chunk_gated_delta_rule` ("gdn")
+    sees, defaults filled in and the extra keywords under "kwargs": what `resolve` reads."""
     fn = {"kda": chunk_kda, "gdn": chunk_gated_delta_rule}[op]
     names = inspect.signature(fn).parameters
     params = {n: p.default for n, p in names.items() if p.default is not inspect.Parameter.empty}
     params["kwargs"] = {}
     for name, value in options.items():
         (params if name in names and name != "kwargs" else params["kwargs"])[name] = value
-    return resolve(op, params)
+    return params
+
+
+def make_call(op: str, **options) -> Call:
+    """The Call for `chunk_kda(q, k, v, g, beta, **options)` ("kda") or `chunk_gated_delta_rule` ("gdn"),
+    under the same rules as the call itself; tensors among the options land in `Call.tensors`."""
+    return resolve(op, call_params(op, **options))
 
 
 def reference_options(op: str, **options) -> Options:
