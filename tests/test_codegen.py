@@ -39,7 +39,7 @@ def test_forward_unit(kda):
     text = render_unit(plan, r, "forward")
     for needle in (f"generated CUDA: {plan.uri} (forward)", "exponent form: factored", "#include <cuda_bf16.h>",
                    '__global__ void __launch_bounds__(128, 4) k1_prepare(', 'k2_recurrence(',
-                   "-- emitted from the DSL graph", "kdg::sigmoid", "// ===== templates/common/ptx.cuh =====",
+                   "-- emitted from the DSL graph", "kdg::sigmoid", "// ===== templates/common/ptx.cuh =====", "// ===== templates/sm80/ptx.cuh =====",
                    f"unsigned char smem_raw[{plan.kernel('k1_prepare').smem_bytes}]",
                    "mbarrier ready[2], arrive count 32"):
         assert needle in text, needle

@@ -37,35 +37,15 @@ __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; 
 using kdg::bf16;
 
 // ===== templates/common/ptx.cuh =====
-// kdagen common: every inline PTX instruction and CUDA address-space intrinsic kdagen uses, and
-// nothing else. The helpers in the other common headers are built on these; a host emulation
-// (kdagen.codegen.emulate) replaces exactly this file to run kernels on the CPU in tests.
+// kdagen common: the inline PTX every family uses (mbarrier, bar.sync/arrive, shared-memory addresses),
+// and nothing else. Instructions of one architecture live in sm80/ptx.cuh and sm90/ptx.cuh. The helpers
+// in the other headers are built on these; the host emulation (kdagen.codegen.emulate) replaces exactly
+// the ptx.cuh files (templates/emulate/<group>_ptx.cuh) to run kernels on the CPU in tests.
 namespace kdg {
 
 // Shared-memory address of a generic pointer, for the instructions that take one.
 __device__ __forceinline__ u32 smem_addr(const void* p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
-}
-
-// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: d += a·b (register layouts in mma.cuh).
-__device__ __forceinline__ void ptx_mma_16816(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// ldmatrix .x4: lane l supplies the address of row (l & 7) of 8x8 matrix (l >> 3); r[i] receives
-// matrix i's elements (row l/4, columns 2(l%4), 2(l%4)+1), or with .trans (rows 2(l%4), +1; column l/4).
-__device__ __forceinline__ void ptx_ldmatrix_x4(u32 (&r)[4], const void* row_ptr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(row_ptr)));
-}
-
-__device__ __forceinline__ void ptx_ldmatrix_x4_trans(u32 (&r)[4], const void* row_ptr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(row_ptr)));
 }
 
 __device__ __forceinline__ void ptx_mbarrier_init(u64* bar, int count) {
@@ -94,6 +74,37 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
+}  // namespace kdg
+
+// Dynamic shared memory of a kernel whose plan is above the static limit.
+#define KDG_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+
+// ===== templates/sm80/ptx.cuh =====
+// kdagen sm80: inline PTX of the sm_80 instruction set (also on sm_90a): mma.sync m16n8k16, ldmatrix,
+// cp.async. Emulated on the host by templates/emulate/sm80_ptx.cuh.
+namespace kdg {
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: d += a·b (register layouts in mma.cuh).
+__device__ __forceinline__ void ptx_mma_16816(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// ldmatrix .x4: lane l supplies the address of row (l & 7) of 8x8 matrix (l >> 3); r[i] receives
+// matrix i's elements (row l/4, columns 2(l%4), 2(l%4)+1), or with .trans (rows 2(l%4), +1; column l/4).
+__device__ __forceinline__ void ptx_ldmatrix_x4(u32 (&r)[4], const void* row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(row_ptr)));
+}
+
+__device__ __forceinline__ void ptx_ldmatrix_x4_trans(u32 (&r)[4], const void* row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(row_ptr)));
+}
+
 // cp.async of 16 or 4 bytes; src_bytes = 0 zero-fills the destination without reading.
 __device__ __forceinline__ void ptx_cp_async_16(void* smem, const void* gmem, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
@@ -115,9 +126,6 @@ __device__ __forceinline__ void ptx_cp_async_wait_all() {
 }
 
 }  // namespace kdg
-
-// Dynamic shared memory of a kernel whose plan is above the static limit.
-#define KDG_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 
 // ===== templates/common/math.cuh =====
 // kdagen common: the scalar functions the expression emitter (kdagen.codegen.expr) writes calls to,
@@ -207,7 +215,63 @@ __device__ __forceinline__ void store_row(float* p, const float (&src)[N]) {
 
 }  // namespace kdg
 
-// ===== templates/common/mma.cuh =====
+// ===== templates/common/barriers.cuh =====
+// kdagen common: barriers named in the plan (kdagen.plan Barrier.kind).
+//   "mbarrier": a shared-memory mbarrier with an arrive count and a phase parity per completion;
+//               a waiter passes `parity` = (use index) & 1, a producer waiting for a free slot it
+//               has never filled passes the opposite parity (a fresh barrier counts as completed).
+//   "named":    bar.sync / bar.arrive on a hardware barrier id (1..15) with a thread count.
+//   "cta":      __syncthreads (named barrier 0 with every thread of the block).
+// The mbarrier forms used (init, arrive, test_wait.parity) exist on sm_80 and sm_90a.
+namespace kdg {
+
+__device__ __forceinline__ void mbarrier_init(u64* bar, int count) { ptx_mbarrier_init(bar, count); }
+
+__device__ __forceinline__ void mbarrier_arrive(u64* bar) { ptx_mbarrier_arrive(bar); }
+
+// Spin until the phase with this parity has completed.
+__device__ __forceinline__ void mbarrier_wait(u64* bar, int parity) {
+  while (!ptx_mbarrier_test(bar, parity)) {
+  }
+}
+
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) { ptx_bar_sync(id, threads); }
+
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) { ptx_bar_arrive(id, threads); }
+
+}  // namespace kdg
+
+// ===== templates/common/reductions.cuh =====
+// kdagen common: warp and row reductions, and the in-chunk column cumsum.
+namespace kdg {
+
+// Sum over groups of LANES consecutive lanes (LANES a power of two <= 32); every lane of the group
+// gets the group's total. A token row spread over LANES threads reduces with this.
+template <int LANES>
+__device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+  for (int off = LANES / 2; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+__device__ __forceinline__ float warp_sum(float x) { return group_sum<32>(x); }
+
+// Inclusive cumsum down the rows of a rows x cols fp32 tile in shared memory (row stride ld),
+// in place; thread tid of nthreads handles columns tid, tid + nthreads, ... sequentially.
+// Callers synchronise before (all rows written) and after (all columns summed).
+__device__ __forceinline__ void column_cumsum(float* tile, int rows, int cols, int ld, int tid, int nthreads) {
+  for (int c = tid; c < cols; c += nthreads) {
+    float acc = 0.f;
+    for (int r = 0; r < rows; ++r) {
+      acc += tile[r * ld + c];
+      tile[r * ld + c] = acc;
+    }
+  }
+}
+
+}  // namespace kdg
+
+// ===== templates/sm80/mma.cuh =====
 // kdagen common: tensor-core fragments of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // (sm_80 and sm_90a). Lane l of a warp: g = l >> 2 (group), t = l & 3 (thread in group).
 //   FragA (16x16 bf16, M x K): x[0] = (g,   2t..2t+1)  x[1] = (g+8, 2t..2t+1)
@@ -268,7 +332,7 @@ __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) 
 
 }  // namespace kdg
 
-// ===== templates/common/ldmatrix.cuh =====
+// ===== templates/sm80/ldmatrix.cuh =====
 // kdagen common: mma fragment loads from shared memory (ldmatrix for bf16 tiles).
 // Every tile is addressed by its top-left element `base` and a leading dimension `ld` in elements;
 // base must be 16-byte aligned and ld a multiple of 8 (pad rows by 8 to avoid bank conflicts).
@@ -340,33 +404,7 @@ __device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)
 
 }  // namespace kdg
 
-// ===== templates/common/barriers.cuh =====
-// kdagen common: barriers named in the plan (kdagen.plan Barrier.kind).
-//   "mbarrier": a shared-memory mbarrier with an arrive count and a phase parity per completion;
-//               a waiter passes `parity` = (use index) & 1, a producer waiting for a free slot it
-//               has never filled passes the opposite parity (a fresh barrier counts as completed).
-//   "named":    bar.sync / bar.arrive on a hardware barrier id (1..15) with a thread count.
-//   "cta":      __syncthreads (named barrier 0 with every thread of the block).
-// The mbarrier forms used (init, arrive, test_wait.parity) exist on sm_80 and sm_90a.
-namespace kdg {
-
-__device__ __forceinline__ void mbarrier_init(u64* bar, int count) { ptx_mbarrier_init(bar, count); }
-
-__device__ __forceinline__ void mbarrier_arrive(u64* bar) { ptx_mbarrier_arrive(bar); }
-
-// Spin until the phase with this parity has completed.
-__device__ __forceinline__ void mbarrier_wait(u64* bar, int parity) {
-  while (!ptx_mbarrier_test(bar, parity)) {
-  }
-}
-
-__device__ __forceinline__ void named_barrier_sync(int id, int threads) { ptx_bar_sync(id, threads); }
-
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) { ptx_bar_arrive(id, threads); }
-
-}  // namespace kdg
-
-// ===== templates/common/copies.cuh =====
+// ===== templates/sm80/copies.cuh =====
 // kdagen common: global -> shared copies.
 // cp.async (sm_80+) moves 16 bytes without staging through registers; a false `valid` zero-fills
 // the destination instead of reading (tail rows of a chunk). Completion is signalled either by
@@ -397,36 +435,6 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
     const bool ok = r < valid_rows;
     const char* src = static_cast<const char*>(gmem) + (ok ? r * gstride + c : 0);
     cp_async_16(static_cast<char*>(smem) + r * sstride + c, src, ok);
-  }
-}
-
-}  // namespace kdg
-
-// ===== templates/common/reductions.cuh =====
-// kdagen common: warp and row reductions, and the in-chunk column cumsum.
-namespace kdg {
-
-// Sum over groups of LANES consecutive lanes (LANES a power of two <= 32); every lane of the group
-// gets the group's total. A token row spread over LANES threads reduces with this.
-template <int LANES>
-__device__ __forceinline__ float group_sum(float x) {
-#pragma unroll
-  for (int off = LANES / 2; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
-  return x;
-}
-
-__device__ __forceinline__ float warp_sum(float x) { return group_sum<32>(x); }
-
-// Inclusive cumsum down the rows of a rows x cols fp32 tile in shared memory (row stride ld),
-// in place; thread tid of nthreads handles columns tid, tid + nthreads, ... sequentially.
-// Callers synchronise before (all rows written) and after (all columns summed).
-__device__ __forceinline__ void column_cumsum(float* tile, int rows, int cols, int ld, int tid, int nthreads) {
-  for (int c = tid; c < cols; c += nthreads) {
-    float acc = 0.f;
-    for (int r = 0; r < rows; ++r) {
-      acc += tile[r * ld + c];
-      tile[r * ld + c] = acc;
-    }
   }
 }
 

@@ -14,11 +14,11 @@ from .env import environment, template_exists
 from .expr import Block, CodegenError, emit as emit_block
 from .files import emit, emitted_files, write_if_different
 from .prologue import Prologue, forward_prologue
-from .render import (COMMON, DIRECTIONS, content_hash, direction_available, kernel_context, render, render_kernel,
+from .render import (HEADERS, header_files, header_sources, DIRECTIONS, content_hash, direction_available, kernel_context, render, render_kernel,
                      render_unit, signature, smem_carveout, unit_name)
 
 __all__ = [
-    "Block", "COMMON", "CodegenError", "DIRECTIONS", "Prologue", "backward_prologue", "content_hash",
+    "Block", "HEADERS", "CodegenError", "DIRECTIONS", "Prologue", "backward_prologue", "content_hash",
     "direction_available", "emit", "emit_block", "emitted_files", "environment", "forward_prologue", "kernel_context",
     "render", "render_kernel", "render_unit", "signature", "smem_carveout", "template_exists", "unit_name",
     "write_if_different",

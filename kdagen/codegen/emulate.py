@@ -1,5 +1,5 @@
 """Run generated kernels on the CPU: the same rendered kernels, compiled for the host with g++ against
-an emulation of the CUDA execution model (templates/emulate/) in place of templates/common/ptx.cuh.
+an emulation of the CUDA execution model (templates/emulate/) in place of the templates' ptx.cuh files.
 
 Each CUDA thread becomes a std::thread and the fragment layouts of mma/ldmatrix follow the PTX ISA,
 so index arithmetic, tail masks, barriers and pipelines are exercised exactly as written; only the
@@ -22,7 +22,7 @@ import torch
 
 from ..paths import templates_dir
 from ..plan.model import CTYPES, Plan
-from .render import COMMON, render_kernel
+from .render import header_files, render_kernel
 
 _PARAM_CTYPES = {"i32": "int", "i64": "long long", "f32": "float"}
 
@@ -78,9 +78,10 @@ def host_source(plan: Plan, recurrence, kernels) -> str:
     """One host translation unit: emulated CUDA, templates/common (ptx.cuh emulated), the kernels."""
     emu = templates_dir() / "emulate"
     parts = [(emu / "cuda_host.h").read_text()]
-    for name in COMMON:
-        path = emu / "ptx_host.cuh" if name == "ptx.cuh" else templates_dir() / "common" / name
-        parts.append(f"// ===== {path.name} =====\n" + path.read_text())
+    for rel in header_files(plan.headers):
+        group, name = rel.split("/")
+        path = emu / f"{group}_ptx.cuh" if name == "ptx.cuh" else templates_dir() / rel
+        parts.append(f"// ===== {path.relative_to(templates_dir())} =====\n" + path.read_text())
     parts += [render_kernel(plan, k, recurrence) for k in kernels]
     parts += [_trampoline(k) for k in kernels]
     return "\n".join(parts)

@@ -16,7 +16,11 @@ from .env import environment, template_exists
 from .expr import CodegenError
 from .prologue import forward_prologue
 
-COMMON = ("types.cuh", "ptx.cuh", "math.cuh", "mma.cuh", "ldmatrix.cuh", "barriers.cuh", "copies.cuh", "reductions.cuh")
+# The helper headers in inclusion order, as (group, file): "common" for every kernel, "sm80" (mma.sync, ldmatrix,
+# cp.async) and "sm90" (wgmma, bulk tensor copies, setmaxnreg) where a plan's kernels use them (Plan.headers).
+HEADERS = (("common", "types.cuh"), ("common", "ptx.cuh"), ("sm80", "ptx.cuh"), ("sm90", "ptx.cuh"),
+           ("common", "math.cuh"), ("common", "barriers.cuh"), ("common", "reductions.cuh"),
+           ("sm80", "mma.cuh"), ("sm80", "ldmatrix.cuh"), ("sm80", "copies.cuh"))
 DIRECTIONS = ("forward", "backward")
 
 
@@ -24,9 +28,14 @@ def unit_name(direction: str) -> str:
     return f"{direction}.cu"
 
 
-def common_sources() -> list[tuple[str, str]]:
-    """(name, text) of templates/common, inserted verbatim: they are plain CUDA (inline PTX uses `{%`)."""
-    return [(name, (templates_dir() / "common" / name).read_text()) for name in COMMON]
+def header_files(groups) -> list[str]:
+    """The header paths (relative to templates/) of these groups, in inclusion order."""
+    return [f"{g}/{name}" for g, name in HEADERS if g in groups]
+
+
+def header_sources(groups) -> list[tuple[str, str]]:
+    """(path, text) of the headers of these groups, inserted verbatim: plain CUDA (inline PTX uses `{%`)."""
+    return [(path, (templates_dir() / path).read_text()) for path in header_files(groups)]
 
 
 def content_hash(text: str) -> str:
@@ -127,7 +136,7 @@ def render_unit(plan: Plan, recurrence, direction: str) -> str:
         raise CodegenError(f"direction {direction!r}: one of {DIRECTIONS}")
     kernels = [render_kernel(plan, k, recurrence) for k in plan.direction(direction)]
     return environment().get_template("unit.cu.j2").render(
-        header=header(plan, direction), common=common_sources(), kernels=kernels)
+        header=header(plan, direction), common=header_sources(plan.headers), kernels=kernels)
 
 
 def render(plan: Plan, recurrence, directions=DIRECTIONS) -> dict:

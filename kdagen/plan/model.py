@@ -209,6 +209,7 @@ class Plan:
     kernels: list[Kernel]
     workspaces: list[Workspace]
     notes: list[str] = field(default_factory=list)
+    headers: list[str] = field(default_factory=lambda: ["common", "sm80"])   # header groups the kernels include
     version: int = PLAN_VERSION
 
     def kernel(self, name: str) -> Kernel:
