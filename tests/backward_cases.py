@@ -16,7 +16,13 @@ import torch
 
 from kdagen import dsl
 from kdagen.ops import backward as bw
-from kdagen.ops.forward import WS_KEYS, Config, default_arch
+from kdagen.ops.config import Config, default_arch
+
+# The forward workspace and the recurrence_bwd outputs under this file's short names, and their plan names
+WORKSPACE = {"qd": "ws_q_decayed", "kd": "ws_k_decayed", "kr": "ws_k_to_end", "gte": "ws_decay_total", "A": "ws_A",
+             "Mqk": "ws_Mqk", "beta": "ws_beta"}
+RECURRENCE_BWD = {"states": "ws_states", "dqd": "ws_d_q_decayed", "dkd": "ws_d_k_decayed", "dkr": "ws_d_k_to_end",
+                  "dMqk": "ws_dMqk", "dMkk": "ws_dMkk", "dgT": "ws_d_decay_total", "dbeta": "ws_dbeta"}
 from kdagen.reference import Options, chunk_terms, chunked_backward, prologue
 from kdagen.reference.inputs import make_inputs
 from kdagen.reference.options import expand_heads, scale_of, state_in
@@ -167,14 +173,13 @@ def forward_workspace(case: Case, x: dict, rounded: bool = True) -> dict:
     if not rounded:
         return ws
     plan, _ = config_of(case, x, "cpu").planned()
-    store = {key: TORCH_DTYPE[plan.workspace(name).dtype] for name, key in WS_KEYS.items()}
-    return {n: t.to(store[n]) for n, t in ws.items()}
+    return {n: t.to(TORCH_DTYPE[plan.workspace(WORKSPACE[n]).dtype]) for n, t in ws.items()}
 
 
 def saved_for(case: Case, x: dict, device) -> dict:
     """What kdagen.ops.forward saves, with the workspace built here from float64 math."""
     on = {n: (t.to(device) if isinstance(t, torch.Tensor) else t) for n, t in x.items()}
-    ws = {n: t.to(device) for n, t in forward_workspace(case, x).items()}
+    ws = {WORKSPACE[n]: t.to(device) for n, t in forward_workspace(case, x).items()}
     return {"config": config_of(case, x, device), "x": on, "scalars": {"scale": scale_of(case.opt, case.K)},
             "workspace": ws}
 
@@ -277,12 +282,12 @@ def check_k2_workspace(case: Case, debug: dict, seed: int) -> None:
     used = sorted({c for _, c, _, _ in chunks(x)})
     rows, bad = [], []
     for name, w in want.items():
-        got = debug[name].detach().to("cpu", F64)[used]
+        got = debug[RECURRENCE_BWD[name]].detach().to("cpu", F64)[used]
         err = rel_l2(got, w[used])
         rows.append(f"  {name:7s} rel L2 {err:.3e}")
         if not err <= 0.02:                       # bf16 operands give 1e-3..9e-3 here; a wrong index gives > 0.04
             bad.append(name)
-    assert not bad, f"{case.name} seed={seed}: K2 workspace {bad} off\n" + "\n".join(rows)
+    assert not bad, f"{case.name} seed={seed}: recurrence_bwd workspace {bad} off\n" + "\n".join(rows)
 
 
 def chunk_reference_k2(case: Case, x: dict, do, dht) -> dict:

@@ -1,6 +1,6 @@
 """The backward kernels, rendered exactly as for the GPU, run on the CPU through kdagen.codegen.emulate (each
-CUDA thread a host thread; mma/ldmatrix/cp.async/mbarrier by their PTX semantics): the plan's k2_states,
-k2_bwd, k1_bwd and param_reduce against the float64 reference and the K2 workspace oracle on small cases,
+CUDA thread a host thread; mma/ldmatrix/cp.async/mbarrier by their PTX semantics): the plan's states,
+recurrence_bwd, prepare_bwd and param_reduce against the float64 reference and the K2 workspace oracle on small cases,
 the forward kernels' own workspace feeding them, and a check of the oracle itself. The same cases run on the
 GPU in tests/gpu/test_backward_kernels.py.
 """
@@ -23,9 +23,9 @@ from kdagen.reference.options import expand_heads, prologue, scale_of
 needs_emulation = pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
 
 
-def emulated_loader(config, device=None):
-    """The backward module of the config's plan, compiled for the host."""
-    return emulate.build(*config.planned(), "backward")
+def emulated_loader(config, device=None, direction="backward"):
+    """A module of the config's plan, compiled for the host."""
+    return emulate.build(*config.planned(), direction)
 
 
 def test_oracle_composes_to_the_reference(seed):
@@ -85,7 +85,7 @@ def test_forward_then_backward_emulated_on_cpu(seed):
                      **call_options(case.opt))
     _, _, saved = fw.forward({n: x.get(n) for n in ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "initial_state",
                                                    "cu_seqlens")}, call,
-                          loader=lambda config, device: emulate.build(*config.planned()), poison=True)
+                          loader=emulated_loader, poison=True)
     grads = bw.backward(saved, do, dht, alloc=poisoned, loader=emulated_loader)
     check_grads(grads, ref, f"{case.name} (forward + backward emulated) seed={seed}")
 

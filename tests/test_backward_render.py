@@ -1,4 +1,4 @@
-"""The backward unit without a GPU: it renders from the plan (names, launch bounds, shared memory, K1_bwd's
+"""The backward unit without a GPU: it renders from the plan (names, launch bounds, shared memory, prepare_bwd's
 prologue and adjoint emitted from the DSL), and kdagen.ops.backward launches exactly the plan's kernels with
 arguments that match the rendered C signatures, refusing inputs the plan does not describe."""
 from __future__ import annotations
@@ -10,10 +10,10 @@ import torch
 from backward_cases import dsl_only
 
 from kdagen import dsl, runtime
-from kdagen.codegen import CodegenError, render_kernel, render_unit
+from kdagen.codegen import render_kernel, render_unit
 from kdagen.codegen.adjoint import backward_prologue
 from kdagen.ops import backward as bw
-from kdagen.ops.forward import WS_KEYS, Config
+from kdagen.ops.config import Config
 from kdagen.plan import Dtypes, Problem, make_plan, problem_from_options, verify
 from kdagen.plan.sizes import evaluate, launch_sizes
 from kdagen.reference import Options
@@ -46,45 +46,33 @@ def test_unit_holds_the_plans_kernels(opt, K):
         assert found[k.name] == f"{k.threads}, {k.min_ctas_per_sm}"
         carve = "KDG_DYNAMIC_SMEM(smem_raw)" if k.smem_dynamic else f"unsigned char smem_raw[{k.smem_bytes}]"
         assert f"// shared memory: {k.smem_bytes} B" in src and carve in src, k.name
-    assert "k2_states(" in src and "store_state" in src                  # K2 itself writes S_c
+    assert "states(" in src and "store_state" in src                     # the recurrence itself writes S_c
     assert not re.search(r"\{\{|\{%[\s-]|\{#", src)                      # no Jinja left (inline PTX has {%0)
     assert f"{plan.uri} (backward)" in src.splitlines()[0]
 
 
 def test_prologue_is_emitted_from_the_dsl():
-    """K1_bwd's prologue and adjoint change with the recurrence's graph: softplus vs lower-bound gate."""
+    """prepare_bwd's prologue and adjoint change with the recurrence's graph: softplus vs lower-bound gate."""
     (soft, rs), (lb, rl), (plain, rp) = planned(KDA_FULL, 128), planned(KDA_LB, 64), planned(KDA_PLAIN, 128)
-    soft, lb, plain = (render_kernel(p, p.kernel("k1_bwd"), r) for p, r in ((soft, rs), (lb, rl), (plain, rp)))
+    soft, lb, plain = (render_kernel(p, p.kernel("prepare_bwd"), r) for p, r in ((soft, rs), (lb, rl), (plain, rp)))
     assert "kdg::softplus(" in soft and "kdg::softplus(" not in lb
     assert "-5.0f" in lb and "2.0f" in lb                                  # lower bound, allow_neg_eigval scale
     assert "l2norm" in soft and "l2norm" not in plain
 
 
 def test_a_recurrence_defined_here_gets_its_own_prologue_adjoint():
-    """A gate activation and β map written only in this test reach K1_bwd through the emitter, and the plan
+    """A gate activation and β map written only in this test reach prepare_bwd through the emitter, and the plan
     gets a partial workspace and a reduction for its head parameter."""
     r = dsl.build(dsl_only, name="custom")
     plan = verify(make_plan(Problem(r, "custom", 64, 64)))
-    k1 = plan.kernel("k1_bwd")
+    k1 = plan.kernel("prepare_bwd")
     src = render_kernel(plan, k1, r)
     ctx = backward_prologue(r, {p.name: "float" if p.dtype == "f32" else "bf16" for p in k1.params if p.kind == "ptr"})
-    assert ctx["head_params"] == [{"name": "w", "row": True}]
-    assert "float* __restrict__ ws_part_w" in src and "const float* w_row = w + h * K + d0;" in src
+    assert ctx["head_params"] == [{"name": "w", "grad": "grad_in_w", "row": True}]
+    assert "float* __restrict__ ws_part_w" in src and "const float* in_w_row = in_w + h * K + d0;" in src
     assert "kdg::square(" in ctx["blocks"]["v_bwd"] and "seed_decay" in ctx["blocks"]["v_bwd"]
     assert plan.workspace("ws_part_w").consumers == ["param_reduce"]
     assert plan.kernel("param_reduce").grid == ["(HV * 64 + 31) // 32", "1"]
-
-
-def test_an_input_named_like_a_kernel_local_is_refused():
-    def clash(r):
-        q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
-        ii, beta = r.token_input("ii", "K"), r.token_input("beta")
-        r.delta_rule(query=q, key=k, value=v, beta=beta, decay=-dsl.softplus(ii), scale=r.scalar("scale"))
-
-    r = dsl.build(clash, name="clash")
-    plan = make_plan(Problem(r, "clash", 64, 64))
-    with pytest.raises(CodegenError, match="'ii'.*collides with a name K1_bwd declares"):
-        render_kernel(plan, plan.kernel("k1_bwd"), r)
 
 
 # ---- launches against the rendered signatures ---------------------------------------------------------
@@ -140,9 +128,9 @@ def cpu_saved(opt: Options, K: int, g=torch.float32, beta=torch.float32, **shape
     N = B if x.get("cu_seqlens") is None else len(x["cu_seqlens"]) - 1
     sizes = launch_sizes(B=B, T=T, H=x["q"].shape[2], HV=HV, chunk=16,
                          num_seqs=N if x.get("cu_seqlens") is not None else None)
-    ws = {key: torch.zeros([evaluate(d, sizes) for d in plan.workspace(name).shape],
-                           dtype=torch.bfloat16 if plan.workspace(name).dtype == "bf16" else torch.float32)
-          for name, key in WS_KEYS.items()}
+    ws = {name: torch.zeros([evaluate(d, sizes) for d in plan.workspace(name).shape],
+                            dtype=torch.bfloat16 if plan.workspace(name).dtype == "bf16" else torch.float32)
+          for name in plan.saved}
     saved = {"config": config, "x": x, "scalars": {"scale": scale_of(opt, K)}, "workspace": ws}
     state = (N, HV, K, K)
     return saved, torch.zeros(B, T, HV, K, dtype=torch.bfloat16), torch.zeros(state, dtype=torch.float32)
@@ -158,7 +146,7 @@ def test_launches_follow_the_plan_and_match_kernel_signatures(opt, K, shape):
     saved, do, dht = cpu_saved(opt, K, **shape)
     loaded = {}
 
-    def loader(config, device):
+    def loader(config, device, direction):
         plan, r = config.planned()
         loaded["plan"], loaded["module"] = plan, SignatureModule(render_unit(plan, r, "backward"))
         return loaded["module"]
@@ -173,7 +161,7 @@ def test_launches_follow_the_plan_and_match_kernel_signatures(opt, K, shape):
     want = [(k.name, tuple(evaluate(d, sizes) for d in k.grid), (k.threads,), k.smem_bytes if k.smem_dynamic else 0)
             for k in plan.direction("backward")]
     assert mod.launched == want
-    assert [w[0] for w in want] == ["k2_states", "k2_bwd", "k1_bwd"] + ["param_reduce"] * opt.use_gate_in_kernel
+    assert [w[0] for w in want] == ["states", "recurrence_bwd", "prepare_bwd"] + ["param_reduce"] * opt.use_gate_in_kernel
     for name, t in x.items():
         if name != "cu_seqlens" and t is not None:
             assert grads[name].shape == t.shape and grads[name].dtype == t.dtype, name
@@ -185,12 +173,12 @@ def test_backward_refuses_what_the_plan_does_not_describe():
 
     def run(**edit):
         broken = {**saved, "workspace": {**saved["workspace"], **edit.pop("workspace", {})}, **edit}
-        bw.backward(broken, do, dht, loader=lambda config, device: SignatureModule(""))
+        bw.backward(broken, do, dht, loader=lambda config, device, direction: SignatureModule(""))
 
-    with pytest.raises(ValueError, match=r"workspace\['ws_qd'\] has shape"):
-        run(workspace={"qd": saved["workspace"]["qd"][:, :, :8]})
+    with pytest.raises(ValueError, match=r"workspace\['ws_q_decayed'\] has shape"):
+        run(workspace={"ws_q_decayed": saved["workspace"]["ws_q_decayed"][:, :, :8]})
     with pytest.raises(TypeError, match=r"workspace\['ws_A'\] has dtype torch.bfloat16, the plan expects torch.flo"):
-        run(workspace={"A": saved["workspace"]["A"].bfloat16()})
+        run(workspace={"ws_A": saved["workspace"]["ws_A"].bfloat16()})
     with pytest.raises(TypeError, match=r"x\['g'\] has dtype torch.bfloat16, the plan expects torch.float32"):
         run(x={**saved["x"], "g": saved["x"]["g"].bfloat16()})
     with pytest.raises(KeyError, match=r"saved\['config'\] is missing"):
@@ -201,5 +189,5 @@ def test_g_dtype_is_part_of_the_plan():
     """Kernels read g and β in the dtype the caller passes: a bf16 g is a different plan and signature."""
     f32, _ = planned(KDA_FULL, 64, dtypes=Dtypes(g="f32"))
     bf16, _ = planned(KDA_FULL, 64)
-    assert {p.name: p.dtype for p in f32.kernel("k1_bwd").params}["grad_g"] == "f32"
-    assert {p.name: p.dtype for p in bf16.kernel("k1_bwd").params}["grad_g"] == "bf16"
+    assert {p.name: p.dtype for p in f32.kernel("prepare_bwd").params}["grad_in_g"] == "f32"
+    assert {p.name: p.dtype for p in bf16.kernel("prepare_bwd").params}["grad_in_g"] == "bf16"

@@ -5,14 +5,14 @@ import json
 import shutil
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
 import torch
 
 from kdagen import cli, runtime
-from kdagen.commands import compile as compile_cmd
+from kdagen.ops import precompile
+from kdagen.ops.arguments import parse_config
 from markers import needs_nvrtc
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,18 +105,17 @@ def test_cache_list_and_clear(capsys, monkeypatch, tmp_path):
 
 @pytest.fixture
 def fake_kernels(monkeypatch, tmp_path):
-    """A stand-in for kdagen.ops.forward/backward's kernel_sources: two tiny modules per call, recorded."""
+    """A stand-in for kdagen.ops.precompile.sources (what a configuration compiles): two tiny modules per
+    configuration, recorded with the arch they were asked for."""
     calls = []
 
-    def kernel_sources(call, dims, dtypes, arch):
-        calls.append((call, dims, dtypes, arch))
-        tag = f"{call.opt.op}{dims.K}"
+    def sources(config):
+        arch = config.config().arch
+        calls.append((config.call, config.dims, config.dtypes, arch))
+        tag = f"{config.call.opt.op}{config.dims.K}"
         return [(f"fake_{tag}_a", TINY.format(name="a", value=1)), (f"fake_{tag}_b", TINY.format(name="b", value=2))]
 
-    module = types.ModuleType("fake_kernel_provider")
-    module.kernel_sources = kernel_sources
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setattr(compile_cmd, "PROVIDERS", (module.__name__,))
+    monkeypatch.setattr(precompile, "sources", sources)
     monkeypatch.setenv("KDAGEN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("KDAGEN_DISABLE_JIT", raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -157,13 +156,13 @@ def test_precompile_at_import_compiles_only_what_is_missing(fake_kernels, monkey
     monkeypatch.setenv("KDAGEN_ARCH", "sm_80")
     monkeypatch.setenv("KDAGEN_PRECOMPILE", "--op kda --head-dim 64; --op gdn --head-dim 128 --use-gate-in-kernel")
     built = []
-    real = compile_cmd.compile_modules
+    real = precompile.compile_modules
 
     def spy(sources, arch, kind, jobs, progress=None, cold=True):
         timings = real(sources, arch, kind, jobs, progress, cold)
         built.append(sorted(t.uri for t in timings))
         return timings
-    monkeypatch.setattr(compile_cmd, "compile_modules", spy)
+    monkeypatch.setattr(precompile, "compile_modules", spy)
     kdagen.ops._precompile_from_environment()
     err = capsys.readouterr().err
     assert "KDAGEN_PRECOMPILE for sm_80" in err and "4/4" in err
@@ -177,18 +176,18 @@ def test_precompile_at_import_compiles_only_what_is_missing(fake_kernels, monkey
 def test_compile_takes_forward_and_backward_units_for_the_given_arch(monkeypatch):
     """The real providers: a configuration's modules are both directions' units, planned for --arch."""
     monkeypatch.setenv("KDAGEN_ARCH", "sm_90a")                              # not what --arch asks for
-    config = compile_cmd.parse_config("--op gdn --head-dim 64 --use-gate-in-kernel --gva 2")
-    sources = compile_cmd.kernel_sources(config, "sm_80")
-    uri = "gdn_sp_k64v64_c16_bf16_gbf16_bbf16_gva2_sm80"
+    config = parse_config("--op gdn --head-dim 64 --use-gate-in-kernel --gva 2 --arch sm_80")
+    sources = precompile.sources(config)
+    uri = "gdn_sp_k64v64_bf16_gbf16_bbf16_gva2_mma16_sm80"
     assert [u for u, _ in sources] == [f"{uri}_forward", f"{uri}_backward"]
     forward, backward = (src for _, src in sources)
     assert f"{uri} (forward)" in forward.splitlines()[0] and f"{uri} (backward)" in backward.splitlines()[0]
-    assert "k1_prepare(" in forward and all(f" {k}(" in backward for k in ("k2_states", "k2_bwd", "k1_bwd"))
+    assert " prepare(" in forward and all(f" {k}(" in backward for k in ("states", "recurrence_bwd", "prepare_bwd"))
 
 
 @pytest.mark.parametrize("text, message", [
     ("--op kda --head-dim", "expected one argument"),
-    ("--op kda", "required: --head-dim"),
+    ("--op kda --gva two", "invalid int value: 'two'"),
     ("--op kda --head-dim 64 --bogus", "unrecognized arguments: --bogus"),
     ("--op gdn --head-dim 64 --lower-bound -5", r"unexpected keyword argument\(s\) \['lower_bound'\]"),
     ("--op kda --head-dim 64 --lower-bound -5", "lower_bound only acts with"),
@@ -196,4 +195,4 @@ def test_compile_takes_forward_and_backward_units_for_the_given_arch(monkeypatch
 def test_a_bad_precompile_entry_names_itself(fake_kernels, monkeypatch, text, message):
     monkeypatch.setenv("KDAGEN_ARCH", "sm_90a")
     with pytest.raises(ValueError, match=f"configuration '{text}': .*{message}"):
-        compile_cmd.precompile(["--op gdn --head-dim 64", text])
+        precompile.precompile(["--op gdn --head-dim 64", text])

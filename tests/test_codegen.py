@@ -27,20 +27,20 @@ def test_environment_is_strict(kda, monkeypatch):
 
     def missing_kpt(plan, kernel, recurrence):
         ctx = full(plan, kernel, recurrence)
-        ctx["opt"] = {k: v for k, v in ctx["opt"].items() if k != "kpt"}
+        ctx["opt"] = {k: v for k, v in vars(ctx["opt"]).items() if k != "kpt"}
         return ctx
     monkeypatch.setattr(sys.modules["kdagen.codegen.render"], "kernel_context", missing_kpt)
     with pytest.raises(jinja2.UndefinedError, match="kpt"):
-        render_kernel(plan, plan.kernel("k1_prepare"), r)
+        render_kernel(plan, plan.kernel("prepare"), r)
 
 
 def test_forward_unit(kda):
     plan, r = kda
     text = render_unit(plan, r, "forward")
-    for needle in (f"generated CUDA: {plan.uri} (forward)", "exponent form: factored", "#include <cuda_bf16.h>",
-                   '__global__ void __launch_bounds__(128, 4) k1_prepare(', 'k2_recurrence(',
+    for needle in (f"generated CUDA: {plan.uri} (forward)", "exponent form factored", "#include <cuda_bf16.h>",
+                   '__global__ void __launch_bounds__(128, 4) prepare(', 'recurrence(',
                    "-- emitted from the DSL graph", "kdg::sigmoid", "// ===== templates/common/ptx.cuh =====", "// ===== templates/sm80/ptx.cuh =====",
-                   f"unsigned char smem_raw[{plan.kernel('k1_prepare').smem_bytes}]",
+                   f"unsigned char smem_raw[{plan.kernel('prepare').smem_bytes}]",
                    "mbarrier ready[2], arrive count 32"):
         assert needle in text, needle
     assert "{{" not in text and "{% " not in text
@@ -49,9 +49,9 @@ def test_forward_unit(kda):
 
 def test_missing_template_is_named(kda):
     plan, r = kda
-    k = plan.kernel("k1_prepare")
-    broken = type(k)(**{**k.__dict__, "template": "fwd/nope.cu.j2"})
-    with pytest.raises(CodegenError, match="kernel 'k1_prepare': template templates/fwd/nope.cu.j2 does not exist"):
+    k = plan.kernel("prepare")
+    broken = type(k)(**{**k.__dict__, "template": "mma16/nope.cu.j2"})
+    with pytest.raises(CodegenError, match="kernel 'prepare': template templates/mma16/nope.cu.j2 does not exist"):
         render_kernel(plan, broken, r)
 
 
@@ -68,23 +68,23 @@ def _block(text: str) -> str:
     return text.split("-- emitted from the DSL graph")[1].split("-- end of the emitted block")[0]
 
 
-def test_dsl_only_recurrence_changes_k1_only(kda):
+def test_dsl_only_recurrence_changes_prepare_only(kda):
     plan, r = kda
     custom = dsl.build(softsign_gate)
     cplan = verify(make_plan(Problem(custom, "softsign", 128, 128)))
-    mine = render_kernel(cplan, cplan.kernel("k1_prepare"), custom)
-    theirs = render_kernel(plan, plan.kernel("k1_prepare"), r)
+    mine = render_kernel(cplan, cplan.kernel("prepare"), custom)
+    theirs = render_kernel(plan, plan.kernel("prepare"), r)
     assert _block(mine) != _block(theirs) and "n_w[KPT]" in _block(mine) and "A_log" not in mine
-    assert "const float* __restrict__ w" in mine
-    assert render_kernel(cplan, cplan.kernel("k2_recurrence"), custom) == render_kernel(
-        plan, plan.kernel("k2_recurrence"), r)
+    assert "const float* __restrict__ in_w" in mine
+    assert render_kernel(cplan, cplan.kernel("recurrence"), custom) == render_kernel(
+        plan, plan.kernel("recurrence"), r)
 
 
 def test_uri_and_hash(kda):
     plan, _ = kda
-    assert plan.uri == "kda_lb5_l2_bsig_k128v128_c16_bf16_gbf16_bbf16_gva1_sm90a"
-    assert default_problem("gdn", head_dim=64, gva_ratio=2, varlen=True, arch="sm_80").uri() == \
-        "gdn_sp_l2_bsig_k64v64_c16_bf16_gbf16_bbf16_gva2_varlen_sm80"
+    assert plan.uri == "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a"
+    assert default_problem("gdn", head_dim=64, gva_ratio=2, varlen=True, arch="sm_80").uri("mma16") == \
+        "gdn_sp_l2_bsig_k64v64_bf16_gbf16_bbf16_gva2_varlen_mma16_sm80"
     assert content_hash("a") == content_hash("a") != content_hash("b") and len(content_hash("a")) == 16
 
 

@@ -10,13 +10,15 @@ import torch
 from kdagen import dsl
 from kdagen.codegen import emulate
 from kdagen.ops.api import make_call
-from kdagen.ops.forward import WS_KEYS, chunk_layout, forward, launch, workspace_errors
+from kdagen.ops.forward import forward, launch
+from kdagen.ops.launcher import chunk_layout
 from kdagen.plan import Problem, make_plan, verify
 from kdagen.plan.sizes import evaluate, launch_sizes
 from kdagen.reference import Options, chunked
 from kdagen.reference.chunked import chunk_delta_rule_fwd
 from kdagen.reference.inputs import make_inputs
 from kdagen.reference.options import prologue, scale_of, state_in
+from kdagen.reference.workspace import workspace_errors
 
 pytestmark = pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
 
@@ -37,8 +39,8 @@ def kernel_inputs(opt: Options, g_dtype=torch.bfloat16, beta_dtype=torch.bfloat1
     return xk, xr
 
 
-def emulated_loader(config, device):
-    return emulate.build(*config.planned())
+def emulated_loader(config, device, direction):
+    return emulate.build(*config.planned(), direction)
 
 
 def run_op(op: str, options: dict, **shape):
@@ -83,35 +85,36 @@ def test_forward_matches_the_reference(case):
 
 
 # bf16 tensors at bf16 rounding; fp32 ones from bf16x3 products or fp32 arithmetic
-WORKSPACE_TOL = {"qd": 5e-3, "kd": 5e-3, "kr": 5e-3, "gte": 1e-5, "A": 1e-4, "Mqk": 1e-4, "beta": 1e-6}
+WORKSPACE_TOL = {"ws_q_decayed": 5e-3, "ws_k_decayed": 5e-3, "ws_k_to_end": 5e-3, "ws_decay_total": 1e-5, "ws_A": 1e-4,
+                 "ws_Mqk": 1e-4, "ws_beta": 1e-6}
 
 
 def test_prepare_workspace_term_by_term(case):
-    """K1's outputs per (chunk, value head) against the float64 chunk terms; rows past a chunk's end zero."""
+    """prepare's outputs per (chunk, value head) against the float64 chunk terms; rows past a chunk's end zero."""
     name, (o, ht, saved, xr, opt) = case
-    errors = workspace_errors(saved, xr, opt)
+    errors = workspace_errors(saved["workspace"], xr, opt, saved["plan"].chunk)
     assert errors.pop("tail_max") == 0, f"{name}: workspace rows past a chunk's end are not zero"
     for key, err in errors.items():
         assert err <= WORKSPACE_TOL[key], f"{name}: workspace {key} relative L2 {err:.2e} > {WORKSPACE_TOL[key]}"
 
 
 def test_store_states_mode():
-    """k2_states (K2 run in the backward) writes the state entering every chunk, [V, K] in bf16."""
+    """states (the recurrence run again in the backward) writes the state entering every chunk, [V, K] in bf16."""
     op, options, shape = CASES["kda_factored_varlen_gva"]
     o, ht, saved, xr, opt = run_op(op, options, **shape)
     plan = saved["plan"]
-    module = emulate.build(plan, saved["recurrence"], ["k2_states"])
+    module = emulate.build(plan, saved["recurrence"], ["states"])
     x = saved["x"]
     B, T, H = x["q"].shape[:3]
     HV = x["v"].shape[2]
     cu, offsets = chunk_layout(x["cu_seqlens"], B, T, 16, "cpu")
     sizes = launch_sizes(B=B, T=T, H=H, HV=HV, chunk=16, num_seqs=cu.numel() - 1)
-    k = plan.kernel("k2_states")
-    ws = {n: saved["workspace"][key] for n, key in WS_KEYS.items()}
+    k = plan.kernel("states")
+    ws = saved["workspace"]
     states = torch.full((sizes["chunks"], HV, 64, 64), float("nan"), dtype=torch.bfloat16)
     values = {**ws, "v": x["v"], "h0": x["initial_state"], "cu_seqlens": cu, "chunk_offsets": offsets,
               "T": B * T, "N": cu.numel() - 1, "ws_states": states}
-    module.launch("k2_states", tuple(evaluate(d, sizes) for d in k.grid), (k.threads,),
+    module.launch("states", tuple(evaluate(d, sizes) for d in k.grid), (k.threads,),
                   [values[p.name] for p in k.params])
     p = prologue(xr, opt)
     _, _, ref_states = chunk_delta_rule_fwd(p["q"], p["k"], xr["v"], p["a"], p["beta"], scale_of(opt, 64),

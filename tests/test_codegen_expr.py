@@ -46,9 +46,9 @@ def _host_run(graph, outputs: dict, seeds=()) -> tuple:
     bind = []
     for i, n in enumerate(leaves):
         step = ("t * K" if rows(n) else "t") if graph.nodes[n]["op"] == "token_input" else "0"
-        bind.append(f"const float* {n}_row = in[{i}] + {step};")
+        bind.append(f"const float* in_{n}_row = in[{i}] + {step};")
     for i, n in enumerate(scalars):
-        bind.append(f"const float {n} = sc[{i}];")
+        bind.append(f"const float sc_{n} = sc[{i}];")
     for i, (role, row) in enumerate(seeds):
         bind.append(f"float seed_{role}[KPT]; kdg::load_row(seed_{role}, sd[{i}] + t * K, true);" if row
                     else f"const float seed_{role} = sd[{i}][t];")
@@ -157,10 +157,11 @@ def test_adjoint_block_matches_the_interpreter(build, tmp_path):
 
 def test_emitted_forward_prologue_names_its_inputs():
     plan_problem = default_problem("kda")
-    p = forward_prologue(plan_problem.recurrence, {"q": "bf16", "k": "bf16", "g": "bf16", "beta": "bf16",
-                                                   "A_log": "f32", "dt_bias": "f32"})
+    p = forward_prologue(plan_problem.recurrence, {"in_q": "bf16", "in_k": "bf16", "in_g": "bf16", "in_beta": "bf16",
+                                                   "in_A_log": "f32", "in_dt_bias": "f32"})
     heads = {x["name"]: x["heads"] for x in p.inputs}
     assert heads == {"q": "H", "k": "H", "g": "HV", "beta": "HV", "A_log": "HV", "dt_bias": "HV"}
+    assert {x["name"]: (x["param"], x["ptr"]) for x in p.inputs}["A_log"] == ("in_A_log", "in_A_log_row")
     for needle in ("float q_hat[KPT]", "row_sum(ss)", "kdg::sigmoid", "const float beta_val", "1e-06f"):
         assert needle in p.block.code
 
@@ -176,12 +177,3 @@ def test_emitter_errors_name_the_node():
         emit_block(r.graph, {"x": "v"})
     with pytest.raises(CodegenError, match="node 'nothere': not in graph"):
         emit_block(r.graph, {"x": "nothere"})
-
-
-def test_reserved_input_names_are_rejected():
-    def rec(r):
-        q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
-        r.delta_rule(query=q, key=k, value=v, beta=r.token_input("tok"), decay=r.token_input("g"),
-                     scale=r.scalar("scale"))
-    with pytest.raises(CodegenError, match="node 'tok': this input name collides"):
-        forward_prologue(dsl.build(rec), {})

@@ -8,8 +8,11 @@ import json
 import pytest
 
 from kdagen import dsl
-from kdagen.plan import (ARCHS, Barrier, Buffer, PlanError, Plan, Problem, Step, Workspace, default_problem, default_problems,
-                         evaluate, exponent_form, launch_sizes, make_plan, problem_from_options, problems, verify)
+from kdagen.plan import (ARCHS, Barrier, Buffer, Kernel, Param, Pipeline, PlanError, Plan, Problem, Role, Step, Workspace,
+                         default_problem, default_problems, evaluate, exponent_form, launch_sizes, make_plan,
+                         problem_from_options, problems, verify)
+from kdagen.plan.model import TensorMapSpec
+from kdagen.plan.smem import assign_offsets
 from kdagen.plan.describe import describe, to_dot
 from kdagen.reference import Options
 
@@ -19,11 +22,12 @@ def kda_plan():
     return make_plan(default_problem("kda"))
 
 
-@pytest.mark.parametrize("problem", default_problems(), ids=lambda p: p.uri())
+@pytest.mark.parametrize("problem", default_problems(), ids=lambda p: p.uri("any"))
 def test_default_plans_verify(problem):
     plan = verify(make_plan(problem))
-    assert [k.name for k in plan.kernels] == ["k1_prepare", "k2_recurrence", "k2_states", "k2_bwd", "k1_bwd",
+    assert [k.name for k in plan.kernels] == ["prepare", "recurrence", "states", "recurrence_bwd", "prepare_bwd",
                                               "param_reduce"]
+    assert plan.family == "mma16" and plan.uri.endswith(f"_mma16_{problem.arch.replace('_', '')}")
     limit = ARCHS[problem.arch].smem_per_block
     assert all(k.smem_bytes <= limit for k in plan.kernels)
 
@@ -44,9 +48,14 @@ def test_json_round_trip(kda_plan):
     gdn = make_plan(default_problem("gdn"))          # -inf decay bound survives JSON
     assert Plan.from_json(gdn.to_json()).decay_interval[0] == float("-inf")
     old = json.loads(text)
-    old["version"] = 1                                 # a plan written before problem.qk_inputs existed
-    with pytest.raises(ValueError, match="format version 1, this kdagen reads 2: emit it again"):
+    old["version"] = 2                                 # a plan written before kernel families existed
+    with pytest.raises(ValueError, match="format version 2, this kdagen reads 3: emit it again"):
         Plan.from_dict(old)
+    assert type(again.kernel("prepare").options).__name__ == "PrepareOptions"       # typed options survive
+    bad = json.loads(text)
+    bad["kernels"][0]["options"]["type"] = "NoSuchOptions"
+    with pytest.raises(ValueError, match="unknown kernel options type 'NoSuchOptions'"):
+        Plan.from_dict(bad)
 
 
 @pytest.mark.parametrize("opt, form", [
@@ -60,9 +69,10 @@ def test_json_round_trip(kda_plan):
 def test_exponent_form_from_bounds(opt, form):
     plan = make_plan(problem_from_options(Options(**opt), K=64, V=64, arch="sm_90a"))
     assert plan.exponent_form == form
-    k1 = plan.kernel("k1_prepare")
-    assert k1.options["form"] == form
-    assert {b.name for b in k1.buffers} >= ({"qd", "kd", "ki"} if form == "factored" else {"qf", "kf"})
+    k1 = plan.kernel("prepare")
+    assert k1.options.form == form
+    assert {b.name for b in k1.buffers} >= ({"q_decayed", "k_decayed", "k_inv"} if form == "factored"
+                                             else {"q_hat", "k_hat"})
 
 
 def test_exponent_form_rule():
@@ -75,12 +85,12 @@ def test_exponent_form_rule():
 @pytest.mark.parametrize("op", ["kda", "gdn"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_backward_plan_describes_the_built_kernels(op, head_dim):
-    """K2_bwd: V/16 warps, no producer, __syncthreads only; its shared memory is the tiles the template
-    uses (161600 B at K = V = 128, within sm_80's limit); K1_bwd: 16 lanes per token row, static smem."""
+    """recurrence_bwd: V/16 warps, no producer, __syncthreads only; its shared memory is the tiles the template
+    uses (161600 B at K = V = 128, within sm_80's limit); prepare_bwd: 16 lanes per token row, static smem."""
     K = head_dim
     plan = verify(make_plan(default_problem(op, head_dim=K, arch="sm_80")))
-    assert [k.name for k in plan.direction("backward")] == ["k2_states", "k2_bwd", "k1_bwd", "param_reduce"]
-    k2 = plan.kernel("k2_bwd")
+    assert [k.name for k in plan.direction("backward")] == ["states", "recurrence_bwd", "prepare_bwd", "param_reduce"]
+    k2 = plan.kernel("recurrence_bwd")
     assert k2.threads == K // 16 * 32 and [r.name for r in k2.roles] == ["all"] and not k2.pipelines
     assert [(b.name, b.kind, b.count) for b in k2.barriers] == [("sync", "cta", k2.threads)]
     C, ldk, ldv, ldc, nw = 16, K + 8, K + 8, 24, K // 16      # bf16 rows padded by 8: ldmatrix without conflicts
@@ -89,22 +99,24 @@ def test_backward_plan_describes_the_built_kernels(op, head_dim):
     assert k2.smem_bytes == tiles and k2.smem_dynamic
     if K == 128:
         assert k2.smem_bytes == 161600 <= ARCHS["sm_80"].smem_per_block
-    k1 = plan.kernel("k1_bwd")
-    assert k1.threads == 256 and k1.options["lanes_per_row"] == 16 and not k1.smem_dynamic
+    k1 = plan.kernel("prepare_bwd")
+    assert k1.threads == 256 and k1.options.lanes_per_row == 16 and not k1.smem_dynamic
     assert ("F" in [b.name for b in k1.buffers]) == (op == "gdn")          # a per-head decay's C×C factors
-    assert plan.kernel("k2_states").options["mode"] == "store_states"
-    assert plan.workspace("ws_states").producer == "k2_states" and plan.workspace("ws_states").dtype == "bf16"
+    assert plan.kernel("states").options.mode == "store_states"
+    assert plan.workspace("ws_states").producer == "states" and plan.workspace("ws_states").dtype == "bf16"
+    assert plan.saved == ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_A", "ws_Mqk", "ws_beta"]
     sums = {w.name for w in plan.workspaces if w.consumers == ["param_reduce"]}
     assert sums == {"ws_part_A_log", "ws_part_dt_bias"}
 
 
 def test_problem_rejects_unplannable():
     r = default_problem("kda").recurrence
-    for kw, msg in ((dict(K=96), "K=96"), (dict(chunk=64), "chunk=64"), (dict(arch="sm_70"), "arch='sm_70'"),
-                    (dict(name="a b"), "name='a b'")):
+    for kw, msg in ((dict(K=0), "K=0"), (dict(arch="sm_70"), "arch='sm_70'"), (dict(name="a b"), "name='a b'")):
         args = dict(recurrence=r, name="kda", K=128, V=128) | kw
         with pytest.raises(PlanError, match=msg):
             Problem(**args)
+    with pytest.raises(PlanError, match=r"no kernel family supports this problem:\n  mma16: K=96, V=96"):
+        make_plan(Problem(r, "kda", 96, 96))
 
 
 def test_value_operand_must_be_an_input():
@@ -130,8 +142,8 @@ def test_sizes():
 
 def test_describe_and_dot(kda_plan):
     text = describe(kda_plan)
-    for needle in ("kernel k2_recurrence", "roles", "barriers", "ready", "mbarrier", "arrive count", "mma/thread",
-                   "shared memory", "ws_qd", "steps (program order)", "exponent form 'factored'"):
+    for needle in ("kernel recurrence", "roles", "barriers", "ready", "mbarrier", "arrive count", "mma/thread",
+                   "shared memory", "ws_q_decayed", "steps (program order)", "exponent form 'factored'", "family mma16"):
         assert needle in text
     assert to_dot(kda_plan).count("->") == sum(len(w.consumers) for w in kda_plan.workspaces)
 
@@ -143,13 +155,13 @@ def _k(plan, name):
 
 
 def _cycle(plan):
-    plan.workspaces.append(Workspace("ws_loop", ("chunks",), "f32", "k2_recurrence", ["k1_prepare"]))
-    _k(plan, "k2_recurrence").steps[-1].global_writes.append("ws_loop")
-    _k(plan, "k1_prepare").steps[0].global_reads.append("ws_loop")
+    plan.workspaces.append(Workspace("ws_loop", ("chunks",), "f32", "recurrence", ["prepare"]))
+    _k(plan, "recurrence").steps[-1].global_writes.append("ws_loop")
+    _k(plan, "prepare").steps[0].global_reads.append("ws_loop")
 
 
 def _big_buffer(plan):
-    k = _k(plan, "k1_prepare")
+    k = _k(plan, "prepare")
     k.buffers.append(Buffer("huge", (300 * 1024,), "f32", offset=k.smem_bytes))
     k.steps[0].writes.append("huge")
     k.steps[1].reads.append("huge")
@@ -158,43 +170,43 @@ def _big_buffer(plan):
 
 
 def _alias(plan):
-    for b in _k(plan, "k1_prepare").buffers:
-        if b.name in ("kd", "ki"):
+    for b in _k(plan, "prepare").buffers:
+        if b.name in ("k_decayed", "k_inv"):
             b.alias = "u"
 
 
 BROKEN = [
-    ("role regs above the cap", lambda p: setattr(_k(p, "k1_prepare"), "min_ctas_per_sm", 5),
+    ("role regs above the cap", lambda p: setattr(_k(p, "prepare"), "min_ctas_per_sm", 5),
      "role 'all' plans 128 registers/thread above the launch-bound cap"),
     ("register file", lambda p: [setattr(r, "regs", 248) or setattr(r, "setmaxnreg", True)
-                                 for r in _k(p, "k1_prepare").roles], "register file overflow"),
+                                 for r in _k(p, "prepare").roles], "register file overflow"),
     ("setmaxnreg granularity", lambda p: [setattr(r, "setmaxnreg", True) or setattr(r, "regs", 100)
-                                          for r in _k(p, "k2_recurrence").roles], "multiple of 8"),
+                                          for r in _k(p, "recurrence").roles], "multiple of 8"),
     ("smem limit", _big_buffer, "exceeds the sm_90a limit"),
-    ("static smem", lambda p: setattr(_k(p, "k2_recurrence"), "smem_bytes", 60 * 1024), "static shared memory"),
-    ("arrive count", lambda p: setattr(_k(p, "k2_recurrence").barrier("ready"), "count", 31),
+    ("static smem", lambda p: setattr(_k(p, "recurrence"), "smem_bytes", 60 * 1024), "static shared memory"),
+    ("arrive count", lambda p: setattr(_k(p, "recurrence").barrier("ready"), "count", 31),
      "barrier 'ready' arrive count 31 != 32"),
-    ("arrive role", lambda p: setattr(_k(p, "k2_recurrence").barrier("free"), "arrivals", [("mma", "warp")]),
+    ("arrive role", lambda p: setattr(_k(p, "recurrence").barrier("free"), "arrivals", [("mma", "warp")]),
      "barrier 'free' arrive count 128 != 4"),
-    ("read before write", lambda p: _k(p, "k2_recurrence").steps[1].writes.remove("kd_s"),
-     "buffer 'kd_s' is read by step 'state_products' before any step writes it"),
-    ("missing barrier", lambda p: _k(p, "k1_prepare").steps[1].waits.clear(),
+    ("read before write", lambda p: _k(p, "recurrence").steps[1].writes.remove("k_decayed"),
+     "buffer 'k_decayed' is read by step 'state_products' before any step writes it"),
+    ("missing barrier", lambda p: _k(p, "prepare").steps[1].waits.clear(),
      "written by step 'prologue' (all/row) and read by step 'cumsum' (all/column) with no barrier"),
-    ("overlapping roles", lambda p: setattr(_k(p, "k2_recurrence").role("load"), "warps", (3, 5)),
+    ("overlapping roles", lambda p: setattr(_k(p, "recurrence").role("load"), "warps", (3, 5)),
      "roles must cover warps 0..4 exactly once (overlapping: [3]"),
-    ("named barrier id", lambda p: _k(p, "k2_recurrence").barriers.append(
+    ("named barrier id", lambda p: _k(p, "recurrence").barriers.append(
         Barrier("exchange", "named", 128, [("mma", "thread")], ["mma"], id=0)), "needs an id in 1..15"),
-    ("pipeline stages", lambda p: setattr(_k(p, "k2_recurrence").buffer("v_s"), "stages", 3),
-     "pipeline 'chunk_ring' buffer 'v_s' has 3 stages"),
-    ("alias lifetimes", _alias, "buffers 'kd' and 'ki' share alias group 'u' but are live at once"),
-    ("dead buffer", lambda p: _k(p, "k1_prepare").steps[3].reads.remove("beta_s"),
-     "buffer 'beta_s' is written but never read"),
+    ("pipeline stages", lambda p: setattr(_k(p, "recurrence").buffer("v"), "stages", 3),
+     "pipeline 'chunk_ring' buffer 'v' has 3 stages"),
+    ("alias lifetimes", _alias, "buffers 'k_decayed' and 'k_inv' share alias group 'u' but are live at once"),
+    ("dead buffer", lambda p: _k(p, "prepare").steps[3].reads.remove("beta"),
+     "buffer 'beta' is written but never read"),
     ("launch order", lambda p: p.kernels.insert(0, p.kernels.pop(1)),
-     "workspace 'ws_qd' is consumed by 'k2_recurrence' (launch 0) before its producer 'k1_prepare' (launch 1)"),
+     "workspace 'ws_q_decayed' is consumed by 'recurrence' (launch 0) before its producer 'prepare' (launch 1)"),
     ("kernel cycle", _cycle, "kernel dependency cycle"),
-    ("undeclared workspace", lambda p: _k(p, "k1_prepare").steps[2].global_writes.append("ws_nowhere"),
+    ("undeclared workspace", lambda p: _k(p, "prepare").steps[2].global_writes.append("ws_nowhere"),
      "writes workspace 'ws_nowhere', which the plan does not declare"),
-    ("unknown step role", lambda p: _k(p, "k2_recurrence").steps.append(Step("x", "ghost", "strip")),
+    ("unknown step role", lambda p: _k(p, "recurrence").steps.append(Step("x", "ghost", "strip")),
      "step 'x' runs on unknown role 'ghost'"),
 ]
 
@@ -208,3 +220,95 @@ def test_broken_plans_are_rejected(kda_plan, name, breaks, message):
     assert any(message in f for f in found), found
     with pytest.raises(PlanError, match="fails verification"):
         verify(plan)
+
+
+# ---- the Hopper vocabulary: swizzled buffers, transaction bytes, tensor maps, setmaxnreg quotas ----------
+
+def _tma_kernel() -> Kernel:
+    """A small valid kernel in the Hopper vocabulary: a producer warp group filling a 2-stage ring of 128-byte
+    swizzled bf16 tiles by bulk tensor copies (one elected arrive.expect_tx per stage), a consumer warp group
+    releasing them; setmaxnreg quotas; the tile's tensor map a parameter."""
+    stage = Buffer("tile", (64, 64), "bf16", stages=2, align=1024, swizzle=128)
+    tile_map = TensorMapSpec(tensor="ws_q_decayed", dtype="bf16", dims=[64, "chunks * HV * 16"], strides=[64],
+                             box=[64, 64], swizzle=128, buffer="tile")
+    k = Kernel(
+        name="tma_probe", kind="probe", template="none", direction="forward", grid=["N"], threads=256,
+        min_ctas_per_sm=1,
+        roles=[Role("producer", (0, 4), regs=40, setmaxnreg=True), Role("consumer", (4, 8), regs=232, setmaxnreg=True)],
+        buffers=[stage],
+        barriers=[Barrier("ready", "mbarrier", 1, [("producer", "elected")], ["consumer"], stages=2,
+                          tx_bytes=stage.stage_bytes),
+                  Barrier("free", "mbarrier", 128, [("consumer", "thread")], ["producer"], stages=2)],
+        pipelines=[Pipeline("ring", 2, "producer", ["consumer"], "ready", "free", ["tile"], copy="tma")],
+        steps=[Step("load", "producer", "tma", writes=["tile"], waits=["free"], arrives=["ready"], loop=True),
+               Step("use", "consumer", "wgmma", reads=["tile"], waits=["ready"], arrives=["free"], loop=True)],
+        params=[Param("tile_map", "tensor_map", "bf16", tensor_map=tile_map)])
+    return assign_offsets(k, ARCHS["sm_90a"].static_smem)
+
+
+@pytest.fixture()
+def tma_plan(kda_plan):
+    plan = copy.deepcopy(kda_plan)
+    plan.kernels.append(_tma_kernel())
+    assert problems(plan) == []
+    return plan
+
+
+def _tma(plan):
+    return plan.kernel("tma_probe")
+
+
+def _map(plan):
+    return _tma(plan).params[0].tensor_map
+
+
+HOPPER_BROKEN = [
+    ("swizzle row", lambda p: setattr(_tma(p).buffer("tile"), "shape", (64, 32)),
+     "buffer 'tile' rows are 64 B, its 128-byte swizzle needs rows of exactly one span"),
+    ("swizzle alignment", lambda p: setattr(_tma(p).buffer("tile"), "align", 128),
+     "buffer 'tile' with a 128-byte swizzle must be aligned to 1024 B"),
+    ("swizzle period", lambda p: setattr(_tma(p).buffer("tile"), "shape", (60, 64)),
+     "buffer 'tile' stages of 7680 B break the 1024-byte swizzle period"),
+    ("swizzle kind", lambda p: setattr(_tma(p).buffer("tile"), "swizzle", 96), "swizzle 96 is not one of"),
+    ("misaligned offset", lambda p: setattr(_tma(p).buffer("tile"), "offset", 16 + 1024),
+     "buffer 'tile' at offset 1040"),
+    ("tx bytes", lambda p: setattr(_tma(p).barrier("ready"), "tx_bytes", 4096),
+     "fills 8192 B per stage by bulk copies, but its ready barrier 'ready' expects 4096 transaction bytes"),
+    ("tx bytes on cp.async", lambda p: setattr(_tma(p).pipelines[0], "copy", "cp.async"),
+     "copies with cp.async, which counts no bytes, yet barrier 'ready' expects 8192"),
+    ("tx bytes off an mbarrier", lambda p: _tma(p).barriers.append(
+        Barrier("x", "named", 128, [("consumer", "thread")], ["consumer"], id=3, tx_bytes=64)),
+     "only an mbarrier counts bytes"),
+    ("copy kind", lambda p: setattr(_tma(p).pipelines[0], "copy", "dma"), "copy kind 'dma' is not one of"),
+    ("tensor-map box", lambda p: setattr(_map(p), "box", [64, 512]), "has a dimension outside 1..256"),
+    ("tensor-map span", lambda p: setattr(_map(p), "box", [32, 64]),
+     "inner box of 64 B must equal its 128-byte swizzle span"),
+    ("tensor-map stride", lambda p: setattr(_map(p), "strides", [36]), "stride of 36 elements (72 B)"),
+    ("tensor-map rank", lambda p: setattr(_map(p), "strides", []), "rank 2 box with 2 dims and 0 strides"),
+    ("tensor-map buffer", lambda p: setattr(_map(p), "buffer", "nowhere"), "lands in unknown buffer 'nowhere'"),
+    ("tensor-map dtype", lambda p: setattr(_map(p), "dtype", "f32"),
+     "dtype f32 but workspace 'ws_q_decayed' holds bf16"),
+    ("tensor-map tensor", lambda p: setattr(_map(p), "tensor", "ws_nowhere"), "is not a workspace of the plan"),
+    ("tensor-map spec", lambda p: setattr(_tma(p).params[0], "tensor_map", None), "lacks its tensor-map spec"),
+    ("tensor map on sm_80", lambda p: p.problem.update(arch="sm_80"), "sm_80 has no bulk tensor copies"),
+    ("quota for every warp group", lambda p: setattr(_tma(p).role("producer"), "setmaxnreg", False),
+     "have no setmaxnreg quota while ['consumer'] do"),
+    ("quota needs one CTA per SM", lambda p: setattr(_tma(p), "min_ctas_per_sm", 2),
+     "setmaxnreg needs a register cap at entry, __launch_bounds__(256, 1)"),
+    ("quota range", lambda p: setattr(_tma(p).role("consumer"), "regs", 264), "must be a multiple of 8 in [24, 256]"),
+    ("quota whole warp groups", lambda p: [setattr(_tma(p).role("producer"), "warps", (0, 2)),
+                                           setattr(_tma(p).role("consumer"), "warps", (2, 8))],
+     "uses setmaxnreg but warps (0, 2) are not whole warp groups"),
+    ("quota register file", lambda p: setattr(_tma(p).role("producer"), "regs", 296 - 8),
+     "register file overflow"),
+    ("saved from the backward", lambda p: p.saved.append("ws_states"),
+     "saved workspace 'ws_states' is not produced by a forward kernel"),
+]
+
+
+@pytest.mark.parametrize("name, breaks, message", HOPPER_BROKEN, ids=[b[0] for b in HOPPER_BROKEN])
+def test_broken_hopper_plans_are_rejected(tma_plan, name, breaks, message):
+    plan = copy.deepcopy(tma_plan)
+    breaks(plan)
+    found = problems(plan)
+    assert any(message in f for f in found), found

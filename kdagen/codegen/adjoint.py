@@ -1,11 +1,11 @@
-"""The recurrence-specific part of K1_bwd: four emitted blocks and the names that bind them.
+"""The recurrence-specific part of prepare_bwd: four emitted blocks and the names that bind them.
 
-`backward_prologue(r, ctypes)` is what templates/bwd/k1_bwd.cu.j2 reads as `k1`:
+`backward_prologue(r, ctypes)` is what templates/mma16/prepare_bwd.cu.j2 reads as `k1`:
   qk_fwd  q̂, k̂ of the q/k head (recomputed)
   v_fwd   the decay a and β of a value head (recomputed)
   v_bwd   the adjoint of the value head's inputs and head parameters, seeded with d_decay, d_beta
   qk_bwd  the adjoint of the q/k inputs, seeded with the GVA-summed dq̂, dk̂ (q̂, k̂ given from shared memory)
-A head parameter's gradient leaves v_bwd as a per-token term; K1_bwd sums it over the chunk's rows and
+A head parameter's gradient leaves v_bwd as a per-token term; prepare_bwd sums it over the chunk's rows and
 param_reduce over chunks. That is exact because an adjoint is linear in its seeds: whatever follows the
 DSL's sum_tokens node (e.g. the factor e^A_log) distributes over the sum.
 """
@@ -14,17 +14,9 @@ from __future__ import annotations
 import networkx as nx
 
 from ..dsl import autodiff
+from ..plan.families.base import grad_param, input_param, scalar_param
 from ..plan.problem import qk_inputs as problem_qk_inputs
 from .expr import CodegenError, c_float, emit
-
-# Names K1_bwd declares itself (and those the emitted blocks use inside their scopes): an input or scalar
-# of the recurrence may not take one, nor one of the prefixes of its own bindings.
-K1_NAMES = {"C", "K", "DECAY_PER_CHANNEL", "LPR", "K1T", "KPT", "GK", "row_sum", "smem_raw", "c", "jh", "HV", "H",
-            "G", "N", "tid", "i", "rl", "d0", "core_scale", "n", "hi", "mid", "tok0", "L", "valid", "tok", "dgc", "kbr",
-            "dqh", "dkh", "gi", "h", "ws", "bi", "Gi", "bq", "R", "bki", "kR", "e", "at", "Gl", "Ei", "Ri", "qv", "kv",
-            "b_q", "b_kd", "b_kr", "col", "ii", "jj", "mq", "mk", "F", "kf", "x", "rev", "total", "acc", "cu_seqlens",
-            "chunk_offsets", "j", "r", "s", "ss"}
-K1_PREFIXES = ("grad_", "ws_", "s_", "ld_", "given_", "seed_", "n_", "d_")
 
 
 def _ancestors_of(graph: nx.DiGraph, nodes, op: str) -> list[str]:
@@ -36,18 +28,14 @@ def _ancestors_of(graph: nx.DiGraph, nodes, op: str) -> list[str]:
 
 def backward_prologue(r, ctypes: dict) -> dict:
     """The blocks, their bindings, the token gradients and head parameters of recurrence r; ctypes maps each
-    leaf to the C element type the plan gives its kernel argument."""
+    kernel parameter to the C element type the plan gives it. The blocks' outputs are named d_<input>."""
     ops = r.core_operands()
     b = autodiff.backward(r, saved=())
-    for name in [*r.token_inputs, *r.head_params, *r.scalars]:
-        if name in K1_NAMES or name.startswith(K1_PREFIXES) or name.endswith("_row"):
-            raise CodegenError(f"node {name!r}: this input of recurrence {r.name!r} collides with a name K1_bwd "
-                               "declares; rename it")
     qk_inputs = problem_qk_inputs(r)
     v_inputs = [n for n in r.token_inputs if n not in qk_inputs and n != ops["value"]]
     for name in _ancestors_of(r.graph, (ops["query"], ops["key"]), "head_param"):
         raise CodegenError(f"node {name!r}: a head parameter feeding the query/key, which live on the q/k heads; "
-                           "K1_bwd binds head parameters per value head")
+                           "prepare_bwd binds head parameters per value head")
     for name in qk_inputs:
         if tuple(r.graph.nodes[name]["shape"]) != ("K",):
             raise CodegenError(f"node {name!r}: a token input feeding the query/key but not a K row")
@@ -75,19 +63,23 @@ def backward_prologue(r, ctypes: dict) -> dict:
 
     def bind(block):
         """Pointers to the leaves `block` reads, and the given arrays (q̂, k̂ from shared memory)."""
-        lines = [f"const {ctypes[n]}* {n}_row = {n} + {where(n)};" for n in block.leaves]
-        for node, tile in ((ops["query"], "qh"), (ops["key"], "kh")):
+        lines = [f"const {ctypes[input_param(n)]}* {input_param(n)}_row = {input_param(n)} + {where(n)};"
+                 for n in block.leaves]
+        for node, tile in ((ops["query"], "q_hat"), (ops["key"], "k_hat")):
             if node in block.given:
                 lines += [f"float given_{node}[KPT];",
                           f"for (int e = 0; e < KPT; ++e) given_{node}[e] = s_{tile}[i * K + d0 + e];"]
         return "\n".join(lines)
 
     scale = r.graph.nodes[ops["scale"]]
+    def names(n):
+        return {"name": n, "grad": grad_param(n), "row": row(n)}
+
     return {
-        "qk_leaves": [{"name": n} for n in qk_inputs],
-        "token_grads": [{"name": n, "row": row(n)} for n in v_inputs],
-        "head_params": [{"name": n, "row": row(n)} for n in r.head_params],
-        "scale": scale["name"] if scale["op"] == "scalar" else c_float(scale["value"]),
+        "qk_leaves": [names(n) for n in qk_inputs],
+        "token_grads": [names(n) for n in v_inputs],
+        "head_params": [names(n) for n in r.head_params],
+        "scale": scalar_param(scale["name"]) if scale["op"] == "scalar" else c_float(scale["value"]),
         "blocks": {k: v.code.rstrip("\n") for k, v in blocks.items()},
         "bind": {k: bind(v) for k, v in blocks.items()},
     }

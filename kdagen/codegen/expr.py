@@ -6,21 +6,25 @@ and per-head scalars are `float n_<id>`. A reduction over the row (l2norm, rowsu
 slice and then calls `row_sum(x)`, which the kernel defines for its thread layout (a shuffle over the
 threads sharing a row). Leaves are read through names the kernel defines before the block:
 
-  token input X       X_row  pointer to this thread's first element of the current token (on X's head)
+  token input X       in_X_row  pointer to this thread's first element of the current token (on X's head)
                       and `valid` (false on a chunk's tail rows: inputs read as 0)
-  per-head param X    X_row  pointer to this thread's slice (row params) or the head's value
-  scalar X            X      the kernel argument
+  per-head param X    in_X_row  pointer to this thread's slice (row params) or the head's value
+  scalar X            sc_X      the kernel argument
   seed d_<role>       seed_<role>     (backward: the core's adjoint for that operand)
   saved / given node  given_<id>      (a value the kernel already holds)
 
 The block ends by copying the requested outputs into the names the caller chose (`float out[KPT]` or
-`float out`). Nothing here knows about a particular kernel: K1 and K1_bwd bind the same way.
+`float out`). Nothing here knows about a particular kernel: prepare and prepare_bwd bind the same way.
+Every name derived from a user's choice carries a prefix (`in_`, `sc_`, `n_`, `seed_`, `given_`) that no
+kernel uses for its own variables, so any valid identifier works as an input name.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import networkx as nx
+
+from ..plan.families.base import input_param, scalar_param
 
 
 ROW_DIM = "K"            # rows the kernels hold per thread; prologues on V rows are not planned
@@ -107,15 +111,16 @@ def _leaf(node_id: str, a: dict, given: set) -> str:
     if op == "const":
         return f"const float {v} = {c_float(a['value'])};"
     if op == "scalar":
-        return f"const float {v} = {a['name']};"
+        return f"const float {v} = {scalar_param(a['name'])};"
+    ptr = f"{input_param(a['name'])}_row"
     if op == "token_input":
         if row:
-            return f"float {v}[KPT];\nkdg::load_row({v}, {a['name']}_row, valid);"
-        return f"const float {v} = valid ? kdg::to_f32(*{a['name']}_row) : 0.f;"
+            return f"float {v}[KPT];\nkdg::load_row({v}, {ptr}, valid);"
+        return f"const float {v} = valid ? kdg::to_f32(*{ptr}) : 0.f;"
     if op == "head_param":
         if row:
-            return f"float {v}[KPT];\nkdg::load_row({v}, {a['name']}_row, true);"
-        return f"const float {v} = *{a['name']}_row;"
+            return f"float {v}[KPT];\nkdg::load_row({v}, {ptr}, true);"
+        return f"const float {v} = *{ptr};"
     raise CodegenError(f"node {node_id!r}: op {op!r} has no value in a kernel (not a leaf, seed or saved node)")
 
 

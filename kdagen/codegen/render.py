@@ -10,7 +10,7 @@ import hashlib
 
 from .. import __version__
 from ..paths import templates_dir
-from ..plan.model import CTYPES, Kernel, Plan
+from ..plan.model import CTYPES, Kernel, Plan, param_ctype
 from .adjoint import backward_prologue
 from .env import environment, template_exists
 from .expr import CodegenError
@@ -20,7 +20,8 @@ from .prologue import forward_prologue
 # cp.async) and "sm90" (wgmma, bulk tensor copies, setmaxnreg) where a plan's kernels use them (Plan.headers).
 HEADERS = (("common", "types.cuh"), ("common", "ptx.cuh"), ("sm80", "ptx.cuh"), ("sm90", "ptx.cuh"),
            ("common", "math.cuh"), ("common", "barriers.cuh"), ("common", "reductions.cuh"),
-           ("sm80", "mma.cuh"), ("sm80", "ldmatrix.cuh"), ("sm80", "copies.cuh"))
+           ("sm80", "mma.cuh"), ("sm80", "ldmatrix.cuh"), ("sm80", "copies.cuh"), ("sm90", "wgmma.cuh"),
+           ("sm90", "tma.cuh"))
 DIRECTIONS = ("forward", "backward")
 
 
@@ -47,9 +48,11 @@ def signature(kernel: Kernel) -> str:
     out = []
     for p in kernel.params:
         if p.kind == "ptr":
-            out.append(f"{'const ' if p.const else ''}{CTYPES[p.dtype]}* __restrict__ {p.name}")
+            out.append(f"{param_ctype(p)} __restrict__ {p.name}")
+        elif p.kind == "tensor_map":
+            out.append(f"const __grid_constant__ {param_ctype(p)} {p.name}")
         else:
-            out.append(f"{ {'i32': 'int', 'i64': 'long long', 'f32': 'float'}[p.kind]} {p.name}")
+            out.append(f"{param_ctype(p)} {p.name}")
     return ",\n    ".join(out)
 
 
@@ -94,9 +97,9 @@ def kernel_context(plan: Plan, kernel: Kernel, recurrence) -> dict:
         signature=signature(kernel), smem=smem_carveout(kernel),
         launch_bounds=f"__launch_bounds__({kernel.threads}, {kernel.min_ctas_per_sm})",
     )
-    if kernel.kind == "k1_prepare":
+    if kernel.kind == "prepare":
         ctx["prologue"] = forward_prologue(recurrence, {prm.name: prm.dtype for prm in kernel.params})
-    elif kernel.kind == "k1_bwd":
+    elif kernel.kind == "prepare_bwd":
         ctx["k1"] = backward_prologue(recurrence, ctx["ctype"])
     return ctx
 
@@ -113,10 +116,10 @@ def header(plan: Plan, direction: str) -> str:
     lines = [
         f"kdagen {__version__} generated CUDA: {plan.uri} ({direction})",
         f"configuration: recurrence {p['name']} (graph {rec['graph_sha']}, decay {rec['decay_kind']} in "
-        f"[{rec['decay_interval'][0]}, {rec['decay_interval'][1]}]), K={p['K']} V={p['V']} chunk={p['chunk']}, "
+        f"[{rec['decay_interval'][0]}, {rec['decay_interval'][1]}]), K={p['K']} V={p['V']}, "
         f"io {p['dtypes']['io']}, g {p['dtypes']['g']}, beta {p['dtypes']['beta']}, state {p['dtypes']['state']}, "
         f"GVA {p['gva_ratio']}, varlen {p['varlen']}, state layout {p['state_layout']}, {p['arch']}",
-        f"exponent form: {plan.exponent_form}",
+        f"family {plan.family}, chunk {plan.chunk}, exponent form {plan.exponent_form}",
         "kernels: " + ", ".join(f"{k.name} (grid {k.grid}, {k.threads} threads, {k.smem_bytes} B smem)"
                                 for k in plan.direction(direction)),
         "Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.",

@@ -1,5 +1,6 @@
 """`kdagen inspect`: the CUDA a configuration renders to, and what nvcc makes of it — PTX, SASS
-(cuobjdump), and ptxas's resource report per kernel (registers, spills, shared memory) against the plan."""
+(cuobjdump), and ptxas's resource report per kernel (registers, spills, shared memory) against the plan.
+The flags are those of `kdagen emit`, `plan` and `compile`."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,7 @@ import sys
 EXAMPLE = """examples:
   kdagen inspect --op kda --head-dim 128                     # the forward unit's source
   kdagen inspect --op gdn --resources --arch sm_80           # registers, spills, smem per kernel (nvcc)
-  kdagen inspect --op kda --ptx --kernel k2_recurrence       # PTX of the unit holding that kernel
+  kdagen inspect --op kda --ptx --kernel recurrence          # PTX of the unit holding that kernel
   kdagen inspect --op kda --sass                             # needs cuobjdump"""
 
 
@@ -27,15 +28,17 @@ def resource_table(plan, report) -> str:
 
 
 def run(args) -> int:
-    from ..codegen import render_unit
     from ..codegen import nvcc
-    from ..plan import make_plan, problem_from_args, verify
-    problem = problem_from_args(args)
-    plan = verify(make_plan(problem))
+    from ..ops.arguments import config_from_args
+    config = config_from_args(args).config()
+    plan, _ = config.planned()
     direction = args.direction
     if args.kernel:
         direction = plan.kernel(args.kernel).direction
-    source = render_unit(plan, problem.recurrence, direction)
+    if not plan.direction(direction):
+        print(f"kdagen inspect: plan {plan.uri} has no {direction} kernels (family {plan.family})", file=sys.stderr)
+        return 2
+    source = config.source(direction)
     try:
         if args.resources:
             sys.stdout.write(resource_table(plan, nvcc.resources(source, plan.problem["arch"])))
@@ -52,10 +55,10 @@ def run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from ..plan import add_problem_arguments
+    from ..ops.arguments import add_config_arguments
     p = subparsers.add_parser("inspect", help="show a configuration's CUDA, PTX, SASS or resource usage",
                               description=__doc__, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_problem_arguments(p)
+    add_config_arguments(p)
     p.add_argument("--direction", choices=("forward", "backward"), default="forward", help="which unit (default forward)")
     p.add_argument("--kernel", default=None, help="the unit holding this kernel")
     what = p.add_mutually_exclusive_group()

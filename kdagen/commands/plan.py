@@ -1,6 +1,8 @@
-"""`kdagen plan`: the plan of a configuration as a tuner reads it — kernels, roles (warps, register
-budgets), barriers (kind, arrive counts, phases), pipelines, shared-memory buffers, steps, workspaces.
-`--json` prints the plan itself (what generated/<uri>/plan.json holds); `--dot` the kernel graph."""
+"""`kdagen plan`: the plan of a configuration as a tuner reads it — the kernel family and why, kernels,
+roles (warps, register budgets or setmaxnreg quotas), barriers (kind, arrive counts, transaction bytes,
+phases), pipelines, shared-memory buffers (alignment, swizzle), steps, workspaces and what the forward
+saves. `--json` prints the plan itself (what generated/<uri>/plan.json holds); `--dot` the kernel graph.
+The flags are those of `kdagen emit`, `inspect` and `compile`."""
 from __future__ import annotations
 
 import argparse
@@ -8,15 +10,18 @@ import sys
 
 EXAMPLE = """examples:
   kdagen plan --op kda --head-dim 128
-  kdagen plan --op gdn --kernel k2_recurrence          # one kernel's tables
+  kdagen plan --op kda --use-gate-in-kernel --lower-bound -5 --inference   # the kernels of a no-grad call
+  kdagen plan --op gdn --kernel recurrence                # one kernel's tables
   kdagen plan --op kda --json > plan.json
   kdagen plan --op kda --dot | dot -Tsvg > kernels.svg"""
 
 
 def run(args) -> int:
-    from ..plan import PlanError, make_plan, problem_from_args, problems
+    from ..ops.arguments import config_from_args
+    from ..plan import PlanError, make_plan, problems
     from ..plan.describe import describe, to_dot
-    plan = make_plan(problem_from_args(args))
+    config = config_from_args(args).config()
+    plan = make_plan(config.problem(), family=config.family, directions=config.directions)
     known = [k.name for k in plan.kernels]
     if args.kernel and any(k not in known for k in args.kernel):
         print(f"kdagen plan: unknown kernel(s) {args.kernel}; this plan has {known}", file=sys.stderr)
@@ -38,10 +43,10 @@ def run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from ..plan import add_problem_arguments
-    p = subparsers.add_parser("plan", help="print a configuration's plan: kernels, roles, barriers, buffers",
+    from ..ops.arguments import add_config_arguments
+    p = subparsers.add_parser("plan", help="print a configuration's plan: family, kernels, roles, barriers, buffers",
                               description=__doc__, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_problem_arguments(p)
+    add_config_arguments(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="the plan as JSON")
     out.add_argument("--dot", action="store_true", help="the kernel graph as Graphviz text")

@@ -10,7 +10,7 @@ from .api import chunk_gated_delta_rule, chunk_gdn, chunk_kda, make_call, refere
 def _precompile_from_environment() -> None:
     configs = _env.precompile_list()
     if configs:
-        from ..commands.compile import precompile
+        from .precompile import precompile
         precompile(configs)
 
 

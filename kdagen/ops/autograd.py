@@ -1,7 +1,7 @@
 """The autograd.Function behind chunk_kda and chunk_gated_delta_rule.
 
-Its forward runs the kernels of kdagen.ops.forward and keeps their workspace; its backward hands
-that workspace to kdagen.ops.backward. The kernels are reached through `kernel_forward` and
+Its forward runs the kernels of kdagen.ops.forward and keeps the workspaces the plan saves; its backward
+hands them to kdagen.ops.backward. The kernels are reached through `kernel_forward` and
 `kernel_backward`, the only two entry points (CPU tests stand the float64 reference in for them).
 """
 from __future__ import annotations

@@ -5,10 +5,10 @@
     print(plan.to_json())
 
 The vocabulary is in `model` (Role, Barrier, Pipeline, Buffer, Step, Param, Workspace, Kernel, Plan);
-forward kernel entries in `fwd`, backward ones in `bwd`; launch-size symbols in `sizes`.
+kernel families (each plans its kernels) in `families`; launch-size symbols in `sizes`.
 """
-from .configs import (DEFAULT_ARCHS, DEFAULT_OPTIONS, add_problem_arguments, default_problem, default_problems, options_tag,
-                      problem_args_given, problem_from_args, problem_from_options)
+from .configs import (DEFAULT_ARCHS, DEFAULT_OPTIONS, default_plans, default_problem, default_problems, options_tag,
+                      problem_from_options)
 from .model import Barrier, Buffer, Kernel, Param, Pipeline, Plan, Role, Step, Workspace
 from .planner import make_plan
 from .problem import ARCHS, ArchSpec, Dtypes, PlanError, Problem, exponent_form, recurrence_facts
@@ -16,8 +16,9 @@ from .sizes import evaluate, launch_sizes
 from .verify import problems, verify
 
 __all__ = [
-    "ARCHS", "ArchSpec", "add_problem_arguments", "problem_from_args", "Barrier", "Buffer", "DEFAULT_ARCHS", "DEFAULT_OPTIONS", "Dtypes", "Kernel", "Param",
-    "Pipeline", "Plan", "PlanError", "Problem", "Role", "Step", "Workspace", "default_problem", "default_problems",
-    "evaluate", "exponent_form", "launch_sizes", "make_plan", "options_tag", "problem_args_given", "problem_from_options", "problems",
+    "ARCHS", "ArchSpec", "Barrier", "Buffer", "DEFAULT_ARCHS", "DEFAULT_OPTIONS", "Dtypes", "Kernel", "Param",
+    "Pipeline", "Plan", "PlanError", "Problem", "Role", "Step", "Workspace", "default_plans", "default_problem",
+    "default_problems",
+    "evaluate", "exponent_form", "launch_sizes", "make_plan", "options_tag", "problem_from_options", "problems",
     "recurrence_facts", "verify",
 ]

@@ -7,7 +7,7 @@ in-kernel maps with the softplus gate (unbounded decay: relative form). Both at 
 from __future__ import annotations
 
 from ..reference.options import Options
-from .problem import ARCHS, Dtypes, Problem
+from .problem import Dtypes, Problem
 
 DEFAULT_OPTIONS = {
     "kda": dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
@@ -57,49 +57,17 @@ def default_problems() -> list[Problem]:
     return [default_problem(op, arch=arch) for op in DEFAULT_OPTIONS for arch in DEFAULT_ARCHS]
 
 
-def add_problem_arguments(p) -> None:
-    """Command-line options naming a configuration (shared by `kdagen emit`, `plan`, `inspect`).
-
-    Without option flags a configuration is the op's default (DEFAULT_OPTIONS); `--fla-defaults`
-    starts from flash-linear-attention's defaults instead; each flag then overrides one option."""
-    import argparse
-    p.add_argument("--op", choices=sorted(DEFAULT_OPTIONS), default="kda", help="recurrence (default kda)")
-    p.add_argument("--head-dim", type=int, default=DEFAULT_HEAD_DIM, help="K = V (64 or 128; default 128)")
-    p.add_argument("--arch", choices=sorted(ARCHS), default="sm_90a", help="target (default sm_90a)")
-    p.add_argument("--gva", type=int, default=1, help="value heads per q/k head (default 1)")
-    p.add_argument("--varlen", action="store_true", help="packed sequences with cu_seqlens")
-    p.add_argument("--g-dtype", choices=("bf16", "f32"), default="bf16", help="dtype of g (default bf16)")
-    p.add_argument("--beta-dtype", choices=("bf16", "f32"), default="bf16", help="dtype of beta (default bf16)")
-    p.add_argument("--state-v-first", action="store_true", help="states stored [V, K]")
-    p.add_argument("--fla-defaults", action="store_true",
-                   help="start from FLA's option defaults (no in-kernel gate, L2 norm or β sigmoid)")
-    for flag, help_ in (("gate-in-kernel", "use_gate_in_kernel"), ("l2norm", "use_qk_l2norm_in_kernel"),
-                        ("beta-sigmoid", "use_beta_sigmoid_in_kernel"), ("allow-neg-eigval", "allow_neg_eigval")):
-        p.add_argument(f"--{flag}", action=argparse.BooleanOptionalAction, default=None, help=help_)
-    bound = p.add_mutually_exclusive_group()
-    bound.add_argument("--lower-bound", type=float, default=None, help="KDA's lower_bound (sigmoid gate form)")
-    bound.add_argument("--no-lower-bound", action="store_true", help="drop the default lower_bound (softplus gate)")
-
-
-def problem_args_given(args) -> list[str]:
-    """The configuration options of add_problem_arguments that args sets away from their defaults."""
-    import argparse
-    probe = argparse.ArgumentParser()
-    add_problem_arguments(probe)
-    return sorted(k for k, v in vars(probe.parse_args([])).items() if getattr(args, k) != v)
-
-
-def problem_from_args(args) -> Problem:
-    """The Problem the options of add_problem_arguments name."""
-    base = {} if args.fla_defaults else dict(DEFAULT_OPTIONS[args.op])
-    for name, attr in (("gate_in_kernel", "use_gate_in_kernel"), ("l2norm", "use_qk_l2norm_in_kernel"),
-                       ("beta_sigmoid", "use_beta_sigmoid_in_kernel"), ("allow_neg_eigval", "allow_neg_eigval")):
-        if getattr(args, name) is not None:
-            base[attr] = getattr(args, name)
-    if args.no_lower_bound:
-        base.pop("lower_bound", None)
-    if args.lower_bound is not None:
-        base["lower_bound"] = args.lower_bound
-    opt = Options(op=args.op, state_v_first=args.state_v_first, **base)
-    return problem_from_options(opt, K=args.head_dim, V=args.head_dim, arch=args.arch, gva_ratio=args.gva,
-                                varlen=args.varlen, dtypes=Dtypes(g=args.g_dtype, beta=args.beta_dtype))
+def default_plans() -> list:
+    """(verified plan, recurrence) of every default problem by every family that supports it (training
+    calls, and inference calls where another family serves those): what generated/ holds."""
+    from .families import verdicts
+    from .planner import make_plan
+    from .verify import verify
+    out, seen = [], set()
+    for problem in default_problems():
+        for directions in (("forward", "backward"), ("forward",)):
+            for f, ok, _ in verdicts(problem, directions):
+                if ok and (problem.uri(f.name)) not in seen:
+                    seen.add(problem.uri(f.name))
+                    out.append((verify(make_plan(problem, family=f.name, directions=directions)), problem.recurrence))
+    return out

@@ -1,8 +1,9 @@
 """The plan vocabulary: plain dataclasses that say, for each kernel, who does what with which memory.
 
-A `Plan` is data only (JSON round-trip through `to_json` / `from_json`); the planner fills it in,
-`verify` checks it, the templates read it. Thread ranges are in warps; every count is explicit so a
-reader (or a tuner) never has to re-derive it from template code.
+A `Plan` is data only (JSON round-trip through `to_json` / `from_json`); a kernel family
+(kdagen.plan.families) fills it in, `verify` checks it, the templates read it. Thread ranges are in
+warps; every count is explicit so a reader (or a tuner) never has to re-derive it from template code.
+docs/plan.md describes the vocabulary.
 """
 from __future__ import annotations
 
@@ -12,12 +13,34 @@ import types
 import typing
 from dataclasses import dataclass, field
 
-PLAN_VERSION = 2     # 2: problem.qk_inputs (the token inputs on the q/k heads)
+PLAN_VERSION = 3     # 3: kernel families, typed kernel options, the Hopper vocabulary (swizzle, tx bytes, tensor maps)
 
 WARP = 32
 
 DTYPE_BYTES = {"bf16": 2, "f16": 2, "f32": 4, "i32": 4, "i64": 8, "u64": 8}
 CTYPES = {"bf16": "bf16", "f16": "__half", "f32": "float", "i32": "int", "i64": "long long", "u64": "u64"}
+SCALAR_CTYPES = {"i32": "int", "i64": "long long", "f32": "float"}
+SWIZZLES = (0, 32, 64, 128)          # bytes of a swizzle span; the span times 8 rows is the pattern's alignment
+TENSOR_MAP_CTYPE = "kdg::TensorMap"
+
+
+def param_ctype(p) -> str:
+    """The C type of a kernel parameter as the kernel declares it (render) and as a host caller passes it
+    (the emulator's trampolines): one table for both."""
+    if p.kind == "ptr":
+        return f"{'const ' if p.const else ''}{CTYPES[p.dtype]}*"
+    if p.kind == "tensor_map":
+        return TENSOR_MAP_CTYPE
+    return SCALAR_CTYPES[p.kind]
+
+
+_OPTION_TYPES: dict[str, type] = {}
+
+
+def kernel_options(cls):
+    """Register a dataclass as a kernel's typed options (the JSON form records its name)."""
+    _OPTION_TYPES[cls.__name__] = cls
+    return cls
 
 
 def _named(items, name: str, missing: str):
@@ -31,8 +54,8 @@ def _named(items, name: str, missing: str):
 @dataclass
 class Role:
     """A set of warps that runs one part of the kernel. `regs` is the per-thread register budget:
-    the setmaxnreg value when `setmaxnreg` is true (sm_90a warp groups), else the launch-bound cap
-    the role is planned to fit in."""
+    the setmaxnreg quota when `setmaxnreg` is true (sm_90a warp groups: the kernel's skeleton raises or
+    lowers each role's registers to it), else the launch-bound cap the role is planned to fit in."""
     name: str
     warps: tuple[int, int]                 # [first, last) warp index
     work: list[str] = field(default_factory=list)
@@ -59,6 +82,7 @@ class Barrier:
     phases_per_iter: int = 1
     id: int | None = None                   # hardware id for "named"
     offset: int = -1                        # byte offset of the mbarrier words (planner)
+    tx_bytes: int = 0                       # mbarrier: bytes of bulk copies completing on it per phase
     note: str = ""
 
 
@@ -73,7 +97,7 @@ class Pipeline:
     ready: str
     free: str
     buffers: list[str]
-    copy: str = "cp.async"
+    copy: str = "cp.async"                  # "cp.async" (per-thread 16-byte copies) | "tma" (bulk tensor copies)
 
 
 @dataclass
@@ -81,7 +105,9 @@ class Buffer:
     """A shared-memory buffer. `shape` is logical, `ld` the padded row length in elements (the last
     dim as stored). `stages` copies exist when the buffer belongs to a pipeline. Buffers that share an
     `alias` group are unioned: their lifetimes must not overlap. scope "cta" or "warp" (each warp owns
-    `shape` for itself: total = warps × size)."""
+    `shape` for itself: total = warps × size). `swizzle` (bytes: 0, 32, 64, 128) is the pattern a bulk
+    tensor copy writes and wgmma descriptors read: a row must then be exactly one swizzle span and the
+    buffer (and each stage) aligned to 8 spans; `align` is the byte alignment of its offset."""
     name: str
     shape: tuple[int, ...]
     dtype: str
@@ -90,6 +116,8 @@ class Buffer:
     alias: str | None = None
     scope: str = "cta"
     copies: int = 1                          # warp-scope buffers: number of owning warps
+    align: int = 16
+    swizzle: int = 0
     offset: int = -1                         # byte offset in the kernel's shared memory (planner)
 
     @property
@@ -104,8 +132,12 @@ class Buffer:
         return rows * self.row_elems
 
     @property
+    def stage_bytes(self) -> int:
+        return self.elems * DTYPE_BYTES[self.dtype]
+
+    @property
     def bytes(self) -> int:
-        return self.elems * DTYPE_BYTES[self.dtype] * self.stages * self.copies
+        return self.stage_bytes * self.stages * self.copies
 
 
 @dataclass
@@ -128,13 +160,30 @@ class Step:
 
 
 @dataclass
+class TensorMapSpec:
+    """What the host encodes into a tensor map (a bulk-tensor-copy descriptor) for one kernel parameter:
+    the global `tensor` (a workspace or input by name), viewed as `dims` (innermost first; entries may be
+    size expressions) with row `strides` in elements for dims 1.. (innermost is contiguous), copied in
+    boxes of `box` elements into a shared buffer with the given swizzle. Out-of-bounds elements read 0."""
+    tensor: str
+    dtype: str
+    dims: list
+    strides: list
+    box: list[int]
+    swizzle: int = 128
+    buffer: str = ""                        # the shared buffer the boxes land in
+
+
+@dataclass
 class Param:
     """A kernel argument. kind: "ptr" (tensor data pointer, `dtype` of its elements, `const` when
-    read-only), "i32", "i64", "f32"."""
+    read-only), "i32", "i64", "f32", or "tensor_map" (a 128-byte descriptor passed by value as
+    `const __grid_constant__`, encoded on the host from `tensor_map`)."""
     name: str
     kind: str
     dtype: str | None = None
     const: bool = True
+    tensor_map: TensorMapSpec | None = None
 
 
 @dataclass
@@ -175,7 +224,7 @@ class Kernel:
     pipelines: list[Pipeline]
     steps: list[Step]
     params: list[Param]
-    options: dict = field(default_factory=dict)
+    options: object = None                  # the family's typed options for this kernel kind (a dataclass)
     smem_bytes: int = 0
     smem_dynamic: bool = False              # above the 48 KiB static limit: extern __shared__ + attribute
     spill_allowance: int = 0                # bytes of spill stores accepted on purpose (0 = none)
@@ -199,17 +248,21 @@ class Kernel:
 
 @dataclass
 class Plan:
-    """Everything the templates need for one problem: both directions' kernels, in launch order."""
+    """Everything the templates need for one problem: the family's kernels of both directions, in launch
+    order; `saved` names the workspaces the forward keeps for the backward (the rest of a direction's
+    workspaces live only during its launches)."""
     uri: str
     problem: dict
+    family: str
     chunk: int
     decay_kind: str                         # "vector" (per channel) | "scalar" (per head)
     decay_interval: tuple[float, float]
     exponent_form: str                      # "factored" | "relative"
     kernels: list[Kernel]
     workspaces: list[Workspace]
+    saved: list[str] = field(default_factory=list)
+    headers: list[str] = field(default_factory=lambda: ["common"])   # header groups the kernels include
     notes: list[str] = field(default_factory=list)
-    headers: list[str] = field(default_factory=lambda: ["common", "sm80"])   # header groups the kernels include
     version: int = PLAN_VERSION
 
     def kernel(self, name: str) -> Kernel:
@@ -220,6 +273,14 @@ class Plan:
 
     def direction(self, direction: str) -> list[Kernel]:
         return [k for k in self.kernels if k.direction == direction]
+
+    def directions(self) -> list[str]:
+        return list(dict.fromkeys(k.direction for k in self.kernels))
+
+    def produced_in(self, direction: str) -> list[Workspace]:
+        """The workspaces a direction's kernels write (what its launcher allocates)."""
+        names = {k.name for k in self.direction(direction)}
+        return [w for w in self.workspaces if w.producer in names]
 
     def to_dict(self) -> dict:
         return _to_plain(self)
@@ -241,7 +302,10 @@ class Plan:
 
 def _to_plain(x):
     if dataclasses.is_dataclass(x):
-        return {f.name: _to_plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        d = {f.name: _to_plain(getattr(x, f.name)) for f in dataclasses.fields(x)}
+        if type(x).__name__ in _OPTION_TYPES:
+            d["type"] = type(x).__name__
+        return d
     if isinstance(x, (list, tuple)):
         return [_to_plain(v) for v in x]
     if isinstance(x, dict):
@@ -252,6 +316,11 @@ def _to_plain(x):
 def _from_plain(tp, x):
     """Rebuild a value of annotated type `tp` from its JSON form (lists back to tuples where typed)."""
     origin = typing.get_origin(tp)
+    if tp is object and isinstance(x, dict) and "type" in x:            # typed kernel options
+        cls = _OPTION_TYPES.get(x["type"])
+        if cls is None:
+            raise ValueError(f"plan: unknown kernel options type {x['type']!r}")
+        return _from_plain(cls, {k: v for k, v in x.items() if k != "type"})
     if dataclasses.is_dataclass(tp):
         hints = typing.get_type_hints(tp)
         return tp(**{f.name: _from_plain(hints[f.name], x[f.name]) for f in dataclasses.fields(tp) if f.name in x})

@@ -1,8 +1,9 @@
-"""What to plan for: `Problem` (a recurrence plus sizes, dtypes, arch) and the facts it implies.
+"""What to plan for: `Problem` (a recurrence plus head dims, dtypes, arch) and the facts it implies.
 
 The recurrence is a `kdagen.dsl.Recurrence`; the planner reads off it whether the decay is per channel
 or per head, the decay's proven interval and a hash of its graph (`recurrence_facts`), and which heads
-each token input lives on (`head_space`).
+each token input lives on (`head_space`). Chunk sizes and supported head dims belong to the kernel
+families (kdagen.plan.families), not to the problem.
 """
 from __future__ import annotations
 
@@ -14,9 +15,6 @@ import networkx as nx
 
 LOG2E = 1.4426950408889634
 EXP2_RANGE = 126          # 2^±126: the normal fp32 / bf16 exponent range the factored form must stay in
-
-SUPPORTED_HEAD_DIMS = (64, 128)
-SUPPORTED_CHUNKS = (16,)
 
 
 class PlanError(ValueError):
@@ -33,10 +31,11 @@ class ArchSpec:
     max_regs_per_thread: int = 255
     max_threads: int = 1024
     setmaxnreg: bool = False
+    tma: bool = False                          # bulk tensor copies (cp.async.bulk.tensor) and tx-count mbarriers
 
 
 ARCHS = {
-    "sm_90a": ArchSpec("sm_90a", smem_per_block=227 * 1024, setmaxnreg=True),
+    "sm_90a": ArchSpec("sm_90a", smem_per_block=227 * 1024, setmaxnreg=True, tma=True),
     "sm_80": ArchSpec("sm_80", smem_per_block=163 * 1024),
 }
 
@@ -61,7 +60,6 @@ class Problem:
     name: str
     K: int
     V: int
-    chunk: int = 16
     dtypes: Dtypes = Dtypes()
     arch: str = "sm_90a"
     gva_ratio: int = 1
@@ -70,10 +68,8 @@ class Problem:
 
     def __post_init__(self):
         checks = [
-            (self.K in SUPPORTED_HEAD_DIMS, f"K={self.K}: kernels exist for head dims {SUPPORTED_HEAD_DIMS}"),
-            (self.V in SUPPORTED_HEAD_DIMS, f"V={self.V}: kernels exist for head dims {SUPPORTED_HEAD_DIMS}"),
-            (self.chunk in SUPPORTED_CHUNKS, f"chunk={self.chunk}: the kernels use one m16 tile per chunk, "
-                                             f"supported {SUPPORTED_CHUNKS}"),
+            (isinstance(self.K, int) and self.K > 0, f"K={self.K!r}: a positive head dim"),
+            (isinstance(self.V, int) and self.V > 0, f"V={self.V!r}: a positive head dim"),
             (self.arch in ARCHS, f"arch={self.arch!r}: known archs are {sorted(ARCHS)}"),
             (self.gva_ratio >= 1, f"gva_ratio={self.gva_ratio}: must be >= 1"),
             (self.state_layout in ("kv", "vk"), f"state_layout={self.state_layout!r}: 'kv' or 'vk'"),
@@ -91,19 +87,19 @@ class Problem:
     def arch_spec(self) -> ArchSpec:
         return ARCHS[self.arch]
 
-    def uri(self) -> str:
-        """The readable identity of the configuration (directory name under generated/)."""
-        parts = [self.name, f"k{self.K}v{self.V}", f"c{self.chunk}", self.dtypes.tag(), f"gva{self.gva_ratio}"]
+    def uri(self, family: str) -> str:
+        """The readable identity of the configuration planned by a family (directory name under generated/)."""
+        parts = [self.name, f"k{self.K}v{self.V}", self.dtypes.tag(), f"gva{self.gva_ratio}"]
         if self.varlen:
             parts.append("varlen")
         if self.state_layout == "vk":
             parts.append("vfirst")
-        parts.append(self.arch.replace("_", ""))
+        parts += [family, self.arch.replace("_", "")]
         return "_".join(parts)
 
     def describe(self) -> dict:
         facts = recurrence_facts(self.recurrence)
-        return {"name": self.name, "K": self.K, "V": self.V, "chunk": self.chunk,
+        return {"name": self.name, "K": self.K, "V": self.V,
                 "dtypes": {"io": self.dtypes.io, "g": self.dtypes.g, "beta": self.dtypes.beta,
                            "state": self.dtypes.state},
                 "arch": self.arch, "gva_ratio": self.gva_ratio, "varlen": self.varlen,

@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .model import WARP, Kernel, Plan
+from .model import DTYPE_BYTES, SWIZZLES, WARP, Kernel, Plan
 from .problem import ARCHS, PlanError
 from .smem import ALIGN, MBARRIER_BYTES
 
 SETMAXNREG_RANGE = (24, 256)
+WARPGROUP = 4                 # warps
+PIPELINE_COPIES = ("cp.async", "tma")
+TMA_BOX_MAX = 256             # elements per box dimension
+TMA_RANKS = (1, 5)
 
 
 def _roles(k: Kernel, arch) -> list[str]:
@@ -37,6 +41,14 @@ def _roles(k: Kernel, arch) -> list[str]:
 def _registers(k: Kernel, arch) -> list[str]:
     out, where = [], f"kernel {k.name}"
     total = 0
+    quota = [r for r in k.roles if r.setmaxnreg]
+    if quota:
+        if len(quota) != len(k.roles):
+            out.append(f"{where}: roles {[r.name for r in k.roles if not r.setmaxnreg]} have no setmaxnreg quota while "
+                       f"{[r.name for r in quota]} do: every warp group of the kernel must set one")
+        if k.min_ctas_per_sm != 1:
+            out.append(f"{where}: setmaxnreg needs a register cap at entry, __launch_bounds__({k.threads}, 1); the plan "
+                       f"asks for {k.min_ctas_per_sm} CTAs/SM")
     for r in k.roles:
         if r.regs is None:
             continue
@@ -65,17 +77,93 @@ def _smem(k: Kernel, arch) -> list[str]:
     if not k.smem_dynamic and k.smem_bytes > arch.static_smem:
         out.append(f"{where}: {k.smem_bytes} B of static shared memory exceeds {arch.static_smem} B "
                    "(mark it smem_dynamic)")
-    spans = [(f"barrier {b.name!r}", b.offset, MBARRIER_BYTES * b.stages, None)
+    spans = [(f"barrier {b.name!r}", b.offset, MBARRIER_BYTES * b.stages, None, 8)
              for b in k.barriers if b.kind == "mbarrier"]
-    spans += [(f"buffer {b.name!r}", b.offset, b.bytes, b.alias) for b in k.buffers]
-    for name, off, size, _ in spans:
-        if off < 0 or off % (8 if name.startswith("barrier") else ALIGN) or off + size > k.smem_bytes:
+    spans += [(f"buffer {b.name!r}", b.offset, b.bytes, b.alias, max(b.align, ALIGN)) for b in k.buffers]
+    for name, off, size, _, align in spans:
+        if off < 0 or off % align or off + size > k.smem_bytes:
             out.append(f"{where}: {name} at offset {off} (+{size} B) is misaligned or outside the "
                        f"{k.smem_bytes} B of shared memory")
-    for i, (n1, o1, s1, a1) in enumerate(spans):
-        for n2, o2, s2, a2 in spans[i + 1:]:
+    for i, (n1, o1, s1, a1, _) in enumerate(spans):
+        for n2, o2, s2, a2, _ in spans[i + 1:]:
             if o1 < o2 + s2 and o2 < o1 + s1 and not (a1 is not None and a1 == a2):
                 out.append(f"{where}: {n1} and {n2} overlap in shared memory without sharing an alias group")
+    return out
+
+
+def _swizzles(k: Kernel) -> list[str]:
+    """A swizzled buffer is what bulk tensor copies write and wgmma descriptors read: each row exactly one
+    swizzle span, every stage starting on the pattern's period (8 rows), the buffer aligned to it."""
+    out, where = [], f"kernel {k.name}"
+    for b in k.buffers:
+        if b.align < ALIGN or b.align & (b.align - 1):
+            out.append(f"{where}: buffer {b.name!r} align {b.align} is not a power of two >= {ALIGN}")
+        if b.swizzle not in SWIZZLES:
+            out.append(f"{where}: buffer {b.name!r} swizzle {b.swizzle} is not one of {SWIZZLES} bytes")
+            continue
+        if not b.swizzle:
+            continue
+        row_bytes = b.row_elems * DTYPE_BYTES[b.dtype]
+        period = 8 * b.swizzle
+        if row_bytes != b.swizzle:
+            out.append(f"{where}: buffer {b.name!r} rows are {row_bytes} B, its {b.swizzle}-byte swizzle needs rows of "
+                       f"exactly one span")
+        if b.align < period:
+            out.append(f"{where}: buffer {b.name!r} with a {b.swizzle}-byte swizzle must be aligned to {period} B, "
+                       f"is aligned to {b.align}")
+        if b.stage_bytes % period:
+            out.append(f"{where}: buffer {b.name!r} stages of {b.stage_bytes} B break the {period}-byte swizzle period")
+    return out
+
+
+def _tensor_maps(k: Kernel, arch, workspaces: dict) -> list[str]:
+    """Tensor-map parameters: a box the copy engine accepts, landing in a buffer of the same type and swizzle."""
+    out, where = [], f"kernel {k.name}"
+    bufs = {b.name: b for b in k.buffers}
+    for p in k.params:
+        m = p.tensor_map
+        if (p.kind == "tensor_map") != (m is not None):
+            out.append(f"{where}: parameter {p.name!r} of kind {p.kind!r} "
+                       + ("lacks its tensor-map spec" if m is None else "carries a tensor-map spec"))
+            continue
+        if m is None:
+            continue
+        pw = f"{where}: tensor map {p.name!r}"
+        if not arch.tma:
+            out.append(f"{pw}: {arch.name} has no bulk tensor copies")
+        rank = len(m.box)
+        if not TMA_RANKS[0] <= rank <= TMA_RANKS[1] or len(m.dims) != rank or len(m.strides) != rank - 1:
+            out.append(f"{pw}: rank {rank} box with {len(m.dims)} dims and {len(m.strides)} strides "
+                       f"(ranks {TMA_RANKS[0]}..{TMA_RANKS[1]}, one stride per dim after the first)")
+        if any(not 1 <= b <= TMA_BOX_MAX for b in m.box):
+            out.append(f"{pw}: box {m.box} has a dimension outside 1..{TMA_BOX_MAX}")
+        size = DTYPE_BYTES[m.dtype]
+        inner = m.box[0] * size if m.box else 0
+        if inner % 16:
+            out.append(f"{pw}: inner box of {inner} B is not a multiple of 16 B")
+        if m.swizzle not in SWIZZLES:
+            out.append(f"{pw}: swizzle {m.swizzle} is not one of {SWIZZLES} bytes")
+        elif m.swizzle and inner != m.swizzle:
+            out.append(f"{pw}: inner box of {inner} B must equal its {m.swizzle}-byte swizzle span")
+        for s in m.strides:
+            if isinstance(s, int) and (s * size) % 16:
+                out.append(f"{pw}: stride of {s} elements ({s * size} B) is not a multiple of 16 B")
+        if m.tensor.startswith("ws_") and m.tensor not in workspaces:
+            out.append(f"{pw}: tensor {m.tensor!r} is not a workspace of the plan")
+        elif m.tensor in workspaces and workspaces[m.tensor].dtype != m.dtype:
+            out.append(f"{pw}: dtype {m.dtype} but workspace {m.tensor!r} holds {workspaces[m.tensor].dtype}")
+        b = bufs.get(m.buffer)
+        if b is None:
+            out.append(f"{pw}: lands in unknown buffer {m.buffer!r}")
+            continue
+        box_bytes = size
+        for d in m.box:
+            box_bytes *= d
+        if b.dtype != m.dtype or b.swizzle != m.swizzle:
+            out.append(f"{pw}: {m.dtype} boxes with a {m.swizzle}-byte swizzle land in buffer {b.name!r} of "
+                       f"{b.dtype} with a {b.swizzle}-byte swizzle")
+        elif b.stage_bytes % box_bytes:
+            out.append(f"{pw}: boxes of {box_bytes} B do not tile a {b.stage_bytes}-byte stage of buffer {b.name!r}")
     return out
 
 
@@ -112,6 +200,9 @@ def _barriers(k: Kernel) -> list[str]:
                 out.append(f"{where}: named barrier {b.name!r} counts {b.count} threads, not whole warps")
         if b.kind not in ("mbarrier", "named", "cta"):
             out.append(f"{where}: barrier {b.name!r} has unknown kind {b.kind!r}")
+        if b.tx_bytes < 0 or (b.tx_bytes and b.kind != "mbarrier"):
+            out.append(f"{where}: barrier {b.name!r} counts {b.tx_bytes} transaction bytes; only an mbarrier counts "
+                       "bytes, and never a negative number")
     return out
 
 
@@ -123,6 +214,17 @@ def _pipelines(k: Kernel) -> list[str]:
     for p in k.pipelines:
         if p.stages < 1:
             out.append(f"{where}: pipeline {p.name!r} has {p.stages} stages")
+        if p.copy not in PIPELINE_COPIES:
+            out.append(f"{where}: pipeline {p.name!r} copy kind {p.copy!r} is not one of {PIPELINE_COPIES}")
+        ready = bars.get(p.ready)
+        if ready is not None and p.copy == "tma":
+            expected = sum(bufs[n].stage_bytes for n in p.buffers if n in bufs)
+            if ready.tx_bytes != expected:
+                out.append(f"{where}: pipeline {p.name!r} fills {expected} B per stage by bulk copies, but its ready "
+                           f"barrier {p.ready!r} expects {ready.tx_bytes} transaction bytes")
+        elif ready is not None and ready.tx_bytes:
+            out.append(f"{where}: pipeline {p.name!r} copies with {p.copy}, which counts no bytes, yet barrier "
+                       f"{p.ready!r} expects {ready.tx_bytes} transaction bytes")
         for r in [p.producer, *p.consumers]:
             if r not in roles:
                 out.append(f"{where}: pipeline {p.name!r} names unknown role {r!r}")
@@ -258,11 +360,18 @@ def problems(plan: Plan) -> list[str]:
         return [f"plan: unknown arch {arch_name!r}"]
     arch = ARCHS[arch_name]
     out = []
+    workspaces = {w.name: w for w in plan.workspaces}
     for k in plan.kernels:
         for check in (_roles, _registers, _smem):
             out += check(k, arch)
-        for check in (_barriers, _pipelines, _steps, _params):
+        for check in (_swizzles, _barriers, _pipelines, _steps, _params):
             out += check(k)
+        out += _tensor_maps(k, arch, workspaces)
+    for name in plan.saved:
+        if name not in workspaces:
+            out.append(f"plan: saved workspace {name!r} is not declared")
+        elif workspaces[name].producer not in {k.name for k in plan.direction("forward")}:
+            out.append(f"plan: saved workspace {name!r} is not produced by a forward kernel")
     return out + _graph(plan)
 
 

@@ -1,4 +1,4 @@
-"""The backward kernels (the plan's k2_states, k2_bwd, k1_bwd, param_reduce; kdagen.ops.backward) on the GPU
+"""The backward kernels (the plan's states, recurrence_bwd, prepare_bwd, param_reduce; kdagen.ops.backward) on the GPU
 against the float64 reference: every case of tests/backward_cases.py, two runs bitwise equal, the K2
 workspaces against their float64 oracle (it names the first intermediate that is off), and the public op's
 autograd end to end. The same kernels run on the CPU, emulated, in tests/test_backward_emulated.py.
@@ -28,7 +28,7 @@ def test_backward_matches_reference(case, seed):
 @pytest.mark.gpu
 @GPU
 @pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[7]], ids=str)   # KDA, KDA varlen GVA, GDN
-def test_k2_bwd_workspace_matches_oracle(case, seed):
+def test_recurrence_bwd_workspace_matches_oracle(case, seed):
     """The S_c and K2_bwd workspaces against their float64 oracle, to tell which kernel is off."""
     debug = {}
     run_case(case, "cuda", seed, debug=debug)

@@ -1,0 +1,884 @@
+// kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a (forward)
+// configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
+// family mma16, chunk 16, exponent form factored
+// kernels: prepare (grid ['chunks', 'HV'], 128 threads, 35392 B smem), recurrence (grid ['N', 'HV', 2], 160 threads, 39072 B smem)
+// Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
+
+#include <cuda_bf16.h>
+
+// ===== templates/common/types.cuh =====
+// kdagen common: scalar types and conversions shared by every kernel.
+// Included once per translation unit by templates/unit.cu.j2; everything lives in namespace kdg.
+namespace kdg {
+
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef __nv_bfloat16 bf16;
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
+
+// Store a float into a tensor element of type T (round-to-nearest for bf16).
+__device__ __forceinline__ void store_f32(float* p, float x) { *p = x; }
+__device__ __forceinline__ void store_f32(bf16* p, float x) { *p = __float2bfloat16_rn(x); }
+
+// Two floats packed into one 32-bit register as bf16 (lo in the low half): the mma operand format.
+__device__ __forceinline__ u32 pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<u32*>(&v);
+}
+
+// Integer ceiling division, used for chunk counts.
+__device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace kdg
+
+// Kernels (global scope) name element types as the plan does: bf16, float.
+using kdg::bf16;
+
+// ===== templates/common/ptx.cuh =====
+// kdagen common: the inline PTX every family uses (mbarrier, bar.sync/arrive, shared-memory addresses),
+// and nothing else. Instructions of one architecture live in sm80/ptx.cuh and sm90/ptx.cuh. The helpers
+// in the other headers are built on these; the host emulation (kdagen.codegen.emulate) replaces exactly
+// the ptx.cuh files (templates/emulate/<group>_ptx.cuh) to run kernels on the CPU in tests.
+namespace kdg {
+
+// Shared-memory address of a generic pointer, for the instructions that take one.
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ptx_mbarrier_init(u64* bar, int count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" :: "r"(smem_addr(bar)), "r"(count));
+}
+
+__device__ __forceinline__ void ptx_mbarrier_arrive(u64* bar) {
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared.b64 state, [%0];\n}\n"
+               :: "r"(smem_addr(bar)) : "memory");
+}
+
+// True once the phase with this parity has completed (a fresh barrier reports parity 1 complete).
+__device__ __forceinline__ bool ptx_mbarrier_test(u64* bar, int parity) {
+  u32 done;
+  asm volatile("{\n .reg .pred p;\n mbarrier.test_wait.parity.shared.b64 p, [%1], %2;\n"
+               " selp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+  return done != 0;
+}
+
+__device__ __forceinline__ void ptx_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace kdg
+
+// Dynamic shared memory of a kernel whose plan is above the static limit.
+#define KDG_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+
+// ===== templates/sm80/ptx.cuh =====
+// kdagen sm80: inline PTX of the sm_80 instruction set (also on sm_90a): mma.sync m16n8k16, ldmatrix,
+// cp.async. Emulated on the host by templates/emulate/sm80_ptx.cuh.
+namespace kdg {
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: d += a·b (register layouts in mma.cuh).
+__device__ __forceinline__ void ptx_mma_16816(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// ldmatrix .x4: lane l supplies the address of row (l & 7) of 8x8 matrix (l >> 3); r[i] receives
+// matrix i's elements (row l/4, columns 2(l%4), 2(l%4)+1), or with .trans (rows 2(l%4), +1; column l/4).
+__device__ __forceinline__ void ptx_ldmatrix_x4(u32 (&r)[4], const void* row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(row_ptr)));
+}
+
+__device__ __forceinline__ void ptx_ldmatrix_x4_trans(u32 (&r)[4], const void* row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(row_ptr)));
+}
+
+// cp.async of 16 or 4 bytes; src_bytes = 0 zero-fills the destination without reading.
+__device__ __forceinline__ void ptx_cp_async_16(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes) : "memory");
+}
+
+__device__ __forceinline__ void ptx_cp_async_4(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+               :: "r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes) : "memory");
+}
+
+// One arrival on bar once all of this thread's earlier cp.async copies have landed.
+__device__ __forceinline__ void ptx_cp_async_arrive(u64* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" :: "r"(smem_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void ptx_cp_async_wait_all() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
+}  // namespace kdg
+
+// ===== templates/common/math.cuh =====
+// kdagen common: the scalar functions the expression emitter (kdagen.codegen.expr) writes calls to,
+// and row loads into per-thread channel slices. Accurate libm forms (no fast-math) so the prologue
+// matches the float64 reference to fp32 rounding.
+namespace kdg {
+
+__device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
+
+// softplus with flash-linear-attention's threshold: x itself above it.
+__device__ __forceinline__ float softplus(float x, float threshold) {
+  return x > threshold ? x : log1pf(expf(x));
+}
+
+__device__ __forceinline__ float square(float x) { return x * x; }
+
+// N consecutive elements from p into registers (zeros when !valid); 16-byte vector loads when the
+// slice allows (p must then be 16-byte aligned).
+template <int N>
+__device__ __forceinline__ void load_row(float (&dst)[N], const bf16* p, bool valid) {
+  if (!valid) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = 0.f;
+    return;
+  }
+  if constexpr (N % 8 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 8) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(p + j);
+      const bf16* e = reinterpret_cast<const bf16*>(&raw);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dst[j + i] = __bfloat162float(e[i]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = __bfloat162float(p[j]);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void load_row(float (&dst)[N], const float* p, bool valid) {
+  if (!valid) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = 0.f;
+    return;
+  }
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 4) {
+      const float4 v = *reinterpret_cast<const float4*>(p + j);
+      dst[j] = v.x; dst[j + 1] = v.y; dst[j + 2] = v.z; dst[j + 3] = v.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = p[j];
+  }
+}
+
+// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0).
+template <int N>
+__device__ __forceinline__ void store_row(bf16* p, const float (&src)[N]) {
+  if constexpr (N % 8 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 8) {
+      uint4 raw;
+      u32* w = reinterpret_cast<u32*>(&raw);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) w[i] = pack_bf16(src[j + 2 * i], src[j + 2 * i + 1]);
+      *reinterpret_cast<uint4*>(p + j) = raw;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) p[j] = __float2bfloat16_rn(src[j]);
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void store_row(float* p, const float (&src)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 4) *reinterpret_cast<float4*>(p + j) = make_float4(src[j], src[j + 1], src[j + 2], src[j + 3]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < N; ++j) p[j] = src[j];
+  }
+}
+
+}  // namespace kdg
+
+// ===== templates/common/barriers.cuh =====
+// kdagen common: barriers named in the plan (kdagen.plan Barrier.kind).
+//   "mbarrier": a shared-memory mbarrier with an arrive count and a phase parity per completion;
+//               a waiter passes `parity` = (use index) & 1, a producer waiting for a free slot it
+//               has never filled passes the opposite parity (a fresh barrier counts as completed).
+//   "named":    bar.sync / bar.arrive on a hardware barrier id (1..15) with a thread count.
+//   "cta":      __syncthreads (named barrier 0 with every thread of the block).
+// The mbarrier forms used (init, arrive, test_wait.parity) exist on sm_80 and sm_90a.
+namespace kdg {
+
+__device__ __forceinline__ void mbarrier_init(u64* bar, int count) { ptx_mbarrier_init(bar, count); }
+
+__device__ __forceinline__ void mbarrier_arrive(u64* bar) { ptx_mbarrier_arrive(bar); }
+
+// Spin until the phase with this parity has completed.
+__device__ __forceinline__ void mbarrier_wait(u64* bar, int parity) {
+  while (!ptx_mbarrier_test(bar, parity)) {
+  }
+}
+
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) { ptx_bar_sync(id, threads); }
+
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) { ptx_bar_arrive(id, threads); }
+
+}  // namespace kdg
+
+// ===== templates/common/reductions.cuh =====
+// kdagen common: warp and row reductions, and the in-chunk column cumsum.
+namespace kdg {
+
+// Sum over groups of LANES consecutive lanes (LANES a power of two <= 32); every lane of the group
+// gets the group's total. A token row spread over LANES threads reduces with this.
+template <int LANES>
+__device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+  for (int off = LANES / 2; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+
+__device__ __forceinline__ float warp_sum(float x) { return group_sum<32>(x); }
+
+// Inclusive cumsum down the rows of a rows x cols fp32 tile in shared memory (row stride ld),
+// in place; thread tid of nthreads handles columns tid, tid + nthreads, ... sequentially.
+// Callers synchronise before (all rows written) and after (all columns summed).
+__device__ __forceinline__ void column_cumsum(float* tile, int rows, int cols, int ld, int tid, int nthreads) {
+  for (int c = tid; c < cols; c += nthreads) {
+    float acc = 0.f;
+    for (int r = 0; r < rows; ++r) {
+      acc += tile[r * ld + c];
+      tile[r * ld + c] = acc;
+    }
+  }
+}
+
+}  // namespace kdg
+
+// ===== templates/sm80/mma.cuh =====
+// kdagen common: tensor-core fragments of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// (sm_80 and sm_90a). Lane l of a warp: g = l >> 2 (group), t = l & 3 (thread in group).
+//   FragA (16x16 bf16, M x K): x[0] = (g,   2t..2t+1)  x[1] = (g+8, 2t..2t+1)
+//                              x[2] = (g,   2t+8..9)   x[3] = (g+8, 2t+8..9)
+//   FragB (16x8 bf16, K x N):  x[0] = (k 2t..2t+1, n g)  x[1] = (k 2t+8..9, n g)
+//   FragC (16x8 f32, M x N):   x[0..1] = (g, 2t..2t+1)    x[2..3] = (g+8, 2t..2t+1)
+namespace kdg {
+
+struct FragA { u32 x[4]; };
+struct FragB { u32 x[2]; };
+struct FragC { float x[4]; };
+
+__device__ __forceinline__ void frag_zero(FragC& c) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) c.x[i] = 0.f;
+}
+
+// d += a * b on the tensor cores (fp32 accumulation).
+__device__ __forceinline__ void mma_16816(FragC& d, const FragA& a, const FragB& b) { ptx_mma_16816(d.x, a.x, b.x); }
+
+// The accumulators of two adjacent 16x8 tiles (columns 0..7 and 8..15) are, once rounded to bf16,
+// exactly the A fragment of the 16x16 tile they form: the product chains on without shared memory.
+__device__ __forceinline__ FragA frag_a_from_c(const FragC& lo, const FragC& hi) {
+  FragA a;
+  a.x[0] = pack_bf16(lo.x[0], lo.x[1]);
+  a.x[1] = pack_bf16(lo.x[2], lo.x[3]);
+  a.x[2] = pack_bf16(hi.x[0], hi.x[1]);
+  a.x[3] = pack_bf16(hi.x[2], hi.x[3]);
+  return a;
+}
+
+// x ≈ hi + lo, both bf16: lo carries the next 8 bits of the mantissa. Products formed as
+// hi·hi' + lo·hi' + hi·lo' ("bf16x3") keep close to fp32 accuracy on the bf16 tensor cores.
+__device__ __forceinline__ void split_bf16(float a, float b, u32& hi, u32& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  hi = *reinterpret_cast<const u32*>(&h);
+  lo = pack_bf16(a - __low2float(h), b - __high2float(h));
+}
+
+__device__ __forceinline__ void frag_a_from_c_split(const FragC& lo_cols, const FragC& hi_cols, FragA& hi, FragA& lo) {
+  split_bf16(lo_cols.x[0], lo_cols.x[1], hi.x[0], lo.x[0]);
+  split_bf16(lo_cols.x[2], lo_cols.x[3], hi.x[1], lo.x[1]);
+  split_bf16(hi_cols.x[0], hi_cols.x[1], hi.x[2], lo.x[2]);
+  split_bf16(hi_cols.x[2], hi_cols.x[3], hi.x[3], lo.x[3]);
+}
+
+// d += (ah + al)·(bh + bl), dropping only al·bl.
+__device__ __forceinline__ void mma_16816_x3(FragC& d, const FragA& ah, const FragA& al, const FragB& bh,
+                                             const FragB& bl) {
+  mma_16816(d, al, bh);
+  mma_16816(d, ah, bl);
+  mma_16816(d, ah, bh);
+}
+
+// Row (0..15) and column (0..7) of accumulator element i (0..3) held by this lane.
+__device__ __forceinline__ int frag_c_row(int lane, int i) { return (lane >> 2) + ((i >> 1) << 3); }
+__device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
+
+}  // namespace kdg
+
+// ===== templates/sm80/ldmatrix.cuh =====
+// kdagen common: mma fragment loads from shared memory (ldmatrix for bf16 tiles).
+// Every tile is addressed by its top-left element `base` and a leading dimension `ld` in elements;
+// base must be 16-byte aligned and ld a multiple of 8 (pad rows by 8 to avoid bank conflicts).
+namespace kdg {
+
+// A (16x16, M x K) stored row-major: element (m, k) at base[m * ld + k].
+__device__ __forceinline__ FragA load_frag_a(const bf16* base, int ld, int lane) {
+  const int mi = lane >> 3;
+  const bf16* p = base + ((mi & 1) * 8 + (lane & 7)) * ld + (mi >> 1) * 8;
+  FragA a;
+  ptx_ldmatrix_x4(a.x, p);
+  return a;
+}
+
+// A (16x16, M x K) stored transposed: element (m, k) at base[k * ld + m].
+__device__ __forceinline__ FragA load_frag_a_trans(const bf16* base, int ld, int lane) {
+  const int mi = lane >> 3;
+  const bf16* p = base + ((mi >> 1) * 8 + (lane & 7)) * ld + (mi & 1) * 8;
+  FragA a;
+  ptx_ldmatrix_x4_trans(a.x, p);
+  return a;
+}
+
+// Two B fragments (K 16 x N 16: b[0] holds columns n 0..7, b[1] columns 8..15) from storage
+// where element (k, n) sits at base[n * ld + k] ("N x K row-major", e.g. the keys of k·kᵀ).
+__device__ __forceinline__ void load_frag_b_nk(FragB (&b)[2], const bf16* base, int ld, int lane) {
+  const int mi = lane >> 3;
+  const bf16* p = base + ((mi >> 1) * 8 + (lane & 7)) * ld + (mi & 1) * 8;
+  u32 r[4];
+  ptx_ldmatrix_x4(r, p);
+  b[0].x[0] = r[0]; b[0].x[1] = r[1];
+  b[1].x[0] = r[2]; b[1].x[1] = r[3];
+}
+
+// Two B fragments (K 16 x N 16) from storage where element (k, n) sits at base[k * ld + n]
+// ("K x N row-major", e.g. the value rows of a chunk): ldmatrix with .trans.
+__device__ __forceinline__ void load_frag_b_kn(FragB (&b)[2], const bf16* base, int ld, int lane) {
+  const int mi = lane >> 3;
+  const bf16* p = base + ((mi & 1) * 8 + (lane & 7)) * ld + (mi >> 1) * 8;
+  u32 r[4];
+  ptx_ldmatrix_x4_trans(r, p);
+  b[0].x[0] = r[0]; b[0].x[1] = r[1];
+  b[1].x[0] = r[2]; b[1].x[1] = r[3];
+}
+
+// A (16x16, M x K) split into bf16 hi + lo from row-major fp32 storage: element (m, k) at base[m * ld + k].
+// ld ≡ 8 (mod 32) keeps the 8-byte loads free of bank conflicts.
+__device__ __forceinline__ void load_frag_a_split(FragA& hi, FragA& lo, const float* base, int ld, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float* r = base + (g + 8 * (i & 1)) * ld + 2 * t + 8 * (i >> 1);
+    split_bf16(r[0], r[1], hi.x[i], lo.x[i]);
+  }
+}
+
+// Two B fragments (K 16 x N 16) split into bf16 hi + lo from fp32 storage where element (k, n) sits
+// at base[n * ld + k] (e.g. Aᵀ from a row-major fp32 A): plain shared loads, no ldmatrix.
+__device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)[2], const float* base, int ld,
+                                                     int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const float* r = base + (nt * 8 + g) * ld + 2 * t;
+    split_bf16(r[0], r[1], hi[nt].x[0], lo[nt].x[0]);
+    split_bf16(r[8], r[9], hi[nt].x[1], lo[nt].x[1]);
+  }
+}
+
+}  // namespace kdg
+
+// ===== templates/sm80/copies.cuh =====
+// kdagen common: global -> shared copies.
+// cp.async (sm_80+) moves 16 bytes without staging through registers; a false `valid` zero-fills
+// the destination instead of reading (tail rows of a chunk). Completion is signalled either by
+// cp_async_wait_all() or, for a pipeline, by cp_async_arrive(bar) on the stage's "ready" mbarrier:
+// each calling thread contributes one arrival once all of its earlier copies have landed.
+namespace kdg {
+
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  ptx_cp_async_16(smem, gmem, valid ? 16 : 0);
+}
+
+__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool valid) {
+  ptx_cp_async_4(smem, gmem, valid ? 4 : 0);
+}
+
+__device__ __forceinline__ void cp_async_arrive(u64* bar) { ptx_cp_async_arrive(bar); }
+
+__device__ __forceinline__ void cp_async_wait_all() { ptx_cp_async_wait_all(); }
+
+// Copy `rows` x `row_bytes` (a multiple of 16) from global (row stride gstride bytes) into shared
+// (row stride sstride bytes) with cp.async, threads [first, first + nthreads) taking 16-byte pieces
+// round-robin; rows >= valid_rows are zero-filled.
+__device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const void* gmem, long long gstride,
+                                              int rows, int row_bytes, int valid_rows, int tid, int nthreads) {
+  const int per_row = row_bytes / 16;
+  for (int i = tid; i < rows * per_row; i += nthreads) {
+    const int r = i / per_row, c = (i % per_row) * 16;
+    const bool ok = r < valid_rows;
+    const char* src = static_cast<const char*>(gmem) + (ok ? r * gstride + c : 0);
+    cp_async_16(static_cast<char*>(smem) + r * sstride + c, src, ok);
+  }
+}
+
+}  // namespace kdg
+
+// ===== prepare: "prepare" (factored exponent form, vector decay) =====
+// grid (chunks, HV): one CTA per (chunk, value head); 128 threads, 8 per token row.
+// Plan steps: prologue -> cumsum -> decay -> products -> inverse, separated by barrier "sync".
+// Writes the chunk's workspace: ws_q_decayed = scale·q̂⊙e^Γ, ws_k_decayed = k̂⊙e^Γ, ws_k_to_end = k̂⊙e^(Γl−Γ)
+// (bf16 [C,K]), ws_decay_total = e^Γl (fp32 [128]), ws_A = (I + Mkk)^-1 and ws_Mqk (fp32 [C,C]), ws_beta (fp32 [C]);
+// rows >= the chunk's length L are zero. Γ is kept in log2 units (Γ₂ = Γ·log2 e) and used through exp2f.
+extern "C" __global__ void __launch_bounds__(128, 4) prepare(
+    const bf16* __restrict__ in_q,
+    const bf16* __restrict__ in_k,
+    const bf16* __restrict__ in_g,
+    const bf16* __restrict__ in_beta,
+    const float* __restrict__ in_dt_bias,
+    const float* __restrict__ in_A_log,
+    float sc_scale,
+    int T,
+    int N,
+    bf16* __restrict__ ws_q_decayed,
+    bf16* __restrict__ ws_k_decayed,
+    bf16* __restrict__ ws_k_to_end,
+    float* __restrict__ ws_decay_total,
+    float* __restrict__ ws_A,
+    float* __restrict__ ws_Mqk,
+    float* __restrict__ ws_beta) {
+  constexpr int C = 16, K = 128, KD = 128, G = 1;
+  constexpr int LANES = 8, KPT = 16, THREADS = 128;
+  constexpr float LOG2E = 1.4426950408889634f;
+  static_assert(LANES * KPT == K && C * LANES == THREADS, "row mapping: C rows x LANES threads x KPT channels");
+  // shared memory: 35392 B, static
+  __shared__ __align__(16) unsigned char smem_raw[35392];
+  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 0);  // gamma [16 x 128] f32, ld 128
+  constexpr int ld_gamma = 128;
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 8192);  // beta [16] f32, ld 16
+  float* const s_q_decayed = reinterpret_cast<float*>(smem_raw + 8256);  // q_decayed [16 x 128] f32, ld 136
+  constexpr int ld_q_decayed = 136;
+  float* const s_k_decayed = reinterpret_cast<float*>(smem_raw + 16960);  // k_decayed [16 x 128] f32, ld 136
+  constexpr int ld_k_decayed = 136;
+  float* const s_k_inv = reinterpret_cast<float*>(smem_raw + 25664);  // k_inv [16 x 128] f32, ld 136
+  constexpr int ld_k_inv = 136;
+  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 34368);  // Mkk [16 x 16] f32, ld 16
+  constexpr int ld_Mkk = 16;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
+
+  // ---- the chunk: sequence n = [bos, eos), first token t0, valid rows L ----
+  const int NT = kdg::ceil_div(T, C);
+  if (chunk >= N * NT) return;  // surplus CTA of the grid's upper bound
+  const long long bos = (long long)(chunk / NT) * T, eos = bos + T;
+  const long long t0 = bos + (long long)(chunk % NT) * C;
+  const int L = (int)min((long long)C, eos - t0);
+  const long long ws_ch = (long long)chunk * HV + h;  // this (chunk, head) in the workspaces
+
+  // ---- step prologue (mapping "row": thread -> token row, KPT consecutive channels) ----
+  const int row = tid / LANES, sub = tid % LANES, ch0 = sub * KPT;
+  const bool valid = row < L;
+  const long long tok = t0 + (valid ? row : 0);
+  [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES>(x); };  // the emitted block's row reduction
+  const float* in_A_log_row = in_A_log + h;
+  const bf16* in_beta_row = in_beta + (tok * HV + h);
+  const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
+  const bf16* in_g_row = in_g + (tok * HV + h) * K + ch0;
+  const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
+  const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
+  // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
+  // A_log: head_param
+  const float n_A_log = *in_A_log_row;
+  // beta: token_input
+  const float n_beta = valid ? kdg::to_f32(*in_beta_row) : 0.f;
+  // const_5: const
+  const float n_const_5 = -5.0f;
+  // dt_bias: head_param
+  float n_dt_bias[KPT];
+  kdg::load_row(n_dt_bias, in_dt_bias_row, true);
+  // exp_1 = exp(A_log)
+  const float n_exp_1 = expf(n_A_log);
+  // g: token_input
+  float n_g[KPT];
+  kdg::load_row(n_g, in_g_row, valid);
+  // add_0 = add(g, dt_bias)
+  float n_add_0[KPT];
+  #pragma unroll
+  for (int j = 0; j < KPT; ++j) n_add_0[j] = (n_g[j] + n_dt_bias[j]);
+  // k: token_input
+  float n_k[KPT];
+  kdg::load_row(n_k, in_k_row, valid);
+  // l2norm_7 = l2norm(k)
+  float n_l2norm_7[KPT];
+  {
+    float ss = 0.f;
+    #pragma unroll
+    for (int j = 0; j < KPT; ++j) ss += n_k[j] * n_k[j];
+    const float r = rsqrtf(row_sum(ss) + 1e-06f);
+    #pragma unroll
+    for (int j = 0; j < KPT; ++j) n_l2norm_7[j] = n_k[j] * r;
+  }
+  // mul_2 = mul(exp_1, add_0)
+  float n_mul_2[KPT];
+  #pragma unroll
+  for (int j = 0; j < KPT; ++j) n_mul_2[j] = (n_exp_1 * n_add_0[j]);
+  // q: token_input
+  float n_q[KPT];
+  kdg::load_row(n_q, in_q_row, valid);
+  // l2norm_6 = l2norm(q)
+  float n_l2norm_6[KPT];
+  {
+    float ss = 0.f;
+    #pragma unroll
+    for (int j = 0; j < KPT; ++j) ss += n_q[j] * n_q[j];
+    const float r = rsqrtf(row_sum(ss) + 1e-06f);
+    #pragma unroll
+    for (int j = 0; j < KPT; ++j) n_l2norm_6[j] = n_q[j] * r;
+  }
+  // scale: scalar
+  const float n_scale = sc_scale;
+  // sigmoid_3 = sigmoid(mul_2)
+  float n_sigmoid_3[KPT];
+  #pragma unroll
+  for (int j = 0; j < KPT; ++j) n_sigmoid_3[j] = kdg::sigmoid(n_mul_2[j]);
+  // mul_4 = mul(const_5, sigmoid_3)
+  float n_mul_4[KPT];
+  #pragma unroll
+  for (int j = 0; j < KPT; ++j) n_mul_4[j] = (n_const_5 * n_sigmoid_3[j]);
+  // sigmoid_8 = sigmoid(beta)
+  const float n_sigmoid_8 = kdg::sigmoid(n_beta);
+  float q_hat[KPT];
+  #pragma unroll
+  for (int j = 0; j < KPT; ++j) q_hat[j] = n_l2norm_6[j];
+  float k_hat[KPT];
+  #pragma unroll
+  for (int j = 0; j < KPT; ++j) k_hat[j] = n_l2norm_7[j];
+  float decay[KPT];
+  #pragma unroll
+  for (int j = 0; j < KPT; ++j) decay[j] = n_mul_4[j];
+  const float beta_val = n_sigmoid_8;
+  const float scale_val = n_scale;
+
+  // -- end of the emitted block --
+  // Tail rows carry no token: zero decay (Γ stays flat, so Γ at row C-1 is Γl), β, q̂ and k̂.
+#pragma unroll
+  for (int j = 0; j < KPT; ++j) {
+    q_hat[j] = valid ? q_hat[j] : 0.f;
+    k_hat[j] = valid ? k_hat[j] : 0.f;
+    s_gamma[row * ld_gamma + ch0 + j] = valid ? decay[j] * LOG2E : 0.f;
+  }
+  if (sub == 0) {
+    s_beta[row] = valid ? beta_val : 0.f;
+  }
+  __syncthreads();  // barrier "sync"
+
+  // ---- step cumsum (mapping "column"): Γ₂ = inclusive cumsum over the chunk's rows ----
+  kdg::column_cumsum(s_gamma, C, KD, ld_gamma, tid, THREADS);
+  __syncthreads();  // barrier "sync"
+
+  // ---- step decay (mapping "row"): the decayed tensors, all |x| <= |k̂|, |q̂|·scale for decays <= 0 ----
+  {
+    float q_decayed[KPT], k_decayed[KPT], k_to_end[KPT], k_inv[KPT];
+#pragma unroll
+    for (int j = 0; j < KPT; ++j) {
+      const int gc = ch0 + j;
+      const float g2 = s_gamma[row * ld_gamma + gc], gl2 = s_gamma[(C - 1) * ld_gamma + gc];
+      const float e = exp2f(g2);
+      q_decayed[j] = scale_val * q_hat[j] * e;
+      k_decayed[j] = k_hat[j] * e;
+      k_to_end[j] = k_hat[j] * exp2f(gl2 - g2);
+      k_inv[j] = k_hat[j] * exp2f(-g2);  // <= 2^(C·|lb|·log2 e) < 2^126: the planner proved the bound
+    }
+    kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + ch0, q_decayed);
+    kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + ch0, k_decayed);
+    kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + ch0, k_to_end);
+    kdg::store_row(s_q_decayed + row * ld_q_decayed + ch0, q_decayed);
+    kdg::store_row(s_k_decayed + row * ld_k_decayed + ch0, k_decayed);
+    kdg::store_row(s_k_inv + row * ld_k_inv + ch0, k_inv);
+    if (row == 0) {
+#pragma unroll
+      for (int j = 0; j < KPT; ++j) ws_decay_total[ws_ch * K + ch0 + j] = exp2f(s_gamma[(C - 1) * ld_gamma + ch0 + j]);
+    }
+    if (sub == 0) ws_beta[ws_ch * C + row] = s_beta[row];
+  }
+  __syncthreads();  // barrier "sync"
+
+  // ---- step products: Mkk = β·tril₋₁(Σ_d k̂_id k̂_jd e^(Γid−Γjd)) -> s_Mkk, Mqk = scale·tril₀(...) -> ws_Mqk ----
+  float* const mqk_out = ws_Mqk + ws_ch * C * C;
+  if (warp < 2) {  // warp 0: k_decayed·k_invᵀ, warp 1: q_decayed·k_invᵀ (e^(Γi−Γj) = 2^Γ₂i · 2^−Γ₂j folded into the operands), bf16x3
+    const float* left = warp == 0 ? s_k_decayed : s_q_decayed;
+    kdg::FragC acc[2];
+    kdg::frag_zero(acc[0]);
+    kdg::frag_zero(acc[1]);
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+      kdg::FragA ah, al;
+      kdg::load_frag_a_split(ah, al, left + kk * 16, ld_k_decayed, lane);
+      kdg::FragB bh[2], bl[2];
+      kdg::load_frag_b_nk_split(bh, bl, s_k_inv + kk * 16, ld_k_inv, lane);
+      kdg::mma_16816_x3(acc[0], ah, al, bh[0], bl[0]);
+      kdg::mma_16816_x3(acc[1], ah, al, bh[1], bl[1]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = kdg::frag_c_row(lane, e), j = nt * 8 + kdg::frag_c_col(lane, e);
+        if (warp == 0) s_Mkk[i * ld_Mkk + j] = i > j ? s_beta[i] * acc[nt].x[e] : 0.f;
+        else mqk_out[i * C + j] = i >= j ? acc[nt].x[e] : 0.f;
+      }
+    }
+  }
+  __syncthreads();  // barrier "sync"
+
+  // ---- step inverse (mapping "column16"): A = (I + Mkk)^-1 by forward substitution, lane jc owns column jc ----
+  if (warp == 0 && lane < C) {
+    const int jc = lane;
+    float col[C];
+#pragma unroll
+    for (int i = 0; i < C; ++i) {
+      float acc = i == jc ? 1.f : 0.f;
+#pragma unroll
+      for (int m = 0; m < i; ++m) acc -= s_Mkk[i * ld_Mkk + m] * col[m];
+      col[i] = i < jc ? 0.f : acc;
+    }
+    float* const a_out = ws_A + ws_ch * C * C;
+#pragma unroll
+    for (int i = 0; i < C; ++i) a_out[i * C + jc] = i < L ? col[i] : 0.f;
+  }
+}
+
+// ===== recurrence: "recurrence" (forward) =====
+// grid (N, HV, V/64): one CTA per (sequence, value head, V slice of 64); 160 threads.
+// Roles: warps 0..3 "mma" each own 16 value rows of the transposed state Sᵀ [V_slice, K] as fp32 mma
+// accumulators for the whole sequence; warp 4 "load" streams each chunk through a 2-stage cp.async
+// ring (pipeline "chunk_ring": mbarriers ready[s] <- 32 producer lanes, free[s] <- 128 consumer threads).
+// Per chunk, in the transposed form (every product's accumulator is the next one's A operand, in registers):
+//   P = Sᵀ·k_decayedᵀ,  Q = Sᵀ·q_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Oᵀ = Q + Vnᵀ·Mqkᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
+extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
+    const bf16* __restrict__ v,
+    const float* __restrict__ h0,
+    const bf16* __restrict__ ws_k_decayed,
+    const bf16* __restrict__ ws_k_to_end,
+    const float* __restrict__ ws_decay_total,
+    const float* __restrict__ ws_A,
+    const float* __restrict__ ws_beta,
+    const bf16* __restrict__ ws_q_decayed,
+    const float* __restrict__ ws_Mqk,
+    int T,
+    int N,
+    bf16* __restrict__ o,
+    float* __restrict__ ht) {
+  constexpr int C = 16, K = 128, V = 128;
+  constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2;
+  constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
+  static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "K2 tiling");
+  // shared memory: 39072 B, static
+  __shared__ __align__(16) unsigned char smem_raw[39072];
+  kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
+  kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 128
+  bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 32);  // v [16 x 64] bf16, ld 72, 2 stages
+  constexpr int ld_v = 72;
+  constexpr int stride_v = 1152;  // elements per stage / warp copy
+  bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 4640);  // q_decayed [16 x 128] bf16, ld 136, 2 stages
+  constexpr int ld_q_decayed = 136;
+  constexpr int stride_q_decayed = 2176;  // elements per stage / warp copy
+  bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 13344);  // k_decayed [16 x 128] bf16, ld 136, 2 stages
+  constexpr int ld_k_decayed = 136;
+  constexpr int stride_k_decayed = 2176;  // elements per stage / warp copy
+  bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 22048);  // k_to_end [16 x 128] bf16, ld 136, 2 stages
+  constexpr int ld_k_to_end = 136;
+  constexpr int stride_k_to_end = 2176;  // elements per stage / warp copy
+  float* const s_A = reinterpret_cast<float*>(smem_raw + 30752);  // A [16 x 16] f32, ld 16, 2 stages
+  constexpr int ld_A = 16;
+  constexpr int stride_A = 256;  // elements per stage / warp copy
+  float* const s_Mqk = reinterpret_cast<float*>(smem_raw + 32800);  // Mqk [16 x 16] f32, ld 16, 2 stages
+  constexpr int ld_Mqk = 16;
+  constexpr int stride_Mqk = 256;  // elements per stage / warp copy
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 34848);  // beta [16] f32, ld 16, 2 stages
+  constexpr int stride_beta = 16;  // elements per stage / warp copy
+  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 34976);  // decay_total [128] f32, ld 128, 2 stages
+  constexpr int stride_decay_total = 128;  // elements per stage / warp copy
+  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 36000);  // o [16 x 16] bf16, ld 24, per warp ×4
+  constexpr int ld_o = 24;
+  constexpr int stride_o = 384;  // elements per stage / warp copy
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y, v0 = blockIdx.z * VS;
+  const long long bos = (long long)n * T, eos = bos + T;
+  const long long chunk0 = (long long)n * kdg::ceil_div(T, C);
+  const int num_chunks = (int)((eos - bos + C - 1) / C);
+
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      kdg::mbarrier_init(&bar_ready[s], 32);
+      kdg::mbarrier_init(&bar_free[s], MMA_WARPS * 32);
+    }
+  }
+  __syncthreads();
+
+  if (warp == MMA_WARPS) {
+    // ---- role "load", step load: wait free[s], cp.async the chunk into stage s, arrive ready[s] ----
+    for (int c = 0; c < num_chunks; ++c) {
+      const int s = c % STAGES;
+      kdg::mbarrier_wait(&bar_free[s], ((c / STAGES) & 1) ^ 1);
+      const long long ws_ch = (chunk0 + c) * HV + h;
+      const long long t0 = bos + (long long)c * C;
+      const int L = (int)min((long long)C, eos - t0);
+      kdg::cp_async_tile(s_v + s * stride_v, ld_v * 2, v + (t0 * HV + h) * V + v0, (long long)HV * V * 2,
+                         C, VS * 2, L, lane, 32);
+      kdg::cp_async_tile(s_q_decayed + s * stride_q_decayed, ld_q_decayed * 2, ws_q_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
+      kdg::cp_async_tile(s_k_decayed + s * stride_k_decayed, ld_k_decayed * 2, ws_k_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
+      kdg::cp_async_tile(s_k_to_end + s * stride_k_to_end, ld_k_to_end * 2, ws_k_to_end + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
+      kdg::cp_async_tile(s_A + s * stride_A, ld_A * 4, ws_A + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
+      kdg::cp_async_tile(s_Mqk + s * stride_Mqk, ld_Mqk * 4, ws_Mqk + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
+      kdg::cp_async_tile(s_beta + s * stride_beta, C * 4, ws_beta + ws_ch * C, C * 4, 1, C * 4, 1, lane, 32);
+      kdg::cp_async_tile(s_decay_total + s * stride_decay_total, K * 4, ws_decay_total + ws_ch * K, K * 4, 1, K * 4, 1, lane, 32);
+      kdg::cp_async_arrive(&bar_ready[s]);
+    }
+    kdg::cp_async_wait_all();
+    return;
+  }
+
+  // ---- role "mma": this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V ----
+  const int vr0 = v0 + warp * 16;
+  kdg::FragC S[NT8];  // S[t]: Sᵀ rows vr0.., columns 8t..8t+7
+  // step state_in: h0 or zeros
+#pragma unroll
+  for (int t = 0; t < NT8; ++t) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
+      S[t].x[e] = h0 ? h0[(((long long)n * HV + h) * K + d) * V + vr] : 0.f;
+    }
+  }
+  bf16* const o_stage = s_o + warp * stride_o;
+
+  for (int c = 0; c < num_chunks; ++c) {
+    const int s = c % STAGES;
+    const long long t0 = bos + (long long)c * C;
+    const int L = (int)min((long long)C, eos - t0);
+    kdg::mbarrier_wait(&bar_ready[s], (c / STAGES) & 1);
+    const bf16* v_tile = s_v + s * stride_v;
+    const bf16* k_decayed = s_k_decayed + s * stride_k_decayed;
+    const bf16* k_to_end = s_k_to_end + s * stride_k_to_end;
+    const float* A = s_A + s * stride_A;
+    const float* beta = s_beta + s * stride_beta;
+    const float* decay_total = s_decay_total + s * stride_decay_total;
+    const bf16* q_decayed = s_q_decayed + s * stride_q_decayed;
+    const float* Mqk = s_Mqk + s * stride_Mqk;
+
+    // step state_products: P = Sᵀ·k_decayedᵀ, Q = Sᵀ·q_decayedᵀ ([16 v x 16 tokens], K-deep)
+    kdg::FragC P[2], Q[2];
+    kdg::frag_zero(P[0]);
+    kdg::frag_zero(P[1]);
+    kdg::frag_zero(Q[0]);
+    kdg::frag_zero(Q[1]);
+#pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) {
+      const kdg::FragA sa = kdg::frag_a_from_c(S[2 * kk], S[2 * kk + 1]);
+      kdg::FragB b[2];
+      kdg::load_frag_b_nk(b, k_decayed + kk * 16, ld_k_decayed, lane);  // (d, token) at k_decayed[token][d]
+      kdg::mma_16816(P[0], sa, b[0]);
+      kdg::mma_16816(P[1], sa, b[1]);
+      kdg::load_frag_b_nk(b, q_decayed + kk * 16, ld_q_decayed, lane);
+      kdg::mma_16816(Q[0], sa, b[0]);
+      kdg::mma_16816(Q[1], sa, b[1]);
+    }
+
+    // step delta: Xᵀ = β⊙(vᵀ − P) (tail tokens have β = 0 and zero-filled v)
+    kdg::FragC X[2];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int vr = warp * 16 + kdg::frag_c_row(lane, e), tok = nt * 8 + kdg::frag_c_col(lane, e);
+        X[nt].x[e] = beta[tok] * (kdg::to_f32(v_tile[tok * ld_v + vr]) - P[nt].x[e]);
+      }
+    }
+
+    // step solve: Vnᵀ = Xᵀ·Aᵀ ((j, i) at A[i][j]), bf16x3: X and A split into hi + lo
+    kdg::FragC Vn[2];
+    {
+      kdg::FragA xh, xl;
+      kdg::frag_a_from_c_split(X[0], X[1], xh, xl);
+      kdg::FragB bh[2], bl[2];
+      kdg::load_frag_b_nk_split(bh, bl, A, ld_A, lane);
+      kdg::frag_zero(Vn[0]);
+      kdg::frag_zero(Vn[1]);
+      kdg::mma_16816_x3(Vn[0], xh, xl, bh[0], bl[0]);
+      kdg::mma_16816_x3(Vn[1], xh, xl, bh[1], bl[1]);
+    }
+    kdg::FragA vnh, vnl;  // Vnᵀ as an A operand, hi + lo
+    kdg::frag_a_from_c_split(Vn[0], Vn[1], vnh, vnl);
+
+    // step output: Oᵀ = Q + Vnᵀ·Mqkᵀ (bf16x3), staged per warp as o[token][v] for 16-byte stores of valid tokens
+    {
+      kdg::FragB bh[2], bl[2];
+      kdg::load_frag_b_nk_split(bh, bl, Mqk, ld_Mqk, lane);
+      kdg::mma_16816_x3(Q[0], vnh, vnl, bh[0], bl[0]);
+      kdg::mma_16816_x3(Q[1], vnh, vnl, bh[1], bl[1]);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int vr = kdg::frag_c_row(lane, e), tok = nt * 8 + kdg::frag_c_col(lane, e);
+          o_stage[tok * ld_o + vr] = __float2bfloat16_rn(Q[nt].x[e]);
+        }
+      }
+      __syncwarp();
+      const int tok = lane >> 1, half = lane & 1;
+      if (tok < L) {
+        *reinterpret_cast<uint4*>(o + ((t0 + tok) * HV + h) * V + vr0 + half * 8) =
+            *reinterpret_cast<const uint4*>(o_stage + tok * ld_o + half * 8);
+      }
+      __syncwarp();
+    }
+
+    // step update: Sᵀ ← Sᵀ⊙decay_total + (Vn_hi + Vn_lo)ᵀ·k_to_end ((token, d) at k_to_end[token][d])
+#pragma unroll
+    for (int t2 = 0; t2 < K / 16; ++t2) {
+      kdg::FragB b[2];
+      kdg::load_frag_b_kn(b, k_to_end + t2 * 16, ld_k_to_end, lane);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        kdg::FragC& acc = S[2 * t2 + half];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc.x[e] *= decay_total[(2 * t2 + half) * 8 + kdg::frag_c_col(lane, e)];
+        kdg::mma_16816(acc, vnl, b[half]);
+        kdg::mma_16816(acc, vnh, b[half]);
+      }
+    }
+    kdg::mbarrier_arrive(&bar_free[s]);
+  }
+
+  // step state_out: the final state, if requested
+  if (ht) {
+#pragma unroll
+    for (int t = 0; t < NT8; ++t) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
+        ht[(((long long)n * HV + h) * K + d) * V + vr] = S[t].x[e];
+      }
+    }
+  }
+}
+

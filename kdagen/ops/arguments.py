@@ -1,0 +1,111 @@
+"""A configuration written as command-line arguments: the one set of flags `kdagen emit`, `plan`, `inspect`
+and `compile` share, and the text form KDAGEN_PRECOMPILE uses.
+
+The flags are flash-linear-attention's option names with FLA's defaults, so the same words always name the
+same kernels: `--op kda --use-gate-in-kernel --lower-bound -5` plans exactly what
+`chunk_kda(..., use_gate_in_kernel=True, lower_bound=-5)` runs. They become a Call through the public ops'
+own rules (kdagen.ops.api.make_call, with meta tensors standing in for the optional inputs), then the
+Config every call of that kind uses.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass
+
+DTYPES = {"bf16": "bfloat16", "f32": "float32"}
+FLAGS = ("use-qk-l2norm-in-kernel", "use-gate-in-kernel", "use-beta-sigmoid-in-kernel", "allow-neg-eigval",
+         "state-v-first", "safe-gate")
+
+
+def add_config_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments that make up a configuration."""
+    p.add_argument("--op", choices=("kda", "gdn"), default="kda", help="chunk_kda or chunk_gated_delta_rule (default kda)")
+    p.add_argument("--head-dim", type=int, default=128, help="K = V (default 128)")
+    p.add_argument("--gva", type=int, default=1, help="value heads per q/k head, HV / H (default 1)")
+    p.add_argument("--varlen", action="store_true", help="variable-length batch (cu_seqlens)")
+    p.add_argument("--g-dtype", choices=sorted(DTYPES), default="bf16", help="dtype of g (default bf16)")
+    p.add_argument("--beta-dtype", choices=sorted(DTYPES), default="bf16", help="dtype of beta (default bf16)")
+    for flag in FLAGS:
+        p.add_argument(f"--{flag}", action="store_true", help=f"the option {flag.replace('-', '_')}")
+    p.add_argument("--lower-bound", type=float, default=None, help="KDA's lower_bound (sigmoid gate form)")
+    p.add_argument("--no-A-log", action="store_true", help="in-kernel gate without A_log (KDA with --lower-bound)")
+    p.add_argument("--no-dt-bias", action="store_true", help="in-kernel gate without dt_bias")
+    p.add_argument("--arch", default=None, help="sm_90a or sm_80 (default: KDAGEN_ARCH, else the GPU's, else sm_90a)")
+    p.add_argument("--family", default=None,
+                   help="the kernel family (default: KDAGEN_FAMILY, else the best one that supports the configuration)")
+    p.add_argument("--inference", action="store_true",
+                   help="the kernels of a call without gradients (a forward-only family may serve it)")
+
+
+@dataclass(frozen=True)
+class CallConfig:
+    """A parsed configuration: the Call it stands for, its sizes (B, T, N are placeholders: kernels are not
+    specialised on them), the dtypes of g and beta, the directions the call runs, arch and family."""
+    call: object
+    dims: object
+    dtypes: dict
+    directions: tuple
+    arch: str | None
+    family: str | None
+
+    def config(self):
+        """The ops.config.Config every call of this kind uses (arch resolved, family validated)."""
+        import dataclasses
+
+        from ..plan.families import family
+        from .config import config_for, default_arch
+        c = config_for(self.call, self.dims.K, self.dims.V, self.dims.G, self.call.tensors.get("cu_seqlens") is not None,
+                       self.dtypes, self.resolved_arch() or default_arch(), self.directions)
+        return c if self.family is None else dataclasses.replace(c, family=family(self.family).name)
+
+    def resolved_arch(self) -> str | None:
+        from ..runtime import normalize_arch
+        return normalize_arch(self.arch, "--arch") if self.arch else None
+
+
+def config_from_args(args) -> CallConfig:
+    import torch
+
+    from .api import make_call
+    from .config import INFERENCE, TRAINING
+    from .validate import Dims
+    K, G, H = args.head_dim, args.gva, 1
+    HV = H * G
+    meta = {"device": "meta", "dtype": torch.float32}
+    options = {"output_final_state": True, "initial_state": torch.empty(1, HV, K, K, **meta),
+               "state_v_first": args.state_v_first, "use_qk_l2norm_in_kernel": args.use_qk_l2norm_in_kernel,
+               "use_beta_sigmoid_in_kernel": args.use_beta_sigmoid_in_kernel,
+               "allow_neg_eigval": args.allow_neg_eigval, "use_gate_in_kernel": args.use_gate_in_kernel}
+    if args.lower_bound is not None:
+        options["lower_bound"] = args.lower_bound
+    if args.safe_gate:
+        options["safe_gate"] = True
+    if args.use_gate_in_kernel:
+        if not args.no_A_log:
+            options["A_log"] = torch.empty(HV, **meta)
+        if not args.no_dt_bias:
+            options["dt_bias"] = torch.empty(HV * K if args.op == "kda" else HV, **meta)
+    if args.varlen:
+        options["cu_seqlens"] = torch.empty(2, device="meta", dtype=torch.int64)
+    call = make_call(args.op, **options)
+    dtypes = {"g": getattr(torch, DTYPES[args.g_dtype]), "beta": getattr(torch, DTYPES[args.beta_dtype])}
+    return CallConfig(call, Dims(B=1, T=0, H=H, HV=HV, K=K, V=K, N=1), dtypes,
+                      INFERENCE if args.inference else TRAINING, args.arch, args.family)
+
+
+class _RaisingParser(argparse.ArgumentParser):
+    """Reports a bad configuration as a ValueError (argparse would print usage and exit)."""
+
+    def error(self, message):
+        raise ValueError(message)
+
+
+def parse_config(text: str) -> CallConfig:
+    """One configuration written as arguments, e.g. "--op kda --head-dim 128"."""
+    p = _RaisingParser(prog="configuration", add_help=False, exit_on_error=False)
+    add_config_arguments(p)
+    try:
+        return config_from_args(p.parse_args(shlex.split(text)))
+    except (argparse.ArgumentError, TypeError, ValueError) as e:
+        raise ValueError(f"configuration {text!r}: {e}") from None

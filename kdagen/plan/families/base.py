@@ -1,0 +1,125 @@
+"""What every kernel family shares: the `Family` contract and the plan pieces each family builds from.
+
+A family is one way of turning a problem into kernels: its chunk size, instruction set, roles and
+templates (docs/plan.md §6). It says whether it serves a problem (`supports` -> (ok, reason), like
+flash-linear-attention's backend verifiers) and, if so, plans its kernels (`build`).
+
+Names the kernels take from the recurrence are scoped so no user choice can collide with a name a
+kernel declares: token inputs and head parameters arrive as `in_<name>`, their gradients as
+`grad_in_<name>`, scalars as `sc_<name>` (`input_param`, `grad_param`, `scalar_param`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..model import Kernel, Param, Workspace
+from ..problem import PlanError, Problem, exponent_form, qk_inputs, recurrence_facts
+
+
+def input_param(name: str) -> str:
+    """The kernel parameter (and emitted pointer prefix) of a token input or head parameter."""
+    return f"in_{name}"
+
+
+def grad_param(name: str) -> str:
+    return f"grad_{input_param(name)}"
+
+
+def scalar_param(name: str) -> str:
+    return f"sc_{name}"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a family reads off a problem's recurrence, computed once."""
+    decay_kind: str                          # "vector" | "scalar"
+    decay_interval: tuple[float, float]
+    KD: int                                  # decay width: K per channel, 1 per head
+    leaves: list[Param]                      # prologue inputs other than the value, then head parameters
+    scalars: list[str]
+    head_params: list[tuple[str, bool]]      # (name, has a K row)
+    qk_inputs: list[str]
+    token_inputs: list[str]
+
+
+def _leaf_dtype(problem: Problem, name: str, node_dtype: str) -> str:
+    """q, k, v in the io dtype, g and beta as the problem says, anything else as its DSL declaration."""
+    fixed = {"q": problem.dtypes.io, "k": problem.dtypes.io, "v": problem.dtypes.io, "g": problem.dtypes.g,
+             "beta": problem.dtypes.beta}
+    return fixed.get(name, node_dtype if node_dtype in ("bf16", "f32") else "f32")
+
+
+def facts(problem: Problem) -> Facts:
+    r = problem.recurrence
+    value = r.core_operands()["value"]
+    if r.graph.nodes[value]["op"] != "token_input":
+        raise PlanError(f"value operand {value!r}: the kernels read v directly, so it must be a token input "
+                        "(prologue ops on v are not planned)")
+    info = recurrence_facts(r)
+    leaves = [Param(input_param(n), "ptr", _leaf_dtype(problem, n, r.graph.nodes[n]["dtype"]))
+              for n in r.token_inputs if n != value]
+    leaves += [Param(input_param(n), "ptr", "f32") for n in r.head_params]
+    kind = info["decay_kind"]
+    return Facts(decay_kind=kind, decay_interval=tuple(info["decay_interval"]), KD=problem.K if kind == "vector" else 1,
+                 leaves=leaves, scalars=list(r.scalars),
+                 head_params=[(n, bool(r.graph.nodes[n]["shape"])) for n in r.head_params],
+                 qk_inputs=qk_inputs(r), token_inputs=list(r.token_inputs))
+
+
+def seq_params(varlen: bool) -> list[Param]:
+    """How kernels find sequences: cu_seqlens and per-sequence chunk offsets (varlen), else B rows of T."""
+    seq = [Param("cu_seqlens", "ptr", "i64"), Param("chunk_offsets", "ptr", "i32")] if varlen else []
+    return seq + [Param("T", "i32"), Param("N", "i32")]
+
+
+def workspace_params(names, const: bool, ws: list[Workspace]) -> list[Param]:
+    dtypes = {w.name: w.dtype for w in ws}
+    return [Param(n, "ptr", dtypes[n], const=const) for n in names]
+
+
+@dataclass
+class Planned:
+    """A family's plan of one problem, before the planner lays out shared memory and names it."""
+    kernels: list[Kernel]
+    workspaces: list[Workspace]
+    saved: list[str]
+    exponent_form: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A kernel family: what it serves (archs, head dims, directions) and how it plans."""
+    name: str
+    chunk: int
+    archs: tuple[str, ...]
+    head_dims: tuple[int, ...]
+    directions: tuple[str, ...]
+    headers: tuple[str, ...]
+    priority: int                            # the highest-priority family that supports a problem is chosen
+    summary: str
+
+    def supports(self, problem: Problem, directions=("forward", "backward")) -> tuple[bool, str]:
+        """(ok, reason): whether this family can plan `problem` for every direction in `directions`."""
+        missing = [d for d in directions if d not in self.directions]
+        checks = [
+            (problem.arch in self.archs, f"arch {problem.arch} (it emits {', '.join(self.archs)})"),
+            (problem.K in self.head_dims and problem.V in self.head_dims,
+             f"K={problem.K}, V={problem.V} (it has kernels for head dims {self.head_dims})"),
+            (not missing, f"no {' or '.join(missing)} kernels (it plans {', '.join(self.directions)})"),
+        ]
+        for ok, why in checks:
+            if not ok:
+                return False, f"{self.name}: {why}"
+        return self.check(problem)
+
+    def check(self, problem: Problem) -> tuple[bool, str]:
+        """Family-specific conditions beyond arch, head dims and directions."""
+        return True, f"{self.name}: supported"
+
+    def build(self, problem: Problem) -> Planned:
+        raise NotImplementedError
+
+
+def form_of(f: Facts, chunk: int) -> str:
+    return exponent_form(f.decay_kind, f.decay_interval, chunk)
