@@ -1,6 +1,6 @@
 """Backward test cases shared by the GPU tests (tests/gpu/test_backward_kernels.py) and the CPU emulation
 (tests/test_backward_emulated.py): inputs, the float64 reference, a forward workspace built from float64
-math, and the float64 oracle of the K2 workspaces (S_c and what K2_bwd hands to K1_bwd).
+math, and the float64 oracle of the recurrence_bwd workspaces (S_c and what recurrence_bwd hands to prepare_bwd).
 
 Inputs are drawn in float64 and rounded to the kernels' dtypes; the reference runs on the rounded values.
 The forward workspace the kernels read is built from the same float64 math (reference.chunk_terms) and
@@ -74,7 +74,7 @@ CASES = [
 ]
 # small enough for the host emulation: varlen KDA and GDN, and fixed-length sequences
 EMULATED = ["kda_softplus_vfirst_varlen_k64", "gdn_plain_varlen_k64", "kda_plain_no_h0_k64"]
-# forward kernels -> backward kernels, both emulated: the factored form of K1 (a lower-bound gate), varlen, GVA
+# forward kernels -> backward kernels, both emulated: the factored form of prepare (a lower-bound gate), varlen, GVA
 END_TO_END = Case("kda_lb5_end_to_end_k64", Options(**KDA_SOFT, lower_bound=-5.0, **FULL), 64,
                   dict(cu_seqlens=VARLEN, H=2, G=2), g=torch.bfloat16)
 
@@ -139,10 +139,10 @@ def config_of(case: Case, x: dict, device) -> Config:
 
 
 def forward_workspace(case: Case, x: dict, rounded: bool = True) -> dict:
-    """K1's workspace as the forward stores it, in the plan's shapes and (when `rounded`) dtypes, float64
-    otherwise. Rows past a chunk's end are zero, as K1 writes them (K2 in store-states mode reads whole
-    tiles); the surplus chunks of the chunk dim (the planner's upper bound B·T // C + N) hold NaN, which no
-    kernel may read."""
+    """prepare's workspace as the forward stores it, in the plan's shapes and (when `rounded`) dtypes, float64
+    otherwise. Rows past a chunk's end are zero, as prepare writes them (states reads whole tiles); the
+    surplus chunks of the chunk dim (the planner's upper bound B·T // C + N) hold NaN, which no kernel may
+    read."""
     opt, K = case.opt, case.K
     x64 = {n: as64(t) for n, t in x.items()}
     p = prologue(x64, opt)
@@ -224,7 +224,7 @@ def run_case(case: Case, device, seed: int, loader=None, debug=None) -> tuple[di
     return grads, ref
 
 
-# ---- the K2_bwd oracle ----------------------------------------------------------------------------------
+# ---- the recurrence_bwd oracle ----------------------------------------------------------------------------------
 
 def k2_oracle(case: Case, x: dict, do, dht, rounded: bool = True) -> dict:
     """float64 S_c, dqd, dkd, dkr, dMqk, dMkk, dgT and dβ (the Σ_v dX⊙P part) from the (rounded) workspace."""

@@ -1,7 +1,7 @@
 """kdagen's public ops have flash-linear-attention 0.6.0's exact signatures (names, order, kinds, defaults).
 
 The FLA signatures are written out here (from fla_core-0.6.0: fla/ops/kda/chunk.py and
-fla/ops/gated_delta_rule/chunk.py; spec/kda_math.md §1.1) so the test runs without FLA; when FLA
+fla/ops/gated_delta_rule/chunk.py; docs/math.md §1) so the test runs without FLA; when FLA
 is importable the test also compares against the installed functions.
 """
 from __future__ import annotations

@@ -29,7 +29,7 @@ def emulated_loader(config, device=None, direction="backward"):
 
 
 def test_oracle_composes_to_the_reference(seed):
-    """k2_oracle is what K2_bwd must produce: combined as K1_bwd combines it, it gives the reference."""
+    """k2_oracle is what recurrence_bwd must produce: combined as prepare_bwd combines it, it gives the reference."""
     case = next(c for c in CASES if c.name == "kda_softplus_vfirst_varlen_k64")
     x, do, dht = case_inputs(case, seed)
     x = {n: as64(t) for n, t in x.items()}                            # exact: no storage rounding
@@ -93,7 +93,7 @@ def test_forward_then_backward_emulated_on_cpu(seed):
 @needs_emulation
 def test_a_recurrence_written_only_in_the_dsl_gets_its_gradients(seed):
     """Plan, forward and backward kernels of a recurrence no kernel was written for, against the gradients the
-    DSL's own derived backward graph gives in float64: the gate, β map and head parameter reach K1_bwd only
+    DSL's own derived backward graph gives in float64: the gate, β map and head parameter reach prepare_bwd only
     through the emitted adjoint."""
     r = dsl.build(dsl_only, name="custom")
     plan = verify(make_plan(Problem(r, "custom", 64, 64, gva_ratio=2, varlen=True)))

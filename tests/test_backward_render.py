@@ -11,6 +11,7 @@ from backward_cases import dsl_only
 
 from kdagen import dsl, runtime
 from kdagen.codegen import render_kernel, render_unit
+from kdagen.codegen.lines import without_directives
 from kdagen.codegen.adjoint import backward_prologue
 from kdagen.ops import backward as bw
 from kdagen.ops.config import Config
@@ -39,7 +40,7 @@ def planned(opt: Options, K: int, **kw):
 @pytest.mark.parametrize("opt, K", [(KDA_FULL, 128), (KDA_LB, 64), (KDA_PLAIN, 128), (GDN_FULL, 128), (GDN_PLAIN, 64)])
 def test_unit_holds_the_plans_kernels(opt, K):
     plan, r = planned(opt, K)
-    src = render_unit(plan, r, "backward")
+    src = without_directives(render_unit(plan, r, "backward"))
     found = {name: bounds for bounds, name, _ in re.findall(KERNEL, src)}
     assert list(found) == [k.name for k in plan.direction("backward")]
     for k in plan.direction("backward"):
@@ -98,7 +99,7 @@ class SignatureModule:
     """Stands in for a loaded module: checks every launch against the kernel's C signature."""
 
     def __init__(self, src: str):
-        self.sigs, self.launched = signatures(src), []
+        self.sigs, self.launched = signatures(without_directives(src)), []
 
     def launch(self, name, grid, block, args, smem_bytes=0):
         sig = self.sigs[name]

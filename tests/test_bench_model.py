@@ -1,4 +1,4 @@
-"""Issue 6, point 3: the bytes/FLOPs model reproduces the per-token figures of spec kda_math.md §7 within 10%.
+"""Issue 6, point 3: the bytes/FLOPs model reproduces the per-token figures of docs/math.md §9 within 10%.
 
 Each figure is checked twice: against the issue's 10% bound, and to the precision §7 prints it with
 (half a unit in its last digit), which a model off by one GEMM term would fail even where 10% does not.

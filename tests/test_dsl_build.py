@@ -10,7 +10,7 @@ from kdagen.recurrences import kda
 
 
 def design_kda(r, lower_bound=-5.0):
-    """The recurrence of DESIGN.md, verbatim."""
+    """The recurrence the README shows (KDA's, written in the DSL), verbatim."""
     q, k = r.token_input("q", "K"), r.token_input("k", "K")
     v = r.token_input("v", "V")
     g, beta = r.token_input("g", "K"), r.token_input("beta")

@@ -115,7 +115,7 @@ def test_problem_rejects_unplannable():
         args = dict(recurrence=r, name="kda", K=128, V=128) | kw
         with pytest.raises(PlanError, match=msg):
             Problem(**args)
-    with pytest.raises(PlanError, match=r"no kernel family supports this problem:\n  mma16: K=96, V=96"):
+    with pytest.raises(PlanError, match=r"no kernel family supports this problem:\n  wgmma64: K=96, V=96.*\n  mma16: K=96"):
         make_plan(Problem(r, "kda", 96, 96))
 
 
@@ -195,7 +195,7 @@ BROKEN = [
     ("overlapping roles", lambda p: setattr(_k(p, "recurrence").role("load"), "warps", (3, 5)),
      "roles must cover warps 0..4 exactly once (overlapping: [3]"),
     ("named barrier id", lambda p: _k(p, "recurrence").barriers.append(
-        Barrier("exchange", "named", 128, [("mma", "thread")], ["mma"], id=0)), "needs an id in 1..15"),
+        Barrier("exchange", "named", 128, [("mma", "thread")], ["mma"], id=0)), "needs ids in 1..15"),
     ("pipeline stages", lambda p: setattr(_k(p, "recurrence").buffer("v"), "stages", 3),
      "pipeline 'chunk_ring' buffer 'v' has 3 stages"),
     ("alias lifetimes", _alias, "buffers 'k_decayed' and 'k_inv' share alias group 'u' but are live at once"),
@@ -312,3 +312,21 @@ def test_broken_hopper_plans_are_rejected(tma_plan, name, breaks, message):
     breaks(plan)
     found = problems(plan)
     assert any(message in f for f in found), found
+
+
+def test_named_barrier_copies_take_one_id_each(tma_plan):
+    """A named barrier per warp group of its role: ids id .. id + copies − 1, each counting one group."""
+    plan = copy.deepcopy(tma_plan)
+    k = _tma(plan)
+    k.roles = [Role("producer", (0, 4), regs=40, setmaxnreg=True), Role("consumer", (4, 12), regs=232, setmaxnreg=True)]
+    k.threads = 384
+    k.barrier("free").count = 256
+    k.barriers.append(Barrier("staged", "named", 128, [("consumer", "thread")], ["consumer"], id=14, copies=2))
+    assert problems(plan) == []
+    k.barrier("staged").id = 15
+    assert any("needs ids in 1..15 (0 is __syncthreads), got [15, 16]" in f for f in problems(plan))
+    k.barrier("staged").id, k.barrier("staged").count = 1, 256
+    assert any("arrive count 256 != 128" in f and "per copy of 2" in f for f in problems(plan))
+    k.barrier("staged").count = 128
+    k.barriers.append(Barrier("other", "named", 128, [("consumer", "thread")], ["consumer"], id=2))
+    assert any("named barriers 'staged' and 'other' share id 2" in f for f in problems(plan))

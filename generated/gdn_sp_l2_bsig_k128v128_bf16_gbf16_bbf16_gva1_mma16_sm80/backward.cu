@@ -4,9 +4,12 @@
 // kernels: states (grid ['N', 'HV', 2], 160 threads, 24240 B smem), recurrence_bwd (grid ['N', 'HV'], 256 threads, 161600 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 35968 B smem), param_reduce (grid ['(HV + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
+#line 2 "templates/unit.cu.j2"
 #include <cuda_bf16.h>
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/common/types.cuh =====
+#line 1 "templates/common/types.cuh"
 // kdagen common: scalar types and conversions shared by every kernel.
 // Included once per translation unit by templates/unit.cu.j2; everything lives in namespace kdg.
 namespace kdg {
@@ -36,7 +39,9 @@ __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; 
 // Kernels (global scope) name element types as the plan does: bf16, float.
 using kdg::bf16;
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/common/ptx.cuh =====
+#line 1 "templates/common/ptx.cuh"
 // kdagen common: the inline PTX every family uses (mbarrier, bar.sync/arrive, shared-memory addresses),
 // and nothing else. Instructions of one architecture live in sm80/ptx.cuh and sm90/ptx.cuh. The helpers
 // in the other headers are built on these; the host emulation (kdagen.codegen.emulate) replaces exactly
@@ -79,7 +84,9 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
 // Dynamic shared memory of a kernel whose plan is above the static limit.
 #define KDG_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/sm80/ptx.cuh =====
+#line 1 "templates/sm80/ptx.cuh"
 // kdagen sm80: inline PTX of the sm_80 instruction set (also on sm_90a): mma.sync m16n8k16, ldmatrix,
 // cp.async. Emulated on the host by templates/emulate/sm80_ptx.cuh.
 namespace kdg {
@@ -127,7 +134,9 @@ __device__ __forceinline__ void ptx_cp_async_wait_all() {
 
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/common/math.cuh =====
+#line 1 "templates/common/math.cuh"
 // kdagen common: the scalar functions the expression emitter (kdagen.codegen.expr) writes calls to,
 // and row loads into per-thread channel slices. Accurate libm forms (no fast-math) so the prologue
 // matches the float64 reference to fp32 rounding.
@@ -215,7 +224,9 @@ __device__ __forceinline__ void store_row(float* p, const float (&src)[N]) {
 
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/common/barriers.cuh =====
+#line 1 "templates/common/barriers.cuh"
 // kdagen common: barriers named in the plan (kdagen.plan Barrier.kind).
 //   "mbarrier": a shared-memory mbarrier with an arrive count and a phase parity per completion;
 //               a waiter passes `parity` = (use index) & 1, a producer waiting for a free slot it
@@ -241,7 +252,9 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) { ptx_
 
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/common/reductions.cuh =====
+#line 1 "templates/common/reductions.cuh"
 // kdagen common: warp and row reductions, and the in-chunk column cumsum.
 namespace kdg {
 
@@ -271,7 +284,80 @@ __device__ __forceinline__ void column_cumsum(float* tile, int rows, int cols, i
 
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
+// ===== templates/common/sequences.cuh =====
+#line 1 "templates/common/sequences.cuh"
+// kdagen common: where sequences and chunks lie on the packed token axis. One helper for every kernel:
+// packed batches pass cu_seqlens (int64 [N+1]) and chunk_offsets (int32 [N+1]: each sequence's first chunk in
+// the chunk-indexed workspaces); fixed-length batches pass nullptr for both and T, the tokens per sequence.
+// Chunks never straddle sequences; a sequence's last chunk may be short (L < C valid rows).
+namespace kdg {
+
+struct Span {
+  long long begin, end;  // tokens [begin, end)
+};
+
+// The tokens of sequence n.
+__device__ __forceinline__ Span sequence_span(const long long* cu_seqlens, int T, int n) {
+  if (cu_seqlens != nullptr) return {cu_seqlens[n], cu_seqlens[n + 1]};
+  return {(long long)n * T, (long long)(n + 1) * T};
+}
+
+// The index of sequence n's first chunk in the workspaces.
+__device__ __forceinline__ long long first_chunk(const int* chunk_offsets, int T, int C, int n) {
+  return chunk_offsets != nullptr ? (long long)chunk_offsets[n] : (long long)n * ((T + C - 1) / C);
+}
+
+// Chunk ci of sequence n, for head-parallel kernels that walk a sequence's chunks: its index in the
+// workspaces, its first token and its valid rows.
+struct SeqChunk {
+  long long index;
+  long long t0;
+  int L;
+};
+
+__device__ __forceinline__ SeqChunk sequence_chunk(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
+                                                   int n, int ci) {
+  const Span s = sequence_span(cu_seqlens, T, n);
+  const long long t0 = s.begin + (long long)ci * C;
+  return {first_chunk(chunk_offsets, T, C, n) + ci, t0, (int)min((long long)C, s.end - t0)};
+}
+
+struct ChunkAt {
+  int seq;       // the sequence it belongs to
+  long long t0;  // its first token
+  int L;         // its valid rows (<= C)
+};
+
+// Chunk c of a chunk-parallel grid (an upper bound on the chunk count): false for a surplus CTA. Packed
+// batches find the sequence by binary search over chunk_offsets (empty sequences own no chunk).
+__device__ __forceinline__ bool locate_chunk(const long long* cu_seqlens, const int* chunk_offsets, int T, int N,
+                                             int C, int c, ChunkAt& at) {
+  if (chunk_offsets != nullptr) {
+    if (c >= chunk_offsets[N]) return false;
+    int lo = 0, hi = N - 1;  // the last n with chunk_offsets[n] <= c
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (chunk_offsets[mid] <= c) lo = mid; else hi = mid - 1;
+    }
+    at.seq = lo;
+    at.t0 = cu_seqlens[lo] + (long long)(c - chunk_offsets[lo]) * C;
+  } else {
+    const int per_seq = (T + C - 1) / C;
+    if (c >= N * per_seq) return false;
+    at.seq = c / per_seq;
+    at.t0 = (long long)at.seq * T + (long long)(c % per_seq) * C;
+  }
+  const Span s = sequence_span(cu_seqlens, T, at.seq);
+  at.L = (int)min((long long)C, s.end - at.t0);
+  return true;
+}
+
+}  // namespace kdg
+
+#line 5 "templates/unit.cu.j2"
 // ===== templates/sm80/mma.cuh =====
+#line 1 "templates/sm80/mma.cuh"
 // kdagen common: tensor-core fragments of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // (sm_80 and sm_90a). Lane l of a warp: g = l >> 2 (group), t = l & 3 (thread in group).
 //   FragA (16x16 bf16, M x K): x[0] = (g,   2t..2t+1)  x[1] = (g+8, 2t..2t+1)
@@ -332,7 +418,9 @@ __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) 
 
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/sm80/ldmatrix.cuh =====
+#line 1 "templates/sm80/ldmatrix.cuh"
 // kdagen common: mma fragment loads from shared memory (ldmatrix for bf16 tiles).
 // Every tile is addressed by its top-left element `base` and a leading dimension `ld` in elements;
 // base must be 16-byte aligned and ld a multiple of 8 (pad rows by 8 to avoid bank conflicts).
@@ -402,9 +490,25 @@ __device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)
   }
 }
 
+// As load_frag_b_nk_split, each element first multiplied by scale[k], a factor per contraction index (scale
+// points at the 16 factors of this k slab): a per-channel decay between two blocks of a chunk.
+__device__ __forceinline__ void load_frag_b_nk_split_scaled(FragB (&hi)[2], FragB (&lo)[2], const float* base, int ld,
+                                                            const float* scale, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float s0 = scale[2 * t], s1 = scale[2 * t + 1], s8 = scale[2 * t + 8], s9 = scale[2 * t + 9];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const float* r = base + (nt * 8 + g) * ld + 2 * t;
+    split_bf16(r[0] * s0, r[1] * s1, hi[nt].x[0], lo[nt].x[0]);
+    split_bf16(r[8] * s8, r[9] * s9, hi[nt].x[1], lo[nt].x[1]);
+  }
+}
+
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/sm80/copies.cuh =====
+#line 1 "templates/sm80/copies.cuh"
 // kdagen common: global -> shared copies.
 // cp.async (sm_80+) moves 16 bytes without staging through registers; a false `valid` zero-fills
 // the destination instead of reading (tail rows of a chunk). Completion is signalled either by
@@ -440,6 +544,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 
 }  // namespace kdg
 
+#line 5 "templates/mma16/recurrence.cu.j2"
 // ===== states: "recurrence" (store_states) =====
 // grid (N, HV, V/64): one CTA per (sequence, value head, V slice of 64); 160 threads.
 // Roles: warps 0..3 "mma" each own 16 value rows of the transposed state Sᵀ [V_slice, K] as fp32 mma
@@ -449,6 +554,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 //   P = Sᵀ·k_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) states(
     const bf16* __restrict__ v,
+#line 558 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ h0,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -458,161 +564,199 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
     int T,
     int N,
     bf16* __restrict__ ws_states) {
+#line 14 "templates/mma16/recurrence.cu.j2"
   constexpr int C = 16, K = 128, V = 128;
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
-  static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "K2 tiling");
+  static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
+#line 573 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 24240 B, static
   __shared__ __align__(16) unsigned char smem_raw[24240];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
   kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 128
   bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 32);  // v [16 x 64] bf16, ld 72, 2 stages
-  constexpr int ld_v = 72;
+  [[maybe_unused]] constexpr int ld_v = 72;
   constexpr int stride_v = 1152;  // elements per stage / warp copy
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 4640);  // k_decayed [16 x 128] bf16, ld 136, 2 stages
-  constexpr int ld_k_decayed = 136;
+  [[maybe_unused]] constexpr int ld_k_decayed = 136;
   constexpr int stride_k_decayed = 2176;  // elements per stage / warp copy
   bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 13344);  // k_to_end [16 x 128] bf16, ld 136, 2 stages
-  constexpr int ld_k_to_end = 136;
+  [[maybe_unused]] constexpr int ld_k_to_end = 136;
   constexpr int stride_k_to_end = 2176;  // elements per stage / warp copy
   float* const s_A = reinterpret_cast<float*>(smem_raw + 22048);  // A [16 x 16] f32, ld 16, 2 stages
-  constexpr int ld_A = 16;
+  [[maybe_unused]] constexpr int ld_A = 16;
   constexpr int stride_A = 256;  // elements per stage / warp copy
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 24096);  // beta [16] f32, ld 16, 2 stages
   constexpr int stride_beta = 16;  // elements per stage / warp copy
   float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 24224);  // decay_total [1] f32, ld 1, 2 stages
   constexpr int stride_decay_total = 1;  // elements per stage / warp copy
 
+#line 20 "templates/mma16/recurrence.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y, v0 = blockIdx.z * VS;
-  const long long bos = (long long)n * T, eos = bos + T;
-  const long long chunk0 = (long long)n * kdg::ceil_div(T, C);
+  const kdg::Span seq = kdg::sequence_span(nullptr, T, n);
+  const long long bos = seq.begin, eos = seq.end;
+  const long long chunk0 = kdg::first_chunk(nullptr, T, C, n);
   const int num_chunks = (int)((eos - bos + C - 1) / C);
-
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      kdg::mbarrier_init(&bar_ready[s], 32);
-      kdg::mbarrier_init(&bar_free[s], MMA_WARPS * 32);
-    }
+#line 23 "templates/skeleton.j2"
+  // barriers (plan): ready[2] × 32 (load/thread); free[2] × 128 (mma/thread)
+#line 25 "templates/skeleton.j2"
+  if (threadIdx.x == 0) {
+#line 27 "templates/skeleton.j2"
+    for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_ready[kdg_s], 32);
+#line 27 "templates/skeleton.j2"
+    for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_free[kdg_s], 128);
+#line 32 "templates/skeleton.j2"
   }
   __syncthreads();
 
-  if (warp == MMA_WARPS) {
-    // ---- role "load", step load: wait free[s], cp.async the chunk into stage s, arrive ready[s] ----
-    for (int c = 0; c < num_chunks; ++c) {
-      const int s = c % STAGES;
-      kdg::mbarrier_wait(&bar_free[s], ((c / STAGES) & 1) ^ 1);
-      const long long ws_ch = (chunk0 + c) * HV + h;
-      const long long t0 = bos + (long long)c * C;
-      const int L = (int)min((long long)C, eos - t0);
-      kdg::cp_async_tile(s_v + s * stride_v, ld_v * 2, v + (t0 * HV + h) * V + v0, (long long)HV * V * 2,
-                         C, VS * 2, L, lane, 32);
-      kdg::cp_async_tile(s_k_decayed + s * stride_k_decayed, ld_k_decayed * 2, ws_k_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
-      kdg::cp_async_tile(s_k_to_end + s * stride_k_to_end, ld_k_to_end * 2, ws_k_to_end + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
-      kdg::cp_async_tile(s_A + s * stride_A, ld_A * 4, ws_A + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
-      kdg::cp_async_tile(s_beta + s * stride_beta, C * 4, ws_beta + ws_ch * C, C * 4, 1, C * 4, 1, lane, 32);
-      if (lane == 0) kdg::cp_async_4(s_decay_total + s * stride_decay_total, ws_decay_total + ws_ch, true);
-      kdg::cp_async_arrive(&bar_ready[s]);
-    }
-    kdg::cp_async_wait_all();
-    return;
-  }
 
-  // ---- role "mma": this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V ----
-  const int vr0 = v0 + warp * 16;
-  kdg::FragC S[NT8];  // S[t]: Sᵀ rows vr0.., columns 8t..8t+7
-  // step state_in: h0 or zeros
-#pragma unroll
-  for (int t = 0; t < NT8; ++t) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
-      S[t].x[e] = h0 ? h0[(((long long)n * HV + h) * K + d) * V + vr] : 0.f;
-    }
-  }
-
-  for (int c = 0; c < num_chunks; ++c) {
-    const int s = c % STAGES;
-    const long long t0 = bos + (long long)c * C;
-    const int L = (int)min((long long)C, eos - t0);
-    kdg::mbarrier_wait(&bar_ready[s], (c / STAGES) & 1);
-    const bf16* v_tile = s_v + s * stride_v;
-    const bf16* k_decayed = s_k_decayed + s * stride_k_decayed;
-    const bf16* k_to_end = s_k_to_end + s * stride_k_to_end;
-    const float* A = s_A + s * stride_A;
-    const float* beta = s_beta + s * stride_beta;
-    const float* decay_total = s_decay_total + s * stride_decay_total;
-
-    // step state_products: P = Sᵀ·k_decayedᵀ ([16 v x 16 tokens], K-deep)
-    kdg::FragC P[2];
-    kdg::frag_zero(P[0]);
-    kdg::frag_zero(P[1]);
-#pragma unroll
-    for (int kk = 0; kk < K / 16; ++kk) {
-      const kdg::FragA sa = kdg::frag_a_from_c(S[2 * kk], S[2 * kk + 1]);
-      kdg::FragB b[2];
-      kdg::load_frag_b_nk(b, k_decayed + kk * 16, ld_k_decayed, lane);  // (d, token) at k_decayed[token][d]
-      kdg::mma_16816(P[0], sa, b[0]);
-      kdg::mma_16816(P[1], sa, b[1]);
-    }
-
-    // step delta: Xᵀ = β⊙(vᵀ − P) (tail tokens have β = 0 and zero-filled v)
-    kdg::FragC X[2];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int vr = warp * 16 + kdg::frag_c_row(lane, e), tok = nt * 8 + kdg::frag_c_col(lane, e);
-        X[nt].x[e] = beta[tok] * (kdg::to_f32(v_tile[tok * ld_v + vr]) - P[nt].x[e]);
-      }
-    }
-
-    // step solve: Vnᵀ = Xᵀ·Aᵀ ((j, i) at A[i][j]), bf16x3: X and A split into hi + lo
-    kdg::FragC Vn[2];
-    {
-      kdg::FragA xh, xl;
-      kdg::frag_a_from_c_split(X[0], X[1], xh, xl);
-      kdg::FragB bh[2], bl[2];
-      kdg::load_frag_b_nk_split(bh, bl, A, ld_A, lane);
-      kdg::frag_zero(Vn[0]);
-      kdg::frag_zero(Vn[1]);
-      kdg::mma_16816_x3(Vn[0], xh, xl, bh[0], bl[0]);
-      kdg::mma_16816_x3(Vn[1], xh, xl, bh[1], bl[1]);
-    }
-    kdg::FragA vnh, vnl;  // Vnᵀ as an A operand, hi + lo
-    kdg::frag_a_from_c_split(Vn[0], Vn[1], vnh, vnl);
-
-    // step store_state: S entering this chunk, bf16 [V, K] per (chunk, head)
-    {
-      bf16* const out = ws_states + ((chunk0 + c) * HV + h) * (long long)V * K;
-#pragma unroll
+#line 42 "templates/skeleton.j2"
+  const int kdg_warp = threadIdx.x / 32;
+#line 617 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+  if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
+#line 58 "templates/mma16/recurrence.cu.j2"
+      // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
+      const int vr0 = v0 + warp * 16;
+      kdg::FragC S[NT8];  // S[t]: Sᵀ rows vr0.., columns 8t..8t+7
+#line 15 "templates/skeleton.j2"
+      // ---- step state_in (mma, strip): Sᵀ rows of this warp from h0 (or zeros) ----
+#line 62 "templates/mma16/recurrence.cu.j2"
+    #pragma unroll
       for (int t = 0; t < NT8; ++t) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int vr = vr0 + kdg::frag_c_row(lane, 2 * half), d = t * 8 + kdg::frag_c_col(lane, 0);
-          *reinterpret_cast<kdg::u32*>(out + (long long)vr * K + d) = kdg::pack_bf16(S[t].x[2 * half], S[t].x[2 * half + 1]);
+    #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
+#line 68 "templates/mma16/recurrence.cu.j2"
+          S[t].x[e] = h0 ? h0[(((long long)n * HV + h) * K + d) * V + vr] : 0.f;
+#line 72 "templates/mma16/recurrence.cu.j2"
         }
       }
-    }
 
-    // step update: Sᵀ ← Sᵀ⊙decay_total + (Vn_hi + Vn_lo)ᵀ·k_to_end ((token, d) at k_to_end[token][d])
-#pragma unroll
-    for (int t2 = 0; t2 < K / 16; ++t2) {
-      kdg::FragB b[2];
-      kdg::load_frag_b_kn(b, k_to_end + t2 * 16, ld_k_to_end, lane);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        kdg::FragC& acc = S[2 * t2 + half];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc.x[e] *= decay_total[0];
-        kdg::mma_16816(acc, vnl, b[half]);
-        kdg::mma_16816(acc, vnh, b[half]);
+#line 78 "templates/mma16/recurrence.cu.j2"
+      for (int c = 0; c < num_chunks; ++c) {
+        const int s = c % STAGES;
+        const long long t0 = bos + (long long)c * C;
+        const int L = (int)min((long long)C, eos - t0);
+        kdg::mbarrier_wait(&bar_ready[s], (c / STAGES) & 1);
+        const bf16* v_tile = s_v + s * stride_v;
+        const bf16* k_decayed = s_k_decayed + s * stride_k_decayed;
+        const bf16* k_to_end = s_k_to_end + s * stride_k_to_end;
+        const float* A = s_A + s * stride_A;
+        const float* beta = s_beta + s * stride_beta;
+        const float* decay_total = s_decay_total + s * stride_decay_total;
+
+#line 15 "templates/skeleton.j2"
+        // ---- step state_products (mma, strip): P = Sᵀ·k_decayedᵀ (A operand from the state registers) ----
+#line 95 "templates/mma16/recurrence.cu.j2"
+        kdg::FragC P[2];
+        kdg::frag_zero(P[0]);
+        kdg::frag_zero(P[1]);
+#line 102 "templates/mma16/recurrence.cu.j2"
+    #pragma unroll
+        for (int kk = 0; kk < K / 16; ++kk) {
+          const kdg::FragA sa = kdg::frag_a_from_c(S[2 * kk], S[2 * kk + 1]);
+          kdg::FragB b[2];
+          kdg::load_frag_b_nk(b, k_decayed + kk * 16, ld_k_decayed, lane);  // (d, token) at k_decayed[token][d]
+          kdg::mma_16816(P[0], sa, b[0]);
+          kdg::mma_16816(P[1], sa, b[1]);
+#line 114 "templates/mma16/recurrence.cu.j2"
+        }
+
+        // ---- step delta (mma, strip): Xᵀ = β⊙(vᵀ − P) ---- (tail tokens have β = 0 and zero-filled v)
+        kdg::FragC X[2];
+    #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+    #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int vr = warp * 16 + kdg::frag_c_row(lane, e), tok = nt * 8 + kdg::frag_c_col(lane, e);
+            X[nt].x[e] = beta[tok] * (kdg::to_f32(v_tile[tok * ld_v + vr]) - P[nt].x[e]);
+          }
+        }
+
+#line 15 "templates/skeleton.j2"
+        // ---- step solve (mma, strip): Vnᵀ = Xᵀ·Aᵀ (bf16x3: X and A split hi + lo) ----
+#line 128 "templates/mma16/recurrence.cu.j2"
+        kdg::FragC Vn[2];
+        {
+          kdg::FragA xh, xl;
+          kdg::frag_a_from_c_split(X[0], X[1], xh, xl);
+          kdg::FragB bh[2], bl[2];
+          kdg::load_frag_b_nk_split(bh, bl, A, ld_A, lane);
+          kdg::frag_zero(Vn[0]);
+          kdg::frag_zero(Vn[1]);
+          kdg::mma_16816_x3(Vn[0], xh, xl, bh[0], bl[0]);
+          kdg::mma_16816_x3(Vn[1], xh, xl, bh[1], bl[1]);
+        }
+        kdg::FragA vnh, vnl;  // Vnᵀ as an A operand, hi + lo
+        kdg::frag_a_from_c_split(Vn[0], Vn[1], vnh, vnl);
+
+#line 15 "templates/skeleton.j2"
+        // ---- step store_state (mma, strip): S entering the chunk, bf16 [V,K] per (chunk, head) ----
+#line 168 "templates/mma16/recurrence.cu.j2"
+        {
+          bf16* const out = ws_states + ((chunk0 + c) * HV + h) * (long long)V * K;
+    #pragma unroll
+          for (int t = 0; t < NT8; ++t) {
+    #pragma unroll
+            for (int half = 0; half < 2; ++half) {
+              const int vr = vr0 + kdg::frag_c_row(lane, 2 * half), d = t * 8 + kdg::frag_c_col(lane, 0);
+              *reinterpret_cast<kdg::u32*>(out + (long long)vr * K + d) = kdg::pack_bf16(S[t].x[2 * half], S[t].x[2 * half + 1]);
+            }
+          }
+        }
+
+#line 15 "templates/skeleton.j2"
+        // ---- step update (mma, strip): Sᵀ ← Sᵀ⊙decay_total + (Vn_hi + Vn_lo)ᵀ·k_to_end ----
+#line 182 "templates/mma16/recurrence.cu.j2"
+    #pragma unroll
+        for (int t2 = 0; t2 < K / 16; ++t2) {
+          kdg::FragB b[2];
+          kdg::load_frag_b_kn(b, k_to_end + t2 * 16, ld_k_to_end, lane);
+    #pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            kdg::FragC& acc = S[2 * t2 + half];
+    #pragma unroll
+            for (int e = 0; e < 4; ++e) acc.x[e] *= decay_total[0];
+            kdg::mma_16816(acc, vnl, b[half]);
+            kdg::mma_16816(acc, vnh, b[half]);
+          }
+        }
+        kdg::mbarrier_arrive(&bar_free[s]);
       }
-    }
-    kdg::mbarrier_arrive(&bar_free[s]);
+
+#line 729 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+  } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
+#line 15 "templates/skeleton.j2"
+    // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
+#line 31 "templates/mma16/recurrence.cu.j2"
+        for (int c = 0; c < num_chunks; ++c) {
+          const int s = c % STAGES;
+          kdg::mbarrier_wait(&bar_free[s], ((c / STAGES) & 1) ^ 1);
+          const long long ws_ch = (chunk0 + c) * HV + h;
+          const long long t0 = bos + (long long)c * C;
+          const int L = (int)min((long long)C, eos - t0);
+          kdg::cp_async_tile(s_v + s * stride_v, ld_v * 2, v + (t0 * HV + h) * V + v0, (long long)HV * V * 2,
+                             C, VS * 2, L, lane, 32);
+#line 42 "templates/mma16/recurrence.cu.j2"
+          kdg::cp_async_tile(s_k_decayed + s * stride_k_decayed, ld_k_decayed * 2, ws_k_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
+          kdg::cp_async_tile(s_k_to_end + s * stride_k_to_end, ld_k_to_end * 2, ws_k_to_end + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
+          kdg::cp_async_tile(s_A + s * stride_A, ld_A * 4, ws_A + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
+#line 48 "templates/mma16/recurrence.cu.j2"
+          kdg::cp_async_tile(s_beta + s * stride_beta, C * 4, ws_beta + ws_ch * C, C * 4, 1, C * 4, 1, lane, 32);
+#line 52 "templates/mma16/recurrence.cu.j2"
+          if (lane == 0) kdg::cp_async_4(s_decay_total + s * stride_decay_total, ws_decay_total + ws_ch, true);
+#line 54 "templates/mma16/recurrence.cu.j2"
+          kdg::cp_async_arrive(&bar_ready[s]);
+        }
+        kdg::cp_async_wait_all();
+
+#line 50 "templates/skeleton.j2"
   }
+#line 218 "templates/mma16/recurrence.cu.j2"
 }
 
+#line 4 "templates/mma16/recurrence_bwd.cu.j2"
 // ===== recurrence_bwd: recurrence_bwd, the reverse chunk recurrence =====
 // grid (N sequences, HV heads), 256 threads (8 warps, role "all"), chunks last to first; barrier
 // "sync" (__syncthreads) separates the phases. dS = ∂L/∂S (the gradient of the state leaving the current
@@ -651,18 +795,8 @@ static_assert(K % 16 == 0 && V % 16 == 0 && KW % 16 == 0, "head dims must tile b
 // Index of element (k, v) of a [K, V] state (or its [V, K] transpose) inside one (sequence, head) block.
 __device__ __forceinline__ int state_index(int k, int v) { return STATE_V_FIRST ? v * K + k : k * V + v; }
 
+#line 1 "templates/mma16/chunk_tiles.cuh.j2"
 // ---- chunk tiles: where a chunk is, and its forward workspace in shared memory ----------------------
-
-// Where chunk ci of sequence n lives: global chunk index (workspace row), first token, valid length L.
-struct ChunkPos { int c; long long tok0; int L; };
-
-__device__ __forceinline__ ChunkPos chunk_pos(const long long* cu_seqlens, const int* chunk_offsets, int n, int ci) {
-  ChunkPos p;
-  p.c = chunk_offsets[n] + ci;
-  p.tok0 = cu_seqlens[n] + (long long)ci * C;
-  p.L = (int)min((long long)C, cu_seqlens[n + 1] - p.tok0);
-  return p;
-}
 
 // The forward workspace of one (chunk, head) in shared memory (the plan's buffers of the same names).
 // Every row >= L and every column >= L of A is zeroed here, whatever the workspace holds there.
@@ -678,13 +812,13 @@ struct ChunkIn {
 
 // Issue the cp.async copies and plain loads of a chunk's forward tiles into `in` (all RT threads).
 // The caller waits (cp_async_wait_all) and synchronises before reading.
-__device__ __forceinline__ void load_chunk_in(const ChunkIn& in, const ChunkPos& p, int h, int HV, const bf16* v,
+__device__ __forceinline__ void load_chunk_in(const ChunkIn& in, const SeqChunk& p, int h, int HV, const bf16* v,
                                               const bf16* k_decayed, const bf16* k_to_end, const float* decay_total, const cc_t* A,
                                               const float* beta, int tid) {
-  const long long ws = (long long)p.c * HV + h;                   // (chunk, head) block of the workspace
+  const long long ws = p.index * HV + h;                   // (chunk, head) block of the workspace
   cp_async_tile(in.k_decayed, LDK * 2, k_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
   cp_async_tile(in.k_to_end, LDK * 2, k_to_end + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
-  cp_async_tile(in.v, LDV * 2, v + (p.tok0 * HV + h) * V, (long long)HV * V * 2, C, V * 2, p.L, tid, RT);
+  cp_async_tile(in.v, LDV * 2, v + (p.t0 * HV + h) * V, (long long)HV * V * 2, C, V * 2, p.L, tid, RT);
   for (int idx = tid; idx < C * C; idx += RT) {
     const int i = idx / C, j = idx % C;
     const float a = (i < p.L && j < p.L) ? to_f32(A[ws * C * C + idx]) : 0.f;
@@ -729,6 +863,7 @@ __device__ __forceinline__ void recompute_vn(const ChunkIn& in, StateA state_a, 
   mma_16816(Vn[1], ax, b[1]);
 }
 
+#line 44 "templates/mma16/recurrence_bwd.cu.j2"
 // Write an m16 x 16 pair of accumulator tiles (rows v0.., columns i 0..15) into a [V][C] bf16 tile.
 __device__ __forceinline__ void store_vc(bf16* dst, const FragC (&f)[2], int v0, int lane, float sign = 1.f) {
 #pragma unroll
@@ -782,6 +917,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
+#line 921 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -804,51 +940,54 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const long long* __restrict__ cu_seqlens,
     const int* __restrict__ chunk_offsets,
     int HV) {
+#line 97 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
+#line 946 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
-  constexpr int ld_k_decayed = 136;
+  [[maybe_unused]] constexpr int ld_k_decayed = 136;
   bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 4352);  // k_to_end [16 x 128] bf16, ld 136
-  constexpr int ld_k_to_end = 136;
+  [[maybe_unused]] constexpr int ld_k_to_end = 136;
   bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 8704);  // v [16 x 128] bf16, ld 136
-  constexpr int ld_v = 136;
+  [[maybe_unused]] constexpr int ld_v = 136;
   bf16* const s_A = reinterpret_cast<bf16*>(smem_raw + 13056);  // A [16 x 16] bf16, ld 24
-  constexpr int ld_A = 24;
+  [[maybe_unused]] constexpr int ld_A = 24;
   float* const s_A_f32 = reinterpret_cast<float*>(smem_raw + 13824);  // A_f32 [16 x 16] f32, ld 16
-  constexpr int ld_A_f32 = 16;
+  [[maybe_unused]] constexpr int ld_A_f32 = 16;
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 14848);  // beta [16] f32, ld 16
   float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 14912);  // decay_total [128] f32, ld 128
   bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 15424);  // q_decayed [16 x 128] bf16, ld 136
-  constexpr int ld_q_decayed = 136;
+  [[maybe_unused]] constexpr int ld_q_decayed = 136;
   bf16* const s_ST = reinterpret_cast<bf16*>(smem_raw + 19776);  // ST [128 x 128] bf16, ld 136
-  constexpr int ld_ST = 136;
+  [[maybe_unused]] constexpr int ld_ST = 136;
   bf16* const s_dhT_hi = reinterpret_cast<bf16*>(smem_raw + 54592);  // dhT_hi [128 x 128] bf16, ld 136
-  constexpr int ld_dhT_hi = 136;
+  [[maybe_unused]] constexpr int ld_dhT_hi = 136;
   bf16* const s_dhT_lo = reinterpret_cast<bf16*>(smem_raw + 89408);  // dhT_lo [128 x 128] bf16, ld 136
-  constexpr int ld_dhT_lo = 136;
+  [[maybe_unused]] constexpr int ld_dhT_lo = 136;
   bf16* const s_dO = reinterpret_cast<bf16*>(smem_raw + 124224);  // dO [16 x 128] bf16, ld 136
-  constexpr int ld_dO = 136;
+  [[maybe_unused]] constexpr int ld_dO = 136;
   bf16* const s_VnT = reinterpret_cast<bf16*>(smem_raw + 128576);  // VnT [128 x 16] bf16, ld 24
-  constexpr int ld_VnT = 24;
+  [[maybe_unused]] constexpr int ld_VnT = 24;
   bf16* const s_XT = reinterpret_cast<bf16*>(smem_raw + 134720);  // XT [128 x 16] bf16, ld 24
-  constexpr int ld_XT = 24;
+  [[maybe_unused]] constexpr int ld_XT = 24;
   bf16* const s_dVnT = reinterpret_cast<bf16*>(smem_raw + 140864);  // dVnT [128 x 16] bf16, ld 24
-  constexpr int ld_dVnT = 24;
+  [[maybe_unused]] constexpr int ld_dVnT = 24;
   bf16* const s_bdXT = reinterpret_cast<bf16*>(smem_raw + 147008);  // bdXT [128 x 16] bf16, ld 24
-  constexpr int ld_bdXT = 24;
+  [[maybe_unused]] constexpr int ld_bdXT = 24;
   bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 153152);  // Mqk [16 x 16] bf16, ld 24
-  constexpr int ld_Mqk = 24;
+  [[maybe_unused]] constexpr int ld_Mqk = 24;
   float* const s_dMqk = reinterpret_cast<float*>(smem_raw + 153920);  // dMqk [16 x 16] f32, ld 16
-  constexpr int ld_dMqk = 16;
+  [[maybe_unused]] constexpr int ld_dMqk = 16;
   float* const s_dA = reinterpret_cast<float*>(smem_raw + 154944);  // dA [16 x 16] f32, ld 16
-  constexpr int ld_dA = 16;
+  [[maybe_unused]] constexpr int ld_dA = 16;
   float* const s_T = reinterpret_cast<float*>(smem_raw + 155968);  // T [16 x 16] f32, ld 16
-  constexpr int ld_T = 16;
+  [[maybe_unused]] constexpr int ld_T = 16;
   float* const s_dbeta_part = reinterpret_cast<float*>(smem_raw + 156992);  // dbeta_part [8 x 16] f32, ld 16
-  constexpr int ld_dbeta_part = 16;
+  [[maybe_unused]] constexpr int ld_dbeta_part = 16;
   float* const s_d_decay_total_part = reinterpret_cast<float*>(smem_raw + 157504);  // d_decay_total_part [8 x 128] f32, ld 128
-  constexpr int ld_d_decay_total_part = 128;
+  [[maybe_unused]] constexpr int ld_d_decay_total_part = 128;
+#line 99 "templates/mma16/recurrence_bwd.cu.j2"
   static_assert(ld_k_decayed == LDK && ld_k_to_end == LDK && ld_q_decayed == LDK && ld_ST == LDK && ld_dhT_hi == LDK && ld_dhT_lo == LDK &&
                 ld_v == LDV && ld_dO == LDV && ld_A == LDC && ld_VnT == LDC && ld_XT == LDC && ld_dVnT == LDC &&
                 ld_bdXT == LDC && ld_Mqk == LDC && ld_A_f32 == C && ld_dMqk == C && ld_dA == C && ld_T == C &&
@@ -860,7 +999,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
   const int nchunks = chunk_offsets[n + 1] - chunk_offsets[n];
   const long long sh = (long long)(n * HV + h) * K * V;       // (sequence, head) block of dht / dh0
 
-  // step dstate_in: dSᵀ rows of this warp from dht, or zeros
+#line 15 "templates/skeleton.j2"
+  // ---- step dstate_in (all, vrows): dSᵀ rows of this warp from dht (or zeros) ----
+#line 111 "templates/mma16/recurrence_bwd.cu.j2"
   FragC dS[KT];                                  // dSᵀ: element (v0 + row, 8·nt + col)
 #pragma unroll
   for (int nt = 0; nt < KT; ++nt)
@@ -869,14 +1010,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
       dS[nt].x[e] = dht == nullptr ? 0.f : dht[sh + state_index(nt * 8 + frag_c_col(lane, e), v0 + frag_c_row(lane, e))];
 
   for (int ci = nchunks - 1; ci >= 0; --ci) {
-    const ChunkPos p = chunk_pos(cu_seqlens, chunk_offsets, n, ci);
-    const long long ws = (long long)p.c * HV + h;
+    const SeqChunk p = sequence_chunk(cu_seqlens, chunk_offsets, 0, C, n, ci);
+    const long long ws = p.index * HV + h;
     __syncthreads();                             // barrier "sync": the previous chunk is done with shared memory
 
-    // ---- steps load, dh_copy: forward workspace, S_c, dO; the bf16 copy of dhᵀ from the registers ----
+#line 15 "templates/skeleton.j2"
+    // ---- step load (all, tile): cp.async tiles (rows >= L zero-filled); A, Mqk masked to L×L; A also kept in fp32 ----
+#line 124 "templates/mma16/recurrence_bwd.cu.j2"
     load_chunk_in(in, p, h, HV, v, ws_k_decayed, ws_k_to_end, ws_decay_total, ws_A, ws_beta, tid);
     cp_async_tile(s_q_decayed, LDK * 2, ws_q_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
-    cp_async_tile(s_dO, LDV * 2, dout + (p.tok0 * HV + h) * V, (long long)HV * V * 2, C, V * 2, p.L, tid, RT);
+    cp_async_tile(s_dO, LDV * 2, dout + (p.t0 * HV + h) * V, (long long)HV * V * 2, C, V * 2, p.L, tid, RT);
     const state_t* Sc = ws_states + ws * V * K;
     if constexpr (sizeof(state_t) == 2) {
       cp_async_tile(s_ST, LDK * 2, Sc, K * 2, V, K * 2, V, tid, RT);
@@ -887,6 +1030,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
       const int i = idx / C, j = idx % C;
       s_Mqk[i * LDC + j] = __float2bfloat16_rn((i < p.L && j < p.L) ? to_f32(ws_Mqk[ws * C * C + idx]) : 0.f);
     }
+#line 15 "templates/skeleton.j2"
+    // ---- step dh_copy (all, vrows): dhᵀ from the registers as bf16 hi + lo (its rounding alone would cost the decay gradient ~2x) ----
+#line 138 "templates/mma16/recurrence_bwd.cu.j2"
 #pragma unroll
     for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
@@ -898,12 +1044,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     cp_async_wait_all();
     __syncthreads();
 
-    // ---- phase V, this warp's value rows: steps recompute (a)–(d), dvn (e), dx (f)–(h), d_decay_total_partial (i),
-    //      handover, dstate (k) ----
+    // ---- phase V, this warp's value rows: (a)–(d) recompute, (e) dvn, (f)–(h) dx, (i) d_decay_total_partial,
+    //      handover, (k) dstate ----
+#line 15 "templates/skeleton.j2"
+    // ---- step recompute (all, vrows): P = v − k_decayed·S, X = β⊙P, Vn = A·X (transposed, this warp's value rows) ----
+#line 152 "templates/mma16/recurrence_bwd.cu.j2"
     FragC P[2], X[2], Vn[2];
     recompute_vn(in, [&](int ks) { return load_frag_a(s_ST + v0 * LDK + ks * 16, LDK, lane); },
                  v0, lane, P, X, Vn);                                        // (a)–(d)
 
+#line 15 "templates/skeleton.j2"
+    // ---- step dvn (all, vrows): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
+#line 157 "templates/mma16/recurrence_bwd.cu.j2"
     // (e) dVnᵀ = dOᵀ·Mqk + dhᵀ·k_to_endᵀ, dh as bf16 hi + lo: a per-head decay's gradient sums k̂⊙b_kr terms that
     //     cancel, and dh's bf16 rounding alone took it past 0.02 for 1 seed in 16 (float64 model of the kernel)
     const FragA adO = load_frag_a_trans(s_dO + v0, LDV, lane);              // (m = v, k = token i) = dO[i][v]
@@ -928,6 +1080,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
       mma_16816(dVn[1], lo, b[1]);
     }
 
+#line 15 "templates/skeleton.j2"
+    // ---- step dx (all, vrows): dX = Aᵀ·dVn, dv = β⊙dX, this warp's Σ_v dX⊙P ----
+#line 182 "templates/mma16/recurrence_bwd.cu.j2"
     // (f) dXᵀ = dVnᵀ·A    (g) dv = β⊙dX
     FragC dX[2], bdX[2];
     frag_zero(dX[0]);
@@ -947,7 +1102,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
         const int vr = v0 + frag_c_row(lane, e), i = nt * 8 + frag_c_col(lane, e);
         bdX[nt].x[e] = dX[nt].x[e] * in.beta[i];
         dbeta_acc[nt][e & 1] += dX[nt].x[e] * P[nt].x[e];                   // (h)
-        if (i < p.L) grad_v[((p.tok0 + i) * HV + h) * V + vr] = __float2bfloat16_rn(bdX[nt].x[e]);
+        if (i < p.L) grad_v[((p.t0 + i) * HV + h) * V + vr] = __float2bfloat16_rn(bdX[nt].x[e]);
       }
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
@@ -957,6 +1112,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
         if (g == 0) s_dbeta_part[warp * C + nt * 8 + 2 * t + b] = x;
       }
 
+#line 15 "templates/skeleton.j2"
+    // ---- step d_decay_total_partial (all, vrows): this warp's Σ_v S⊙dh ----
+#line 212 "templates/mma16/recurrence_bwd.cu.j2"
     // (i) d_decay_total partial: Σ over this warp's value rows of S[k][v]·dh[k][v]. With an fp32 S_c workspace S is
     // read in fp32 from it: for a per-head decay this sum runs over all K·V products, and S rounded to bf16
     // leaves ~2^-9 relative noise in each, which the sum does not average out when it cancels.
@@ -976,12 +1134,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
       }
     }
 
-    // step handover: tiles for phase K
+#line 15 "templates/skeleton.j2"
+    // ---- step handover (all, vrows): Vnᵀ, Xᵀ, dVnᵀ, (β⊙dX)ᵀ for phase K ----
+#line 232 "templates/mma16/recurrence_bwd.cu.j2"
     store_vc(s_VnT, Vn, v0, lane);
     store_vc(s_XT, X, v0, lane);
     store_vc(s_dVnT, dVn, v0, lane);
     store_vc(s_bdXT, bdX, v0, lane);
 
+#line 15 "templates/skeleton.j2"
+    // ---- step dstate (all, vrows): dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
+#line 238 "templates/mma16/recurrence_bwd.cu.j2"
     // (k) dSᵀ ← dhᵀ·diag(decay_total) + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed
     const FragA anbdX = frag_a_from_c(frag_neg(bdX[0]), frag_neg(bdX[1]));
 #pragma unroll
@@ -1000,7 +1163,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     }
     __syncthreads();
 
-    // ---- phase K: step key_grads, this warp's key columns k0..k0+KW-1 of d_q_decayed, d_k_decayed, d_k_to_end ----
+    // ---- phase K ----
+#line 15 "templates/skeleton.j2"
+    // ---- step key_grads (all, kcols): this warp's key columns of dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·dhᵀ ----
+#line 258 "templates/mma16/recurrence_bwd.cu.j2"
+    // this warp's key columns k0..k0+KW-1
 #pragma unroll
     for (int kp = 0; kp < KW / 16; ++kp) {
       const int k0 = warp * KW + kp * 16;
@@ -1032,7 +1199,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
       store_ck(ws_d_k_decayed + ws * C * K, d, k0, lane, -1.f);
       store_ck(ws_d_k_to_end + ws * C * K, r, k0, lane, 1.f);
     }
-    if (warp < 2) {                              // step cc_grads: warp 0 dMqk = tril₀(dO·Vnᵀ), warp 1 dA = dVn·Xᵀ
+#line 15 "templates/skeleton.j2"
+    // ---- step cc_grads (all, warp01): warp 0: dMqk = tril₀(dO·Vnᵀ); warp 1: dA = dVn·Xᵀ ----
+#line 291 "templates/mma16/recurrence_bwd.cu.j2"
+    if (warp < 2) {
       FragC m[2];
       frag_zero(m[0]);
       frag_zero(m[1]);
@@ -1054,7 +1224,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
           dst[i * C + j] = (warp == 0 && j > i) ? 0.f : m[nt].x[e];
         }
     }
-    for (int i = tid; i < C; i += RT) {          // step warp_sums: dβ, a fixed-order sum over the warps
+#line 15 "templates/skeleton.j2"
+    // ---- step warp_sums (all, thread): Σ over warps in warp order; d_decay_total = decay_total⊙Σ_v S⊙dh ----
+#line 314 "templates/mma16/recurrence_bwd.cu.j2"
+    for (int i = tid; i < C; i += RT) {          // dβ, a fixed-order sum over the warps
       float acc = 0.f;
       for (int w = 0; w < NW; ++w) acc += s_dbeta_part[w * C + i];
       ws_dbeta[ws * C + i] = acc;
@@ -1066,7 +1239,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     }
     __syncthreads();
 
-    // ---- phase A: steps dmkk_right (T = dA·Aᵀ), dmkk (dMkk = −tril₋₁(Aᵀ·T)), in fp32 ----
+    // ---- phase A, in fp32 ----
+#line 15 "templates/skeleton.j2"
+    // ---- step dmkk_right (all, element): T = dA·Aᵀ (fp32) ----
+#line 328 "templates/mma16/recurrence_bwd.cu.j2"
     for (int idx = tid; idx < C * C; idx += RT) {
       const int i = idx / C, m = idx % C;
       float acc = 0.f;
@@ -1075,6 +1251,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
       s_T[idx] = acc;
     }
     __syncthreads();
+#line 15 "templates/skeleton.j2"
+    // ---- step dmkk (all, element): dMkk = −tril₋₁(Aᵀ·T) ----
+#line 337 "templates/mma16/recurrence_bwd.cu.j2"
     for (int idx = tid; idx < C * C; idx += RT) {
       const int i = idx / C, j = idx % C;
       float acc = 0.f;
@@ -1087,7 +1266,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     }
   }
 
-  if (grad_h0 != nullptr) {                      // step dstate_out: dh0 when h0 was given
+#line 15 "templates/skeleton.j2"
+  // ---- step dstate_out (all, vrows): dh0 (fp32) when h0 was given ----
+#line 350 "templates/mma16/recurrence_bwd.cu.j2"
+  if (grad_h0 != nullptr) {
 #pragma unroll
     for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
@@ -1096,11 +1278,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
   }
 }
 
+#line 5 "templates/mma16/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd "prepare", from the derived-tensor gradients to input gradients =====
 // grid (chunks upper bound, H q/k heads), K1T = 256 threads (role "all"): token row i = tid / LPR over LPR lanes,
 // KPT consecutive channels each (the layout the emitted blocks are written for; row_sum reduces a row).
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi, summing dq̂, dk̂ in registers,
-// so the q/k adjoint sees the GVA sum (spec §9.10). Per value head:
+// so the q/k adjoint sees the GVA sum (docs/math.md §7.7). Per value head:
 //   1. prologue (emitted, recomputed): a, β; Γ = in-chunk cumsum of a (rows >= L carry a = 0)
 //   2. per-branch rescaled gradients; every exponential is e^(Γi−Γj) with j ≤ i < L (≤ 1, select-masked):
 //        b_q  = scale·(e^Γ⊙d_q_decayed + Σ_j≤i dMqk_ij k̂_j⊙F_ij)       R_i = Σ_j<i dMkk_ij k̂_j⊙F_ij
@@ -1128,6 +1311,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
+#line 1315 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1152,47 +1336,48 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int N,
     int H,
     int G) {
+#line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
+#line 1342 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 35968 B, static
   __shared__ __align__(16) unsigned char smem_raw[35968];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
-  constexpr int ld_q_hat = 128;
+  [[maybe_unused]] constexpr int ld_q_hat = 128;
   float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 8192);  // k_hat [16 x 128] f32, ld 128
-  constexpr int ld_k_hat = 128;
+  [[maybe_unused]] constexpr int ld_k_hat = 128;
   float* const s_gamma = reinterpret_cast<float*>(smem_raw + 16384);  // gamma [16 x 1] f32, ld 1
-  constexpr int ld_gamma = 1;
+  [[maybe_unused]] constexpr int ld_gamma = 1;
   float* const s_F = reinterpret_cast<float*>(smem_raw + 16448);  // F [16 x 16] f32, ld 16
-  constexpr int ld_F = 16;
+  [[maybe_unused]] constexpr int ld_F = 16;
   float* const s_dMqk = reinterpret_cast<float*>(smem_raw + 17472);  // dMqk [16 x 16] f32, ld 16
-  constexpr int ld_dMqk = 16;
+  [[maybe_unused]] constexpr int ld_dMqk = 16;
   float* const s_dMkk = reinterpret_cast<float*>(smem_raw + 18496);  // dMkk [16 x 16] f32, ld 16
-  constexpr int ld_dMkk = 16;
+  [[maybe_unused]] constexpr int ld_dMkk = 16;
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 19520);  // beta [16] f32, ld 16
   float* const s_dgc = reinterpret_cast<float*>(smem_raw + 19584);  // dgc [16 x 128] f32, ld 128
-  constexpr int ld_dgc = 128;
+  [[maybe_unused]] constexpr int ld_dgc = 128;
   float* const s_kbr = reinterpret_cast<float*>(smem_raw + 27776);  // kbr [16 x 128] f32, ld 128
-  constexpr int ld_kbr = 128;
+  [[maybe_unused]] constexpr int ld_kbr = 128;
+#line 39 "templates/mma16/prepare_bwd.cu.j2"
   static_assert(ld_q_hat == K && ld_k_hat == K && ld_dgc == K && ld_kbr == K && ld_gamma == GK && ld_dMqk == C && ld_dMkk == C && ld_F == C, "row strides: the plan's tiles are unpadded");
+#line 41 "templates/mma16/prepare_bwd.cu.j2"
   const int c = blockIdx.x, jh = blockIdx.y, HV = H * G;   // jh: the q/k head (the emitted blocks loop over j)
-  if (c >= chunk_offsets[N]) return;                // the grid is an upper bound on the chunk count
+  ChunkAt at;                                        // the grid is an upper bound on the chunk count
+  if (!locate_chunk(cu_seqlens, chunk_offsets, 0, N, C, c, at)) return;
   const int tid = threadIdx.x, i = tid / LPR, rl = tid % LPR, d0 = rl * KPT;
   const float core_scale = sc_scale;
-
-  // the sequence of chunk c: the largest n < N with chunk_offsets[n] <= c (empty sequences own no chunk)
-  int n = 0;
-  for (int hi = N - 1; n < hi;) {
-    const int mid = (n + hi + 1) >> 1;
-    if (chunk_offsets[mid] <= c) n = mid; else hi = mid - 1;
-  }
-  const long long tok0 = cu_seqlens[n] + (long long)(c - chunk_offsets[n]) * C;
-  const int L = (int)min((long long)C, cu_seqlens[n + 1] - tok0);
+  const long long tok0 = at.t0;
+  const int L = at.L;
   const bool valid = i < L;
   const long long tok = tok0 + i;
   float* const dgc = s_dgc;
   float* const kbr = s_kbr;
 
-  // ---- step prologue_qk: the prologue of the q/k head (emitted) ----
+#line 15 "templates/skeleton.j2"
+  // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
+#line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
+#line 1381 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -1227,6 +1412,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_6[j];
+#line 57 "templates/mma16/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * K + d0 + e] = qh_out[e];
@@ -1240,8 +1426,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const long long ws = (long long)c * HV + h;     // (chunk, head) block of the recurrence_bwd workspace
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
-    // ---- 1. steps prologue_v (emitted: a, β of value head h), load_grads, cumsum (Γ), decay_pairs (F) ----
+    // ---- 1. the prologue of value head h, Γ, F ----
+#line 15 "templates/skeleton.j2"
+    // ---- step prologue_v (all, row): emitted, per value head: a, β ----
+#line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
+#line 1435 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -1268,23 +1458,38 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       const float n_neg_4 = (-n_mul_3);
       const float a_out = n_neg_4;
       const float beta_out = n_sigmoid_7;
+#line 79 "templates/mma16/prepare_bwd.cu.j2"
       if (rl == 0) s_gamma[i] = valid ? a_out : 0.f;
+#line 81 "templates/mma16/prepare_bwd.cu.j2"
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
     }
+#line 15 "templates/skeleton.j2"
+    // ---- step load_grads (all, thread) ----
+#line 84 "templates/mma16/prepare_bwd.cu.j2"
     for (int idx = tid; idx < C * C; idx += K1T) {
       s_dMqk[idx] = ws_dMqk[ws * C * C + idx];
       s_dMkk[idx] = ws_dMkk[ws * C * C + idx];
     }
     __syncthreads();
+#line 15 "templates/skeleton.j2"
+    // ---- step cumsum (all, column): Γ = in-chunk cumsum of a (rows >= L carry a = 0) ----
+#line 90 "templates/mma16/prepare_bwd.cu.j2"
     column_cumsum(s_gamma, C, GK, GK, tid, K1T);
     __syncthreads();
-    for (int idx = tid; idx < C * C; idx += K1T) {      // F: a per-head decay's C×C factors, once per head
+#line 15 "templates/skeleton.j2"
+    // ---- step decay_pairs (all, thread): F = e^(Γi−Γj) for j ≤ i < L, else 0 (per-head decay: C×C scalars) ----
+#line 94 "templates/mma16/prepare_bwd.cu.j2"
+    for (int idx = tid; idx < C * C; idx += K1T) {
       const int ii = idx / C, jj = idx % C;
       s_F[idx] = (jj <= ii && ii < L) ? expf(s_gamma[ii] - s_gamma[jj]) : 0.f;
     }
     __syncthreads();
 
-    // ---- 2. step branch_grads: the per-branch rescaled gradients of row i ----
+#line 101 "templates/mma16/prepare_bwd.cu.j2"
+    // ---- 2. the per-branch rescaled gradients of row i ----
+#line 15 "templates/skeleton.j2"
+    // ---- step branch_grads (all, row): b_q, b_kd, b_ki, b_kr; dq̂ += b_q, dk̂ += Σb; dgc = q̂⊙b_q + k̂⊙(b_kd − b_ki − b_kr) ----
+#line 103 "templates/mma16/prepare_bwd.cu.j2"
     const float bi = s_beta[i];
     float Gi[KPT], bq[KPT], R[KPT], bki[KPT];
 #pragma unroll
@@ -1331,7 +1536,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + row_sum(kR);
     __syncthreads();
 
-    // ---- 3. step reverse_cumsum: d_decay = Σ_{i' ≥ i} dgc_i' + d_decay_total + Σ_rows k̂⊙b_kr, a column per thread ----
+    // ---- 3. d_decay = Σ_{i' ≥ i} dgc_i' + d_decay_total + Σ_rows k̂⊙b_kr, a column per thread ----
+#line 15 "templates/skeleton.j2"
+    // ---- step reverse_cumsum (all, column): d_decay = suffix sum in the chunk + d_decay_total + Σ_rows k̂⊙b_kr ----
+#line 151 "templates/mma16/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += K1T) {
       float total = ws_d_decay_total[ws * K + col];
       for (int ii = 0; ii < L; ++ii) total += kbr[ii * K + col];
@@ -1342,6 +1550,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       }
     }
     __syncthreads();
+#line 166 "templates/mma16/prepare_bwd.cu.j2"
     float seed_decay;                               // one decay per token: the sum over its channels
     {
       float x = 0.f;
@@ -1350,9 +1559,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       seed_decay = row_sum(x);
     }
 
-    // ---- 4. step adjoint_v: the prologue adjoint of value head h (emitted); per-chunk partials of the head
-    //      parameters (steps stage_<param>, sum_<param>) ----
+#line 175 "templates/mma16/prepare_bwd.cu.j2"
+    // ---- 4. the prologue adjoint of value head h (emitted); per-chunk partials of the head parameters ----
+#line 15 "templates/skeleton.j2"
+    // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
+#line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
+#line 1569 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -1413,33 +1626,51 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       const float d_beta = n_grad_beta;
       const float d_dt_bias = n_grad_dt_bias;
       const float d_A_log = n_grad_A_log;
+#line 184 "templates/mma16/prepare_bwd.cu.j2"
       if (valid && rl == 0) store_f32(grad_in_g + tok * HV + h, d_g);
+#line 184 "templates/mma16/prepare_bwd.cu.j2"
       if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-      // dt_bias: this chunk's rows summed in a fixed order, staged through the dgc tile
+#line 15 "templates/skeleton.j2"
+      // ---- step stage_dt_bias (all, row): this head's per-token ddt_bias into the dgc tile ----
+#line 189 "templates/mma16/prepare_bwd.cu.j2"
       __syncthreads();                              // every reader of the dgc tile is done
+#line 201 "templates/mma16/prepare_bwd.cu.j2"
       if (rl == 0) dgc[i * K] = valid ? d_dt_bias : 0.f;     // a per-token scalar: equal on every lane
       __syncthreads();
+#line 15 "templates/skeleton.j2"
+      // ---- step sum_dt_bias (all, column): the chunk's rows summed in row order ----
+#line 204 "templates/mma16/prepare_bwd.cu.j2"
       if (tid == 0) {
         float acc = 0.f;
         for (int ii = 0; ii < C; ++ii) acc += dgc[ii * K];
         ws_part_dt_bias[ws] = acc;
       }
-      // A_log: this chunk's rows summed in a fixed order, staged through the dgc tile
+#line 15 "templates/skeleton.j2"
+      // ---- step stage_A_log (all, row): this head's per-token dA_log into the dgc tile ----
+#line 189 "templates/mma16/prepare_bwd.cu.j2"
       __syncthreads();                              // every reader of the dgc tile is done
+#line 201 "templates/mma16/prepare_bwd.cu.j2"
       if (rl == 0) dgc[i * K] = valid ? d_A_log : 0.f;     // a per-token scalar: equal on every lane
       __syncthreads();
+#line 15 "templates/skeleton.j2"
+      // ---- step sum_A_log (all, column): the chunk's rows summed in row order ----
+#line 204 "templates/mma16/prepare_bwd.cu.j2"
       if (tid == 0) {
         float acc = 0.f;
         for (int ii = 0; ii < C; ++ii) acc += dgc[ii * K];
         ws_part_A_log[ws] = acc;
       }
+#line 211 "templates/mma16/prepare_bwd.cu.j2"
     }
   }
 
-  // ---- step adjoint_qk: the prologue adjoint of the q/k head (emitted), after the GVA sum ----
+#line 15 "templates/skeleton.j2"
+  // ---- step adjoint_qk (all, row): emitted: the q/k adjoint (L2 norm) after the GVA sum of dq̂, dk̂ ----
+#line 215 "templates/mma16/prepare_bwd.cu.j2"
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
+#line 1674 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -1552,13 +1783,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
+#line 220 "templates/mma16/prepare_bwd.cu.j2"
     if (valid) {
+#line 222 "templates/mma16/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
+#line 222 "templates/mma16/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
+#line 224 "templates/mma16/prepare_bwd.cu.j2"
     }
   }
 }
 
+#line 5 "templates/mma16/param_reduce.cu.j2"
 // ===== param_reduce: per-head parameter gradients, out[p] = Σ_c partial[c][p] in a fixed order =====
 // grid (⌈widest / 32⌉, 2): blockIdx.y picks the parameter (dt_bias, A_log),
 // lane x = tid % 32 its element p = 32·blockIdx.x + x (coalesced), row y = tid / 32 the chunks y, y+8,
@@ -1567,33 +1803,46 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
+#line 1807 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
     const int* __restrict__ chunk_offsets,
     int N,
     int HV) {
+#line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
+#line 1816 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32
-  constexpr int ld_rows = 32;
+  [[maybe_unused]] constexpr int ld_rows = 32;
+#line 15 "templates/mma16/param_reduce.cu.j2"
   static_assert(ld_rows == 32 && ROWS * 32 == 256, "ROWS rows of 32 lanes");
   const float* partial;  // [chunks, width]
   float* out;
   int width;
   switch (blockIdx.y) {
+#line 22 "templates/mma16/param_reduce.cu.j2"
     case 0: partial = ws_part_dt_bias; out = grad_in_dt_bias; width = HV; break;
+#line 22 "templates/mma16/param_reduce.cu.j2"
     case 1: partial = ws_part_A_log; out = grad_in_A_log; width = HV; break;
+#line 24 "templates/mma16/param_reduce.cu.j2"
     default: return;     // the grid has one row per parameter
   }
   const int num_chunks = chunk_offsets[N];
   const int x = threadIdx.x % 32, y = threadIdx.x / 32, p = blockIdx.x * 32 + x;
+#line 15 "templates/skeleton.j2"
+  // ---- step row_sums (all, lanes): lane x takes element 32·blockIdx.x + x, row y the chunks y, y+8, ... in order ----
+#line 29 "templates/mma16/param_reduce.cu.j2"
   float acc = 0.f;
   if (p < width)
     for (int c = y; c < num_chunks; c += ROWS) acc += partial[(long long)c * width + p];
   s_rows[y * ld_rows + x] = acc;
-  __syncthreads();
+  __syncthreads();  // barrier "sync"
+#line 15 "templates/skeleton.j2"
+  // ---- step total (all, row0): row 0 adds the 8 row sums in order ----
+#line 35 "templates/mma16/param_reduce.cu.j2"
   if (y == 0 && p < width) {
     float total = 0.f;
 #pragma unroll

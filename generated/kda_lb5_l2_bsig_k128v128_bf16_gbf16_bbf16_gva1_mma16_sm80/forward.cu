@@ -4,9 +4,12 @@
 // kernels: prepare (grid ['chunks', 'HV'], 128 threads, 35392 B smem), recurrence (grid ['N', 'HV', 2], 160 threads, 39072 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
+#line 2 "templates/unit.cu.j2"
 #include <cuda_bf16.h>
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/common/types.cuh =====
+#line 1 "templates/common/types.cuh"
 // kdagen common: scalar types and conversions shared by every kernel.
 // Included once per translation unit by templates/unit.cu.j2; everything lives in namespace kdg.
 namespace kdg {
@@ -36,7 +39,9 @@ __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; 
 // Kernels (global scope) name element types as the plan does: bf16, float.
 using kdg::bf16;
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/common/ptx.cuh =====
+#line 1 "templates/common/ptx.cuh"
 // kdagen common: the inline PTX every family uses (mbarrier, bar.sync/arrive, shared-memory addresses),
 // and nothing else. Instructions of one architecture live in sm80/ptx.cuh and sm90/ptx.cuh. The helpers
 // in the other headers are built on these; the host emulation (kdagen.codegen.emulate) replaces exactly
@@ -79,7 +84,9 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
 // Dynamic shared memory of a kernel whose plan is above the static limit.
 #define KDG_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/sm80/ptx.cuh =====
+#line 1 "templates/sm80/ptx.cuh"
 // kdagen sm80: inline PTX of the sm_80 instruction set (also on sm_90a): mma.sync m16n8k16, ldmatrix,
 // cp.async. Emulated on the host by templates/emulate/sm80_ptx.cuh.
 namespace kdg {
@@ -127,7 +134,9 @@ __device__ __forceinline__ void ptx_cp_async_wait_all() {
 
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/common/math.cuh =====
+#line 1 "templates/common/math.cuh"
 // kdagen common: the scalar functions the expression emitter (kdagen.codegen.expr) writes calls to,
 // and row loads into per-thread channel slices. Accurate libm forms (no fast-math) so the prologue
 // matches the float64 reference to fp32 rounding.
@@ -215,7 +224,9 @@ __device__ __forceinline__ void store_row(float* p, const float (&src)[N]) {
 
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/common/barriers.cuh =====
+#line 1 "templates/common/barriers.cuh"
 // kdagen common: barriers named in the plan (kdagen.plan Barrier.kind).
 //   "mbarrier": a shared-memory mbarrier with an arrive count and a phase parity per completion;
 //               a waiter passes `parity` = (use index) & 1, a producer waiting for a free slot it
@@ -241,7 +252,9 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) { ptx_
 
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/common/reductions.cuh =====
+#line 1 "templates/common/reductions.cuh"
 // kdagen common: warp and row reductions, and the in-chunk column cumsum.
 namespace kdg {
 
@@ -271,7 +284,80 @@ __device__ __forceinline__ void column_cumsum(float* tile, int rows, int cols, i
 
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
+// ===== templates/common/sequences.cuh =====
+#line 1 "templates/common/sequences.cuh"
+// kdagen common: where sequences and chunks lie on the packed token axis. One helper for every kernel:
+// packed batches pass cu_seqlens (int64 [N+1]) and chunk_offsets (int32 [N+1]: each sequence's first chunk in
+// the chunk-indexed workspaces); fixed-length batches pass nullptr for both and T, the tokens per sequence.
+// Chunks never straddle sequences; a sequence's last chunk may be short (L < C valid rows).
+namespace kdg {
+
+struct Span {
+  long long begin, end;  // tokens [begin, end)
+};
+
+// The tokens of sequence n.
+__device__ __forceinline__ Span sequence_span(const long long* cu_seqlens, int T, int n) {
+  if (cu_seqlens != nullptr) return {cu_seqlens[n], cu_seqlens[n + 1]};
+  return {(long long)n * T, (long long)(n + 1) * T};
+}
+
+// The index of sequence n's first chunk in the workspaces.
+__device__ __forceinline__ long long first_chunk(const int* chunk_offsets, int T, int C, int n) {
+  return chunk_offsets != nullptr ? (long long)chunk_offsets[n] : (long long)n * ((T + C - 1) / C);
+}
+
+// Chunk ci of sequence n, for head-parallel kernels that walk a sequence's chunks: its index in the
+// workspaces, its first token and its valid rows.
+struct SeqChunk {
+  long long index;
+  long long t0;
+  int L;
+};
+
+__device__ __forceinline__ SeqChunk sequence_chunk(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
+                                                   int n, int ci) {
+  const Span s = sequence_span(cu_seqlens, T, n);
+  const long long t0 = s.begin + (long long)ci * C;
+  return {first_chunk(chunk_offsets, T, C, n) + ci, t0, (int)min((long long)C, s.end - t0)};
+}
+
+struct ChunkAt {
+  int seq;       // the sequence it belongs to
+  long long t0;  // its first token
+  int L;         // its valid rows (<= C)
+};
+
+// Chunk c of a chunk-parallel grid (an upper bound on the chunk count): false for a surplus CTA. Packed
+// batches find the sequence by binary search over chunk_offsets (empty sequences own no chunk).
+__device__ __forceinline__ bool locate_chunk(const long long* cu_seqlens, const int* chunk_offsets, int T, int N,
+                                             int C, int c, ChunkAt& at) {
+  if (chunk_offsets != nullptr) {
+    if (c >= chunk_offsets[N]) return false;
+    int lo = 0, hi = N - 1;  // the last n with chunk_offsets[n] <= c
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (chunk_offsets[mid] <= c) lo = mid; else hi = mid - 1;
+    }
+    at.seq = lo;
+    at.t0 = cu_seqlens[lo] + (long long)(c - chunk_offsets[lo]) * C;
+  } else {
+    const int per_seq = (T + C - 1) / C;
+    if (c >= N * per_seq) return false;
+    at.seq = c / per_seq;
+    at.t0 = (long long)at.seq * T + (long long)(c % per_seq) * C;
+  }
+  const Span s = sequence_span(cu_seqlens, T, at.seq);
+  at.L = (int)min((long long)C, s.end - at.t0);
+  return true;
+}
+
+}  // namespace kdg
+
+#line 5 "templates/unit.cu.j2"
 // ===== templates/sm80/mma.cuh =====
+#line 1 "templates/sm80/mma.cuh"
 // kdagen common: tensor-core fragments of mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // (sm_80 and sm_90a). Lane l of a warp: g = l >> 2 (group), t = l & 3 (thread in group).
 //   FragA (16x16 bf16, M x K): x[0] = (g,   2t..2t+1)  x[1] = (g+8, 2t..2t+1)
@@ -332,7 +418,9 @@ __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) 
 
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/sm80/ldmatrix.cuh =====
+#line 1 "templates/sm80/ldmatrix.cuh"
 // kdagen common: mma fragment loads from shared memory (ldmatrix for bf16 tiles).
 // Every tile is addressed by its top-left element `base` and a leading dimension `ld` in elements;
 // base must be 16-byte aligned and ld a multiple of 8 (pad rows by 8 to avoid bank conflicts).
@@ -402,9 +490,25 @@ __device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)
   }
 }
 
+// As load_frag_b_nk_split, each element first multiplied by scale[k], a factor per contraction index (scale
+// points at the 16 factors of this k slab): a per-channel decay between two blocks of a chunk.
+__device__ __forceinline__ void load_frag_b_nk_split_scaled(FragB (&hi)[2], FragB (&lo)[2], const float* base, int ld,
+                                                            const float* scale, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float s0 = scale[2 * t], s1 = scale[2 * t + 1], s8 = scale[2 * t + 8], s9 = scale[2 * t + 9];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const float* r = base + (nt * 8 + g) * ld + 2 * t;
+    split_bf16(r[0] * s0, r[1] * s1, hi[nt].x[0], lo[nt].x[0]);
+    split_bf16(r[8] * s8, r[9] * s9, hi[nt].x[1], lo[nt].x[1]);
+  }
+}
+
 }  // namespace kdg
 
+#line 5 "templates/unit.cu.j2"
 // ===== templates/sm80/copies.cuh =====
+#line 1 "templates/sm80/copies.cuh"
 // kdagen common: global -> shared copies.
 // cp.async (sm_80+) moves 16 bytes without staging through registers; a false `valid` zero-fills
 // the destination instead of reading (tail rows of a chunk). Completion is signalled either by
@@ -440,6 +544,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 
 }  // namespace kdg
 
+#line 5 "templates/mma16/prepare.cu.j2"
 // ===== prepare: "prepare" (factored exponent form, vector decay) =====
 // grid (chunks, HV): one CTA per (chunk, value head); 128 threads, 8 per token row.
 // Plan steps: prologue -> cumsum -> decay -> products -> inverse, separated by barrier "sync".
@@ -448,6 +553,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 // rows >= the chunk's length L are zero. Γ is kept in log2 units (Γ₂ = Γ·log2 e) and used through exp2f.
 extern "C" __global__ void __launch_bounds__(128, 4) prepare(
     const bf16* __restrict__ in_q,
+#line 557 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -463,47 +569,59 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
     float* __restrict__ ws_A,
     float* __restrict__ ws_Mqk,
     float* __restrict__ ws_beta) {
+#line 13 "templates/mma16/prepare.cu.j2"
   constexpr int C = 16, K = 128, KD = 128, G = 1;
   constexpr int LANES = 8, KPT = 16, THREADS = 128;
   constexpr float LOG2E = 1.4426950408889634f;
   static_assert(LANES * KPT == K && C * LANES == THREADS, "row mapping: C rows x LANES threads x KPT channels");
+#line 578 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
   // shared memory: 35392 B, static
   __shared__ __align__(16) unsigned char smem_raw[35392];
   float* const s_gamma = reinterpret_cast<float*>(smem_raw + 0);  // gamma [16 x 128] f32, ld 128
-  constexpr int ld_gamma = 128;
+  [[maybe_unused]] constexpr int ld_gamma = 128;
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 8192);  // beta [16] f32, ld 16
   float* const s_q_decayed = reinterpret_cast<float*>(smem_raw + 8256);  // q_decayed [16 x 128] f32, ld 136
-  constexpr int ld_q_decayed = 136;
+  [[maybe_unused]] constexpr int ld_q_decayed = 136;
   float* const s_k_decayed = reinterpret_cast<float*>(smem_raw + 16960);  // k_decayed [16 x 128] f32, ld 136
-  constexpr int ld_k_decayed = 136;
+  [[maybe_unused]] constexpr int ld_k_decayed = 136;
   float* const s_k_inv = reinterpret_cast<float*>(smem_raw + 25664);  // k_inv [16 x 128] f32, ld 136
-  constexpr int ld_k_inv = 136;
+  [[maybe_unused]] constexpr int ld_k_inv = 136;
   float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 34368);  // Mkk [16 x 16] f32, ld 16
-  constexpr int ld_Mkk = 16;
+  [[maybe_unused]] constexpr int ld_Mkk = 16;
 
+#line 19 "templates/mma16/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
 
-  // ---- the chunk: sequence n = [bos, eos), first token t0, valid rows L ----
-  const int NT = kdg::ceil_div(T, C);
-  if (chunk >= N * NT) return;  // surplus CTA of the grid's upper bound
-  const long long bos = (long long)(chunk / NT) * T, eos = bos + T;
-  const long long t0 = bos + (long long)(chunk % NT) * C;
-  const int L = (int)min((long long)C, eos - t0);
+  // the chunk: first token t0, valid rows L (a surplus CTA of the grid's upper bound exits)
+  kdg::ChunkAt at;
+  if (!kdg::locate_chunk(nullptr, nullptr, T, N, C, chunk, at)) return;
+  const long long t0 = at.t0;
+  const int L = at.L;
   const long long ws_ch = (long long)chunk * HV + h;  // this (chunk, head) in the workspaces
 
-  // ---- step prologue (mapping "row": thread -> token row, KPT consecutive channels) ----
+#line 15 "templates/skeleton.j2"
+  // ---- step prologue (all, row): emitted from the DSL graph: q̂, k̂, per-step decay a (stored ×log2e), β ----
+#line 30 "templates/mma16/prepare.cu.j2"
   const int row = tid / LANES, sub = tid % LANES, ch0 = sub * KPT;
   const bool valid = row < L;
   const long long tok = t0 + (valid ? row : 0);
   [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES>(x); };  // the emitted block's row reduction
+#line 38 "templates/mma16/prepare.cu.j2"
   const float* in_A_log_row = in_A_log + h;
+#line 36 "templates/mma16/prepare.cu.j2"
   const bf16* in_beta_row = in_beta + (tok * HV + h);
+#line 38 "templates/mma16/prepare.cu.j2"
   const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
+#line 36 "templates/mma16/prepare.cu.j2"
   const bf16* in_g_row = in_g + (tok * HV + h) * K + ch0;
+#line 36 "templates/mma16/prepare.cu.j2"
   const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
+#line 36 "templates/mma16/prepare.cu.j2"
   const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
+#line 41 "templates/mma16/prepare.cu.j2"
   // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
+#line 625 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
   // A_log: head_param
   const float n_A_log = *in_A_log_row;
   // beta: token_input
@@ -576,24 +694,30 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   const float beta_val = n_sigmoid_8;
   const float scale_val = n_scale;
 
+#line 43 "templates/mma16/prepare.cu.j2"
   // -- end of the emitted block --
   // Tail rows carry no token: zero decay (Γ stays flat, so Γ at row C-1 is Γl), β, q̂ and k̂.
 #pragma unroll
   for (int j = 0; j < KPT; ++j) {
     q_hat[j] = valid ? q_hat[j] : 0.f;
     k_hat[j] = valid ? k_hat[j] : 0.f;
+#line 50 "templates/mma16/prepare.cu.j2"
     s_gamma[row * ld_gamma + ch0 + j] = valid ? decay[j] * LOG2E : 0.f;
+#line 56 "templates/mma16/prepare.cu.j2"
   }
   if (sub == 0) {
+#line 61 "templates/mma16/prepare.cu.j2"
     s_beta[row] = valid ? beta_val : 0.f;
   }
   __syncthreads();  // barrier "sync"
 
-  // ---- step cumsum (mapping "column"): Γ₂ = inclusive cumsum over the chunk's rows ----
+#line 15 "templates/skeleton.j2"
+  // ---- step cumsum (all, column): Γ₂ = in-chunk inclusive cumsum (tail rows carry a = 0) ----
+#line 66 "templates/mma16/prepare.cu.j2"
   kdg::column_cumsum(s_gamma, C, KD, ld_gamma, tid, THREADS);
   __syncthreads();  // barrier "sync"
 
-  // ---- step decay (mapping "row"): the decayed tensors, all |x| <= |k̂|, |q̂|·scale for decays <= 0 ----
+  // ---- step decay (all, row) ---- (all |x| <= |k̂|, |q̂|·scale for decays <= 0)
   {
     float q_decayed[KPT], k_decayed[KPT], k_to_end[KPT], k_inv[KPT];
 #pragma unroll
@@ -604,24 +728,32 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
       q_decayed[j] = scale_val * q_hat[j] * e;
       k_decayed[j] = k_hat[j] * e;
       k_to_end[j] = k_hat[j] * exp2f(gl2 - g2);
+#line 81 "templates/mma16/prepare.cu.j2"
       k_inv[j] = k_hat[j] * exp2f(-g2);  // <= 2^(C·|lb|·log2 e) < 2^126: the planner proved the bound
+#line 83 "templates/mma16/prepare.cu.j2"
     }
     kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + ch0, q_decayed);
     kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + ch0, k_decayed);
     kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + ch0, k_to_end);
+#line 88 "templates/mma16/prepare.cu.j2"
     kdg::store_row(s_q_decayed + row * ld_q_decayed + ch0, q_decayed);
     kdg::store_row(s_k_decayed + row * ld_k_decayed + ch0, k_decayed);
     kdg::store_row(s_k_inv + row * ld_k_inv + ch0, k_inv);
+#line 93 "templates/mma16/prepare.cu.j2"
     if (row == 0) {
 #pragma unroll
       for (int j = 0; j < KPT; ++j) ws_decay_total[ws_ch * K + ch0 + j] = exp2f(s_gamma[(C - 1) * ld_gamma + ch0 + j]);
     }
+#line 100 "templates/mma16/prepare.cu.j2"
     if (sub == 0) ws_beta[ws_ch * C + row] = s_beta[row];
   }
   __syncthreads();  // barrier "sync"
 
-  // ---- step products: Mkk = β·tril₋₁(Σ_d k̂_id k̂_jd e^(Γid−Γjd)) -> s_Mkk, Mqk = scale·tril₀(...) -> ws_Mqk ----
+#line 15 "templates/skeleton.j2"
+  // ---- step products (all, mma:w0=Mkk,w1=Mqk): Mkk = β·tril₋₁(k_decayed·k_invᵀ), Mqk = tril₀(q_decayed·k_invᵀ): 16×16×K mma, bf16x3 ----
+#line 105 "templates/mma16/prepare.cu.j2"
   float* const mqk_out = ws_Mqk + ws_ch * C * C;
+#line 107 "templates/mma16/prepare.cu.j2"
   if (warp < 2) {  // warp 0: k_decayed·k_invᵀ, warp 1: q_decayed·k_invᵀ (e^(Γi−Γj) = 2^Γ₂i · 2^−Γ₂j folded into the operands), bf16x3
     const float* left = warp == 0 ? s_k_decayed : s_q_decayed;
     kdg::FragC acc[2];
@@ -646,9 +778,12 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
       }
     }
   }
+#line 179 "templates/mma16/prepare.cu.j2"
   __syncthreads();  // barrier "sync"
 
-  // ---- step inverse (mapping "column16"): A = (I + Mkk)^-1 by forward substitution, lane jc owns column jc ----
+#line 15 "templates/skeleton.j2"
+  // ---- step inverse (all, column16): A = (I + Mkk)⁻¹: forward substitution in fp32, lane j owns column j ----
+#line 182 "templates/mma16/prepare.cu.j2"
   if (warp == 0 && lane < C) {
     const int jc = lane;
     float col[C];
@@ -665,6 +800,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   }
 }
 
+#line 5 "templates/mma16/recurrence.cu.j2"
 // ===== recurrence: "recurrence" (forward) =====
 // grid (N, HV, V/64): one CTA per (sequence, value head, V slice of 64); 160 threads.
 // Roles: warps 0..3 "mma" each own 16 value rows of the transposed state Sᵀ [V_slice, K] as fp32 mma
@@ -674,6 +810,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
 //   P = Sᵀ·k_decayedᵀ,  Q = Sᵀ·q_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Oᵀ = Q + Vnᵀ·Mqkᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
     const bf16* __restrict__ v,
+#line 814 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
     const float* __restrict__ h0,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -686,199 +823,246 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
     int N,
     bf16* __restrict__ o,
     float* __restrict__ ht) {
+#line 14 "templates/mma16/recurrence.cu.j2"
   constexpr int C = 16, K = 128, V = 128;
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
-  static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "K2 tiling");
+  static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
+#line 832 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
   // shared memory: 39072 B, static
   __shared__ __align__(16) unsigned char smem_raw[39072];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
   kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 128
   bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 32);  // v [16 x 64] bf16, ld 72, 2 stages
-  constexpr int ld_v = 72;
+  [[maybe_unused]] constexpr int ld_v = 72;
   constexpr int stride_v = 1152;  // elements per stage / warp copy
   bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 4640);  // q_decayed [16 x 128] bf16, ld 136, 2 stages
-  constexpr int ld_q_decayed = 136;
+  [[maybe_unused]] constexpr int ld_q_decayed = 136;
   constexpr int stride_q_decayed = 2176;  // elements per stage / warp copy
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 13344);  // k_decayed [16 x 128] bf16, ld 136, 2 stages
-  constexpr int ld_k_decayed = 136;
+  [[maybe_unused]] constexpr int ld_k_decayed = 136;
   constexpr int stride_k_decayed = 2176;  // elements per stage / warp copy
   bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 22048);  // k_to_end [16 x 128] bf16, ld 136, 2 stages
-  constexpr int ld_k_to_end = 136;
+  [[maybe_unused]] constexpr int ld_k_to_end = 136;
   constexpr int stride_k_to_end = 2176;  // elements per stage / warp copy
   float* const s_A = reinterpret_cast<float*>(smem_raw + 30752);  // A [16 x 16] f32, ld 16, 2 stages
-  constexpr int ld_A = 16;
+  [[maybe_unused]] constexpr int ld_A = 16;
   constexpr int stride_A = 256;  // elements per stage / warp copy
   float* const s_Mqk = reinterpret_cast<float*>(smem_raw + 32800);  // Mqk [16 x 16] f32, ld 16, 2 stages
-  constexpr int ld_Mqk = 16;
+  [[maybe_unused]] constexpr int ld_Mqk = 16;
   constexpr int stride_Mqk = 256;  // elements per stage / warp copy
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 34848);  // beta [16] f32, ld 16, 2 stages
   constexpr int stride_beta = 16;  // elements per stage / warp copy
   float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 34976);  // decay_total [128] f32, ld 128, 2 stages
   constexpr int stride_decay_total = 128;  // elements per stage / warp copy
   bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 36000);  // o [16 x 16] bf16, ld 24, per warp ×4
-  constexpr int ld_o = 24;
+  [[maybe_unused]] constexpr int ld_o = 24;
   constexpr int stride_o = 384;  // elements per stage / warp copy
 
+#line 20 "templates/mma16/recurrence.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y, v0 = blockIdx.z * VS;
-  const long long bos = (long long)n * T, eos = bos + T;
-  const long long chunk0 = (long long)n * kdg::ceil_div(T, C);
+  const kdg::Span seq = kdg::sequence_span(nullptr, T, n);
+  const long long bos = seq.begin, eos = seq.end;
+  const long long chunk0 = kdg::first_chunk(nullptr, T, C, n);
   const int num_chunks = (int)((eos - bos + C - 1) / C);
-
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      kdg::mbarrier_init(&bar_ready[s], 32);
-      kdg::mbarrier_init(&bar_free[s], MMA_WARPS * 32);
-    }
+#line 23 "templates/skeleton.j2"
+  // barriers (plan): ready[2] × 32 (load/thread); free[2] × 128 (mma/thread)
+#line 25 "templates/skeleton.j2"
+  if (threadIdx.x == 0) {
+#line 27 "templates/skeleton.j2"
+    for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_ready[kdg_s], 32);
+#line 27 "templates/skeleton.j2"
+    for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_free[kdg_s], 128);
+#line 32 "templates/skeleton.j2"
   }
   __syncthreads();
 
-  if (warp == MMA_WARPS) {
-    // ---- role "load", step load: wait free[s], cp.async the chunk into stage s, arrive ready[s] ----
-    for (int c = 0; c < num_chunks; ++c) {
-      const int s = c % STAGES;
-      kdg::mbarrier_wait(&bar_free[s], ((c / STAGES) & 1) ^ 1);
-      const long long ws_ch = (chunk0 + c) * HV + h;
-      const long long t0 = bos + (long long)c * C;
-      const int L = (int)min((long long)C, eos - t0);
-      kdg::cp_async_tile(s_v + s * stride_v, ld_v * 2, v + (t0 * HV + h) * V + v0, (long long)HV * V * 2,
-                         C, VS * 2, L, lane, 32);
-      kdg::cp_async_tile(s_q_decayed + s * stride_q_decayed, ld_q_decayed * 2, ws_q_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
-      kdg::cp_async_tile(s_k_decayed + s * stride_k_decayed, ld_k_decayed * 2, ws_k_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
-      kdg::cp_async_tile(s_k_to_end + s * stride_k_to_end, ld_k_to_end * 2, ws_k_to_end + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
-      kdg::cp_async_tile(s_A + s * stride_A, ld_A * 4, ws_A + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
-      kdg::cp_async_tile(s_Mqk + s * stride_Mqk, ld_Mqk * 4, ws_Mqk + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
-      kdg::cp_async_tile(s_beta + s * stride_beta, C * 4, ws_beta + ws_ch * C, C * 4, 1, C * 4, 1, lane, 32);
-      kdg::cp_async_tile(s_decay_total + s * stride_decay_total, K * 4, ws_decay_total + ws_ch * K, K * 4, 1, K * 4, 1, lane, 32);
-      kdg::cp_async_arrive(&bar_ready[s]);
-    }
-    kdg::cp_async_wait_all();
-    return;
-  }
 
-  // ---- role "mma": this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V ----
-  const int vr0 = v0 + warp * 16;
-  kdg::FragC S[NT8];  // S[t]: Sᵀ rows vr0.., columns 8t..8t+7
-  // step state_in: h0 or zeros
-#pragma unroll
-  for (int t = 0; t < NT8; ++t) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
-      S[t].x[e] = h0 ? h0[(((long long)n * HV + h) * K + d) * V + vr] : 0.f;
-    }
-  }
-  bf16* const o_stage = s_o + warp * stride_o;
-
-  for (int c = 0; c < num_chunks; ++c) {
-    const int s = c % STAGES;
-    const long long t0 = bos + (long long)c * C;
-    const int L = (int)min((long long)C, eos - t0);
-    kdg::mbarrier_wait(&bar_ready[s], (c / STAGES) & 1);
-    const bf16* v_tile = s_v + s * stride_v;
-    const bf16* k_decayed = s_k_decayed + s * stride_k_decayed;
-    const bf16* k_to_end = s_k_to_end + s * stride_k_to_end;
-    const float* A = s_A + s * stride_A;
-    const float* beta = s_beta + s * stride_beta;
-    const float* decay_total = s_decay_total + s * stride_decay_total;
-    const bf16* q_decayed = s_q_decayed + s * stride_q_decayed;
-    const float* Mqk = s_Mqk + s * stride_Mqk;
-
-    // step state_products: P = Sᵀ·k_decayedᵀ, Q = Sᵀ·q_decayedᵀ ([16 v x 16 tokens], K-deep)
-    kdg::FragC P[2], Q[2];
-    kdg::frag_zero(P[0]);
-    kdg::frag_zero(P[1]);
-    kdg::frag_zero(Q[0]);
-    kdg::frag_zero(Q[1]);
-#pragma unroll
-    for (int kk = 0; kk < K / 16; ++kk) {
-      const kdg::FragA sa = kdg::frag_a_from_c(S[2 * kk], S[2 * kk + 1]);
-      kdg::FragB b[2];
-      kdg::load_frag_b_nk(b, k_decayed + kk * 16, ld_k_decayed, lane);  // (d, token) at k_decayed[token][d]
-      kdg::mma_16816(P[0], sa, b[0]);
-      kdg::mma_16816(P[1], sa, b[1]);
-      kdg::load_frag_b_nk(b, q_decayed + kk * 16, ld_q_decayed, lane);
-      kdg::mma_16816(Q[0], sa, b[0]);
-      kdg::mma_16816(Q[1], sa, b[1]);
-    }
-
-    // step delta: Xᵀ = β⊙(vᵀ − P) (tail tokens have β = 0 and zero-filled v)
-    kdg::FragC X[2];
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int vr = warp * 16 + kdg::frag_c_row(lane, e), tok = nt * 8 + kdg::frag_c_col(lane, e);
-        X[nt].x[e] = beta[tok] * (kdg::to_f32(v_tile[tok * ld_v + vr]) - P[nt].x[e]);
-      }
-    }
-
-    // step solve: Vnᵀ = Xᵀ·Aᵀ ((j, i) at A[i][j]), bf16x3: X and A split into hi + lo
-    kdg::FragC Vn[2];
-    {
-      kdg::FragA xh, xl;
-      kdg::frag_a_from_c_split(X[0], X[1], xh, xl);
-      kdg::FragB bh[2], bl[2];
-      kdg::load_frag_b_nk_split(bh, bl, A, ld_A, lane);
-      kdg::frag_zero(Vn[0]);
-      kdg::frag_zero(Vn[1]);
-      kdg::mma_16816_x3(Vn[0], xh, xl, bh[0], bl[0]);
-      kdg::mma_16816_x3(Vn[1], xh, xl, bh[1], bl[1]);
-    }
-    kdg::FragA vnh, vnl;  // Vnᵀ as an A operand, hi + lo
-    kdg::frag_a_from_c_split(Vn[0], Vn[1], vnh, vnl);
-
-    // step output: Oᵀ = Q + Vnᵀ·Mqkᵀ (bf16x3), staged per warp as o[token][v] for 16-byte stores of valid tokens
-    {
-      kdg::FragB bh[2], bl[2];
-      kdg::load_frag_b_nk_split(bh, bl, Mqk, ld_Mqk, lane);
-      kdg::mma_16816_x3(Q[0], vnh, vnl, bh[0], bl[0]);
-      kdg::mma_16816_x3(Q[1], vnh, vnl, bh[1], bl[1]);
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
+#line 42 "templates/skeleton.j2"
+  const int kdg_warp = threadIdx.x / 32;
+#line 885 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
+  if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
+#line 58 "templates/mma16/recurrence.cu.j2"
+      // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
+      const int vr0 = v0 + warp * 16;
+      kdg::FragC S[NT8];  // S[t]: Sᵀ rows vr0.., columns 8t..8t+7
+#line 15 "templates/skeleton.j2"
+      // ---- step state_in (mma, strip): Sᵀ rows of this warp from h0 (or zeros) ----
+#line 62 "templates/mma16/recurrence.cu.j2"
+    #pragma unroll
+      for (int t = 0; t < NT8; ++t) {
+    #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int vr = kdg::frag_c_row(lane, e), tok = nt * 8 + kdg::frag_c_col(lane, e);
-          o_stage[tok * ld_o + vr] = __float2bfloat16_rn(Q[nt].x[e]);
+          const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
+#line 68 "templates/mma16/recurrence.cu.j2"
+          S[t].x[e] = h0 ? h0[(((long long)n * HV + h) * K + d) * V + vr] : 0.f;
+#line 72 "templates/mma16/recurrence.cu.j2"
         }
       }
-      __syncwarp();
-      const int tok = lane >> 1, half = lane & 1;
-      if (tok < L) {
-        *reinterpret_cast<uint4*>(o + ((t0 + tok) * HV + h) * V + vr0 + half * 8) =
-            *reinterpret_cast<const uint4*>(o_stage + tok * ld_o + half * 8);
-      }
-      __syncwarp();
-    }
+#line 75 "templates/mma16/recurrence.cu.j2"
+      bf16* const o_stage = s_o + warp * stride_o;
 
-    // step update: Sᵀ ← Sᵀ⊙decay_total + (Vn_hi + Vn_lo)ᵀ·k_to_end ((token, d) at k_to_end[token][d])
-#pragma unroll
-    for (int t2 = 0; t2 < K / 16; ++t2) {
-      kdg::FragB b[2];
-      kdg::load_frag_b_kn(b, k_to_end + t2 * 16, ld_k_to_end, lane);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        kdg::FragC& acc = S[2 * t2 + half];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc.x[e] *= decay_total[(2 * t2 + half) * 8 + kdg::frag_c_col(lane, e)];
-        kdg::mma_16816(acc, vnl, b[half]);
-        kdg::mma_16816(acc, vnh, b[half]);
-      }
-    }
-    kdg::mbarrier_arrive(&bar_free[s]);
-  }
+#line 78 "templates/mma16/recurrence.cu.j2"
+      for (int c = 0; c < num_chunks; ++c) {
+        const int s = c % STAGES;
+        const long long t0 = bos + (long long)c * C;
+        const int L = (int)min((long long)C, eos - t0);
+        kdg::mbarrier_wait(&bar_ready[s], (c / STAGES) & 1);
+        const bf16* v_tile = s_v + s * stride_v;
+        const bf16* k_decayed = s_k_decayed + s * stride_k_decayed;
+        const bf16* k_to_end = s_k_to_end + s * stride_k_to_end;
+        const float* A = s_A + s * stride_A;
+        const float* beta = s_beta + s * stride_beta;
+        const float* decay_total = s_decay_total + s * stride_decay_total;
+#line 90 "templates/mma16/recurrence.cu.j2"
+        const bf16* q_decayed = s_q_decayed + s * stride_q_decayed;
+        const float* Mqk = s_Mqk + s * stride_Mqk;
 
-  // step state_out: the final state, if requested
-  if (ht) {
-#pragma unroll
-    for (int t = 0; t < NT8; ++t) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
-        ht[(((long long)n * HV + h) * K + d) * V + vr] = S[t].x[e];
+#line 15 "templates/skeleton.j2"
+        // ---- step state_products (mma, strip): P = Sᵀ·k_decayedᵀ, Q = Sᵀ·q_decayedᵀ (A operand from the state registers) ----
+#line 95 "templates/mma16/recurrence.cu.j2"
+        kdg::FragC P[2], Q[2];
+        kdg::frag_zero(P[0]);
+        kdg::frag_zero(P[1]);
+#line 99 "templates/mma16/recurrence.cu.j2"
+        kdg::frag_zero(Q[0]);
+        kdg::frag_zero(Q[1]);
+#line 102 "templates/mma16/recurrence.cu.j2"
+    #pragma unroll
+        for (int kk = 0; kk < K / 16; ++kk) {
+          const kdg::FragA sa = kdg::frag_a_from_c(S[2 * kk], S[2 * kk + 1]);
+          kdg::FragB b[2];
+          kdg::load_frag_b_nk(b, k_decayed + kk * 16, ld_k_decayed, lane);  // (d, token) at k_decayed[token][d]
+          kdg::mma_16816(P[0], sa, b[0]);
+          kdg::mma_16816(P[1], sa, b[1]);
+#line 110 "templates/mma16/recurrence.cu.j2"
+          kdg::load_frag_b_nk(b, q_decayed + kk * 16, ld_q_decayed, lane);
+          kdg::mma_16816(Q[0], sa, b[0]);
+          kdg::mma_16816(Q[1], sa, b[1]);
+#line 114 "templates/mma16/recurrence.cu.j2"
+        }
+
+        // ---- step delta (mma, strip): Xᵀ = β⊙(vᵀ − P) ---- (tail tokens have β = 0 and zero-filled v)
+        kdg::FragC X[2];
+    #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+    #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int vr = warp * 16 + kdg::frag_c_row(lane, e), tok = nt * 8 + kdg::frag_c_col(lane, e);
+            X[nt].x[e] = beta[tok] * (kdg::to_f32(v_tile[tok * ld_v + vr]) - P[nt].x[e]);
+          }
+        }
+
+#line 15 "templates/skeleton.j2"
+        // ---- step solve (mma, strip): Vnᵀ = Xᵀ·Aᵀ (bf16x3: X and A split hi + lo) ----
+#line 128 "templates/mma16/recurrence.cu.j2"
+        kdg::FragC Vn[2];
+        {
+          kdg::FragA xh, xl;
+          kdg::frag_a_from_c_split(X[0], X[1], xh, xl);
+          kdg::FragB bh[2], bl[2];
+          kdg::load_frag_b_nk_split(bh, bl, A, ld_A, lane);
+          kdg::frag_zero(Vn[0]);
+          kdg::frag_zero(Vn[1]);
+          kdg::mma_16816_x3(Vn[0], xh, xl, bh[0], bl[0]);
+          kdg::mma_16816_x3(Vn[1], xh, xl, bh[1], bl[1]);
+        }
+        kdg::FragA vnh, vnl;  // Vnᵀ as an A operand, hi + lo
+        kdg::frag_a_from_c_split(Vn[0], Vn[1], vnh, vnl);
+
+#line 15 "templates/skeleton.j2"
+        // ---- step output (mma, strip): Oᵀ = Q + Vnᵀ·Mqkᵀ (bf16x3); staged per warp for 16-byte stores ----
+#line 144 "templates/mma16/recurrence.cu.j2"
+        {
+          kdg::FragB bh[2], bl[2];
+          kdg::load_frag_b_nk_split(bh, bl, Mqk, ld_Mqk, lane);
+          kdg::mma_16816_x3(Q[0], vnh, vnl, bh[0], bl[0]);
+          kdg::mma_16816_x3(Q[1], vnh, vnl, bh[1], bl[1]);
+    #pragma unroll
+          for (int nt = 0; nt < 2; ++nt) {
+    #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int vr = kdg::frag_c_row(lane, e), tok = nt * 8 + kdg::frag_c_col(lane, e);
+              o_stage[tok * ld_o + vr] = __float2bfloat16_rn(Q[nt].x[e]);
+            }
+          }
+          __syncwarp();
+          const int tok = lane >> 1, half = lane & 1;
+          if (tok < L) {
+            *reinterpret_cast<uint4*>(o + ((t0 + tok) * HV + h) * V + vr0 + half * 8) =
+                *reinterpret_cast<const uint4*>(o_stage + tok * ld_o + half * 8);
+          }
+          __syncwarp();
+        }
+
+#line 15 "templates/skeleton.j2"
+        // ---- step update (mma, strip): Sᵀ ← Sᵀ⊙decay_total + (Vn_hi + Vn_lo)ᵀ·k_to_end ----
+#line 182 "templates/mma16/recurrence.cu.j2"
+    #pragma unroll
+        for (int t2 = 0; t2 < K / 16; ++t2) {
+          kdg::FragB b[2];
+          kdg::load_frag_b_kn(b, k_to_end + t2 * 16, ld_k_to_end, lane);
+    #pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            kdg::FragC& acc = S[2 * t2 + half];
+    #pragma unroll
+            for (int e = 0; e < 4; ++e) acc.x[e] *= decay_total[(2 * t2 + half) * 8 + kdg::frag_c_col(lane, e)];
+            kdg::mma_16816(acc, vnl, b[half]);
+            kdg::mma_16816(acc, vnh, b[half]);
+          }
+        }
+        kdg::mbarrier_arrive(&bar_free[s]);
       }
-    }
+
+#line 15 "templates/skeleton.j2"
+      // ---- step state_out (mma, strip): final state (if requested) ----
+#line 200 "templates/mma16/recurrence.cu.j2"
+      if (ht) {
+    #pragma unroll
+        for (int t = 0; t < NT8; ++t) {
+    #pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
+#line 207 "templates/mma16/recurrence.cu.j2"
+            ht[(((long long)n * HV + h) * K + d) * V + vr] = S[t].x[e];
+#line 211 "templates/mma16/recurrence.cu.j2"
+          }
+        }
+      }
+
+#line 1035 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
+  } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
+#line 15 "templates/skeleton.j2"
+    // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
+#line 31 "templates/mma16/recurrence.cu.j2"
+        for (int c = 0; c < num_chunks; ++c) {
+          const int s = c % STAGES;
+          kdg::mbarrier_wait(&bar_free[s], ((c / STAGES) & 1) ^ 1);
+          const long long ws_ch = (chunk0 + c) * HV + h;
+          const long long t0 = bos + (long long)c * C;
+          const int L = (int)min((long long)C, eos - t0);
+          kdg::cp_async_tile(s_v + s * stride_v, ld_v * 2, v + (t0 * HV + h) * V + v0, (long long)HV * V * 2,
+                             C, VS * 2, L, lane, 32);
+#line 40 "templates/mma16/recurrence.cu.j2"
+          kdg::cp_async_tile(s_q_decayed + s * stride_q_decayed, ld_q_decayed * 2, ws_q_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
+#line 42 "templates/mma16/recurrence.cu.j2"
+          kdg::cp_async_tile(s_k_decayed + s * stride_k_decayed, ld_k_decayed * 2, ws_k_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
+          kdg::cp_async_tile(s_k_to_end + s * stride_k_to_end, ld_k_to_end * 2, ws_k_to_end + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
+          kdg::cp_async_tile(s_A + s * stride_A, ld_A * 4, ws_A + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
+#line 46 "templates/mma16/recurrence.cu.j2"
+          kdg::cp_async_tile(s_Mqk + s * stride_Mqk, ld_Mqk * 4, ws_Mqk + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
+#line 48 "templates/mma16/recurrence.cu.j2"
+          kdg::cp_async_tile(s_beta + s * stride_beta, C * 4, ws_beta + ws_ch * C, C * 4, 1, C * 4, 1, lane, 32);
+#line 50 "templates/mma16/recurrence.cu.j2"
+          kdg::cp_async_tile(s_decay_total + s * stride_decay_total, K * 4, ws_decay_total + ws_ch * K, K * 4, 1, K * 4, 1, lane, 32);
+#line 54 "templates/mma16/recurrence.cu.j2"
+          kdg::cp_async_arrive(&bar_ready[s]);
+        }
+        kdg::cp_async_wait_all();
+
+#line 50 "templates/skeleton.j2"
   }
+#line 218 "templates/mma16/recurrence.cu.j2"
 }
 

@@ -1,6 +1,6 @@
 """What the benchmark runs: op variants, shapes and modes, as plain data.
 
-Every variant calls the op as FLA's own benchmarks and model code do (spec §8): the gate, the q/k
+Every variant calls the op as FLA's own benchmarks and model code do (docs/math.md §10): the gate, the q/k
 L2 norm and the β sigmoid all inside the kernel, an fp32 initial state given and the final state
 returned. The two KDA variants are its two gate forms.
 """

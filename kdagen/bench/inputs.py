@@ -1,4 +1,4 @@
-"""Random inputs as FLA's tests and benchmarks draw them (spec §8), identical for both libraries.
+"""Random inputs as FLA's tests and benchmarks draw them (docs/math.md §10), identical for both libraries.
 
 bf16 q, k, v (not normalised: the L2 norm is in the kernel); the raw gate g ~ N(0,1) in bf16 with
 A_log = log U(1,16) and dt_bias ~ N(0,1) in fp32 (strong decays, up to 16·softplus per step); β

@@ -1,4 +1,4 @@
-"""How much work one call does: FLOPs and compulsory HBM bytes (spec kda_math.md §7).
+"""How much work one call does: FLOPs and compulsory HBM bytes (docs/math.md §9).
 
 Per token·value-head counts, with a multiply-add as 2 FLOPs and dense triangles (no block skipping).
 A "C-local" GEMM of a chunk (C×C×K or C×C×V) costs 2·C·K or 2·C·V per token; a state GEMM

@@ -3,9 +3,11 @@ an emulation of the CUDA execution model (templates/emulate/) in place of the te
 
 Each CUDA thread becomes a std::thread and the fragment layouts of mma/ldmatrix follow the PTX ISA,
 so index arithmetic, tail masks, barriers and pipelines are exercised exactly as written; only the
-hardware's speed (and its rounding order inside an mma) differs. `build(...)` returns an object with
-the runtime's `launch(kernel_name, grid, block, args, smem_bytes=0)`, taking CPU tensors, so the ops
-(kdagen.ops.forward) and the tests can run unchanged without a GPU. Tests only: it is slow.
+hardware's speed (and its rounding order inside an mma) differs. `build(plan, ...)` (a plan's kernels)
+and `build_source(cuda_text, kernels)` (any kernels, e.g. tests of single instructions) return an object
+with the runtime's `launch(kernel_name, grid, block, args, smem_bytes=0)`, taking CPU tensors and the
+emulator's tensor maps (`encode_tiled`), so the ops (kdagen.ops.forward) and the tests run unchanged
+without a GPU. Tests only: it is slow.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import ctypes
 import functools
 import hashlib
 import shutil
+import struct
 import subprocess
 import tempfile
 from pathlib import Path
@@ -21,10 +24,14 @@ from pathlib import Path
 import torch
 
 from ..paths import templates_dir
-from ..plan.model import CTYPES, Plan
+from ..plan.model import Plan, param_ctype
+from ..runtime.launch import pack_args
+from ..runtime.tensormap import TensorMap, tiled_layout
 from .render import header_files, render_kernel
 
-_PARAM_CTYPES = {"i32": "int", "i64": "long long", "f32": "float"}
+# The emulator's tensor map (templates/emulate/sm90_ptx.cuh, TensorMapEmulated): magic, rank, address,
+# dims[5], byte strides[5] (dimension 0's is the element size), box[5], element bytes, swizzle bytes.
+_TENSOR_MAP = struct.Struct("<4sIQ5Q5Q5III4x")
 
 
 class EmulationUnavailable(RuntimeError):
@@ -61,30 +68,32 @@ def unavailable() -> str | None:
     return None
 
 
-def _param_ctype(p) -> str:
-    if p.kind == "ptr":
-        return f"{'const ' if p.const else ''}{CTYPES[p.dtype]}*"
-    return _PARAM_CTYPES[p.kind]
-
-
-def _trampoline(kernel) -> str:
-    args = ", ".join(f"*static_cast<{_param_ctype(p)}*>(args[{i}])" for i, p in enumerate(kernel.params))
-    return (f'extern "C" void kdg_emu_launch_{kernel.name}(unsigned gx, unsigned gy, unsigned gz, unsigned threads, '
+def _trampoline(name: str, ctypes_: list[str]) -> str:
+    """extern "C" kdg_emu_launch_<name>: runs the kernel on a grid, each thread with its own copy of the args."""
+    args = ", ".join(f"kdg_emu::arg<{t}>(args[{i}])" for i, t in enumerate(ctypes_))
+    return (f'extern "C" void kdg_emu_launch_{name}(unsigned gx, unsigned gy, unsigned gz, unsigned threads, '
             f"unsigned smem, void** args) {{\n"
-            f"  kdg_emu::launch(gx, gy, gz, threads, smem, [args] {{ {kernel.name}({args}); }});\n}}\n")
+            f"  kdg_emu::launch(gx, gy, gz, threads, smem, [args] {{ {name}({args}); }});\n}}\n")
 
 
-def host_source(plan: Plan, recurrence, kernels) -> str:
-    """One host translation unit: emulated CUDA, templates/common (ptx.cuh emulated), the kernels."""
+def _unit(header_groups, kernels_text: str, signatures: dict[str, list[str]]) -> str:
+    """One host translation unit: emulated CUDA, the groups' headers (their ptx.cuh emulated), the
+    kernels, a trampoline per kernel."""
     emu = templates_dir() / "emulate"
     parts = [(emu / "cuda_host.h").read_text()]
-    for rel in header_files(plan.headers):
+    for rel in header_files(header_groups):
         group, name = rel.split("/")
         path = emu / f"{group}_ptx.cuh" if name == "ptx.cuh" else templates_dir() / rel
         parts.append(f"// ===== {path.relative_to(templates_dir())} =====\n" + path.read_text())
-    parts += [render_kernel(plan, k, recurrence) for k in kernels]
-    parts += [_trampoline(k) for k in kernels]
+    parts.append(kernels_text)
+    parts += [_trampoline(name, types) for name, types in signatures.items()]
     return "\n".join(parts)
+
+
+def host_source(plan: Plan, recurrence, kernels) -> str:
+    """The host translation unit of a plan's kernels."""
+    text = "\n".join(render_kernel(plan, k, recurrence) for k in kernels)
+    return _unit(plan.headers, text, {k.name: [param_ctype(p) for p in k.params] for k in kernels})
 
 
 @functools.cache
@@ -111,44 +120,54 @@ def _compile(source: str) -> ctypes.CDLL:
     return ctypes.CDLL(str(lib))
 
 
-def _c_arg(a):
-    from ..runtime import f32, i64
-    if isinstance(a, torch.Tensor):
-        if a.device.type != "cpu":
-            raise ValueError("emulated kernels take CPU tensors")
-        return ctypes.c_void_p(a.data_ptr())
-    if a is None:
-        return ctypes.c_void_p(None)
-    if isinstance(a, i64):
-        return ctypes.c_int64(a.value)
-    if isinstance(a, f32):
-        return ctypes.c_float(a.value)
-    if isinstance(a, int) and not isinstance(a, bool):
-        return ctypes.c_int32(a)
-    raise TypeError(f"unsupported kernel argument {a!r}")
+def _host_pointer(tensor: torch.Tensor, position: int) -> int:
+    if tensor.device.type != "cpu":
+        raise ValueError(f"kernel argument {position} is a tensor on {tensor.device}; emulated kernels take CPU "
+                         f"tensors")
+    return tensor.data_ptr()
 
 
 class EmulatedModule:
     """The runtime Module's launch contract, on the host."""
 
-    def __init__(self, lib: ctypes.CDLL, kernels):
+    def __init__(self, lib: ctypes.CDLL, arity: dict[str, int]):
         self.lib = lib
-        self.kernels = {k.name: k for k in kernels}
+        self.arity = arity
 
     def launch(self, kernel_name: str, grid, block, args, smem_bytes: int = 0) -> None:
-        k = self.kernels[kernel_name]
-        if len(args) != len(k.params):
-            raise TypeError(f"{kernel_name} takes {len(k.params)} arguments, got {len(args)}")
-        values = [_c_arg(a) for a in args]
-        ptrs = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
+        if kernel_name not in self.arity:
+            raise KeyError(f"kernel {kernel_name!r} is not in this module: {sorted(self.arity)}")
+        if len(args) != self.arity[kernel_name]:
+            raise TypeError(f"{kernel_name} takes {self.arity[kernel_name]} arguments, got {len(args)}")
+        pointers, _keep = pack_args(args, _host_pointer)
         g = tuple(grid) + (1,) * (3 - len(tuple(grid)))
         b = block if isinstance(block, int) else block[0]
         fn = getattr(self.lib, f"kdg_emu_launch_{kernel_name}")
         fn.argtypes = [ctypes.c_uint] * 5 + [ctypes.c_void_p]
-        fn(*g, b, smem_bytes, ctypes.cast(ptrs, ctypes.c_void_p))
+        fn(*g, b, smem_bytes, ctypes.cast(pointers, ctypes.c_void_p))
+
+
+def encode_tiled(tensor: torch.Tensor, box, swizzle: int = 0, dims=None, strides=None) -> TensorMap:
+    """A CPU tensor's tiled tensor map in the emulator's encoding (kdagen.runtime.encode_tiled's arguments
+    and checks)."""
+    if isinstance(tensor, torch.Tensor) and tensor.device.type != "cpu":
+        raise ValueError(f"tensor is on {tensor.device}; emulated kernels read CPU tensors")
+    t = tiled_layout(tensor, box, swizzle, dims, strides)
+    pad = 5 - len(t.dims)
+    return TensorMap(_TENSOR_MAP.pack(b"KDGT", len(t.dims), t.address, *t.dims, *[1] * pad,
+                                      t.elem_bytes, *t.strides, *[0] * pad, *t.box, *[1] * pad,
+                                      t.elem_bytes, t.swizzle))
 
 
 def build(plan: Plan, recurrence, kernels="forward") -> EmulatedModule:
     """The emulated module of a direction ("forward", "backward") or of the named kernels."""
     chosen = plan.direction(kernels) if isinstance(kernels, str) else [plan.kernel(n) for n in kernels]
-    return EmulatedModule(_compile(host_source(plan, recurrence, chosen)), chosen)
+    return EmulatedModule(_compile(host_source(plan, recurrence, chosen)), {k.name: len(k.params) for k in chosen})
+
+
+def build_source(cuda_text: str, kernels, header_groups=("common", "sm80", "sm90")) -> EmulatedModule:
+    """The emulated module of kernels written by hand: `cuda_text` defines them (after the groups' headers),
+    `kernels` lists (name, [C parameter types, e.g. "const bf16*", "int", "kdg::TensorMap"])."""
+    signatures = {name: list(types) for name, types in kernels}
+    return EmulatedModule(_compile(_unit(header_groups, cuda_text, signatures)),
+                          {name: len(types) for name, types in signatures.items()})

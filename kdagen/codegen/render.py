@@ -11,6 +11,7 @@ import hashlib
 from .. import __version__
 from ..paths import templates_dir
 from ..plan.model import CTYPES, Kernel, Plan, param_ctype
+from . import lines
 from .adjoint import backward_prologue
 from .env import environment, template_exists
 from .expr import CodegenError
@@ -19,7 +20,7 @@ from .prologue import forward_prologue
 # The helper headers in inclusion order, as (group, file): "common" for every kernel, "sm80" (mma.sync, ldmatrix,
 # cp.async) and "sm90" (wgmma, bulk tensor copies, setmaxnreg) where a plan's kernels use them (Plan.headers).
 HEADERS = (("common", "types.cuh"), ("common", "ptx.cuh"), ("sm80", "ptx.cuh"), ("sm90", "ptx.cuh"),
-           ("common", "math.cuh"), ("common", "barriers.cuh"), ("common", "reductions.cuh"),
+           ("common", "math.cuh"), ("common", "barriers.cuh"), ("common", "reductions.cuh"), ("common", "sequences.cuh"),
            ("sm80", "mma.cuh"), ("sm80", "ldmatrix.cuh"), ("sm80", "copies.cuh"), ("sm90", "wgmma.cuh"),
            ("sm90", "tma.cuh"))
 DIRECTIONS = ("forward", "backward")
@@ -79,7 +80,7 @@ def smem_carveout(kernel: Kernel) -> str:
                      f"  // {b.name} [{shape}] {b.dtype}, ld {b.row_elems}{extra}"
                      + (f", alias {b.alias}" if b.alias else ""))
         if len(b.shape) > 1:
-            lines.append(f"constexpr int ld_{b.name} = {b.row_elems};")
+            lines.append(f"[[maybe_unused]] constexpr int ld_{b.name} = {b.row_elems};")
         if b.stages > 1 or b.copies > 1:
             lines.append(f"constexpr int stride_{b.name} = {b.elems};  // elements per stage / warp copy")
     return "\n".join(lines)
@@ -104,10 +105,15 @@ def kernel_context(plan: Plan, kernel: Kernel, recurrence) -> dict:
     return ctx
 
 
-def render_kernel(plan: Plan, kernel: Kernel, recurrence) -> str:
+def _marked_kernel(plan: Plan, kernel: Kernel, recurrence) -> str:
     if not template_exists(kernel.template):
         raise CodegenError(f"kernel {kernel.name!r}: template templates/{kernel.template} does not exist")
     return environment().get_template(kernel.template).render(**kernel_context(plan, kernel, recurrence))
+
+
+def render_kernel(plan: Plan, kernel: Kernel, recurrence) -> str:
+    """One kernel's CUDA, with `#line` directives to its templates (the rest attributed to "<uri>/<kernel>")."""
+    return lines.resolve(_marked_kernel(plan, kernel, recurrence), f"{plan.uri}/{kernel.name}")
 
 
 def header(plan: Plan, direction: str) -> str:
@@ -137,9 +143,11 @@ def render_unit(plan: Plan, recurrence, direction: str) -> str:
     """One self-contained translation unit with every kernel of `direction`."""
     if direction not in DIRECTIONS:
         raise CodegenError(f"direction {direction!r}: one of {DIRECTIONS}")
-    kernels = [render_kernel(plan, k, recurrence) for k in plan.direction(direction)]
-    return environment().get_template("unit.cu.j2").render(
-        header=header(plan, direction), common=header_sources(plan.headers), kernels=kernels)
+    kernels = [_marked_kernel(plan, k, recurrence) for k in plan.direction(direction)]
+    common = [(path, lines.mark_text(text, f"templates/{path}")) for path, text in header_sources(plan.headers)]
+    text = environment().get_template("unit.cu.j2").render(header=header(plan, direction), common=common,
+                                                           kernels=kernels)
+    return lines.resolve(text, f"{plan.uri}/{unit_name(direction)}")
 
 
 def render(plan: Plan, recurrence, directions=DIRECTIONS) -> dict:

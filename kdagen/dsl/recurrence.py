@@ -67,7 +67,7 @@ class Recurrence(GraphBuilder):
 
     # ---- the core -------------------------------------------------------------------------
     def delta_rule(self, *, query, key, value, beta, decay, scale) -> None:
-        """S ← Diag(e^decay)S + β k (v − (Diag(e^decay)S)ᵀk)ᵀ, o = scale·Sᵀq (chunked; spec §2, §4).
+        """S ← Diag(e^decay)S + β k (v − (Diag(e^decay)S)ᵀk)ᵀ, o = scale·Sᵀq (chunked; docs/math.md §2, §4).
 
         decay is the per-step natural-log decay: ("K",) per channel (KDA) or () per head (GDN).
         """

@@ -43,13 +43,14 @@ def launch(plan: Plan, module, x: dict, scalars: dict, *, output_final_state: bo
     return o, ht, ws
 
 
-def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = False):
+def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = False, debug: dict | None = None):
     """(o [B,T,HV,V], final state or None, saved) for inputs x (q, k, v, g, beta, A_log, dt_bias,
     initial_state, cu_seqlens by name) and a resolved call (kdagen.ops.api.Call: .opt, .output_final_state,
     .gate_bound, .tensors). `keep` says a backward follows (the family must plan one) and makes `saved`.
     `loader(config, device, direction)` returns a module with `launch(...)` (default: the runtime's; tests
     pass the CPU emulation); `poison` fills every output and workspace with NaN first (tests; also
-    KDAGEN_DEBUG=1). Sizes come from the tensors: nothing here syncs with the host."""
+    KDAGEN_DEBUG=1); `debug` receives every forward workspace by plan name. Sizes come from the tensors:
+    nothing here syncs with the host."""
     q, v = x["q"], x["v"]
     H, K, HV, V = q.shape[2], q.shape[3], v.shape[2], v.shape[3]
     if HV % H:
@@ -65,6 +66,8 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     poison = poison or runtime_env.debug()
     o, ht, ws = launch(plan, module, tensors, {"scale": scale}, output_final_state=call.output_final_state,
                        poison=poison)
+    if debug is not None:
+        debug.update(ws)
     saved = None
     if keep:
         saved = {"config": config, "plan": plan, "recurrence": recurrence, "opt": opt, "x": dict(x),

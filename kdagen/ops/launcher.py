@@ -78,14 +78,31 @@ def grad_values(grads: dict) -> dict:
     return {grad_param(n): t for n, t in grads.items()}
 
 
-def kernel_args(kernel, values: dict) -> list:
-    """Kernel arguments in the plan's parameter order, by name."""
+def tensor_map(spec, tensor: torch.Tensor, sizes: dict):
+    """The tensor map a plan's TensorMapSpec describes for `tensor`, in the encoding of the device it lives on
+    (the driver's on a GPU, the CPU emulator's otherwise)."""
+    if tensor is None:
+        raise ValueError(f"tensor map of {spec.tensor!r}: the tensor is absent")
+    dims = [evaluate(d, sizes) for d in spec.dims]
+    strides = [evaluate(s, sizes) for s in spec.strides]
+    if tensor.is_cuda:
+        from ..runtime.tensormap import encode_tiled
+    else:
+        from ..codegen.emulate import encode_tiled
+    return encode_tiled(tensor, spec.box, spec.swizzle, dims, strides)
+
+
+def kernel_args(kernel, values: dict, sizes: dict) -> list:
+    """Kernel arguments in the plan's parameter order, by name (tensor maps encoded from their tensors)."""
     from ..runtime import f32, i64
     out = []
     for p in kernel.params:
-        if p.name not in values:
+        key = p.tensor_map.tensor if p.kind == "tensor_map" else p.name
+        if key not in values:
             raise KeyError(f"{kernel.direction}: no value for parameter {p.name!r} of kernel {kernel.name}")
-        v = values[p.name]
+        v = values[key]
+        if p.kind == "tensor_map":
+            v = tensor_map(p.tensor_map, v, sizes)
         out.append(f32(float(v)) if p.kind == "f32" else i64(int(v)) if p.kind == "i64" else v)
     return out
 
@@ -96,7 +113,7 @@ def run_kernels(kernels, module, values: dict, sizes: dict) -> None:
         grid = tuple(evaluate(d, sizes) for d in kernel.grid)
         if min(grid) == 0:
             continue
-        module.launch(kernel.name, grid, (kernel.threads,), kernel_args(kernel, values),
+        module.launch(kernel.name, grid, (kernel.threads,), kernel_args(kernel, values, sizes),
                       smem_bytes=kernel.smem_bytes if kernel.smem_dynamic else 0)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-HEAD_DIMS = (64, 128)          # K = V values with emitted kernels (kernels_common.md)
+HEAD_DIMS = (64, 128)          # K = V values with emitted kernels (the kernel families' head dims; docs/plan.md §6)
 IO_DTYPES = (torch.bfloat16,)  # q, k, v, and the dtype of o
 GATE_DTYPES = (torch.bfloat16, torch.float32)   # g and beta: as FLA users pass them
 PARAM_DTYPE = torch.float32    # A_log, dt_bias, initial_state

@@ -71,7 +71,8 @@ class Role:
 class Barrier:
     """A synchronisation object. kind: "mbarrier" (shared-memory, phase parity), "named" (bar.sync id),
     "cta" (__syncthreads). `arrivals` lists (role, unit) with unit "thread" | "warp" | "elected";
-    `count` must equal what those arrivals add up to. `stages` > 1 makes an array (one per pipeline
+    `count` must equal what those arrivals add up to (per copy: a named barrier with `copies` > 1 is one
+    hardware barrier per warp group of its role, ids id .. id + copies − 1). `stages` > 1 makes an array (one per pipeline
     stage); each completes `phases_per_iter` times per loop iteration."""
     name: str
     kind: str
@@ -83,6 +84,7 @@ class Barrier:
     id: int | None = None                   # hardware id for "named"
     offset: int = -1                        # byte offset of the mbarrier words (planner)
     tx_bytes: int = 0                       # mbarrier: bytes of bulk copies completing on it per phase
+    copies: int = 1                         # named: one barrier per warp group of the arriving role (ids id..)
     note: str = ""
 
 

@@ -181,21 +181,25 @@ def _barriers(k: Kernel) -> list[str]:
             expected += {"thread": r.threads, "warp": r.threads // WARP, "elected": 1}.get(unit, -10 ** 9)
             if unit not in ("thread", "warp", "elected"):
                 out.append(f"{where}: barrier {b.name!r} arrival unit {unit!r} is not thread/warp/elected")
-        if b.count != expected:
-            out.append(f"{where}: barrier {b.name!r} arrive count {b.count} != {expected}, the threads of its "
-                       f"arriving roles {[r for r, _ in b.arrivals]}")
+        if b.copies < 1 or (b.copies > 1 and b.kind != "named") or expected % b.copies:
+            out.append(f"{where}: barrier {b.name!r} has {b.copies} copies; only a named barrier has copies, one per "
+                       f"warp group of its arriving role")
+        elif b.count != expected // b.copies:
+            out.append(f"{where}: barrier {b.name!r} arrive count {b.count} != {expected // b.copies}, the threads of "
+                       f"its arriving roles {[r for r, _ in b.arrivals]}" + (f" per copy of {b.copies}" if b.copies > 1 else ""))
         for w in b.waiters:
             if w not in roles:
                 out.append(f"{where}: barrier {b.name!r} waited on by unknown role {w!r}")
         if b.kind == "cta" and b.count != k.threads:
             out.append(f"{where}: barrier {b.name!r} is a CTA barrier but counts {b.count} of {k.threads} threads")
         if b.kind == "named":
-            if b.id is None or not 1 <= b.id <= 15:
-                out.append(f"{where}: named barrier {b.name!r} needs an id in 1..15 (0 is __syncthreads), got {b.id}")
-            elif b.id in ids:
-                out.append(f"{where}: named barriers {ids[b.id]!r} and {b.name!r} share id {b.id}")
-            else:
-                ids[b.id] = b.name
+            taken = [] if b.id is None else list(range(b.id, b.id + b.copies))
+            if b.id is None or not 1 <= b.id or taken[-1] > 15:
+                out.append(f"{where}: named barrier {b.name!r} needs ids in 1..15 (0 is __syncthreads), got {taken or b.id}")
+            for i in taken:
+                if i in ids:
+                    out.append(f"{where}: named barriers {ids[i]!r} and {b.name!r} share id {i}")
+                ids[i] = b.name
             if b.count % WARP:
                 out.append(f"{where}: named barrier {b.name!r} counts {b.count} threads, not whole warps")
         if b.kind not in ("mbarrier", "named", "cta"):

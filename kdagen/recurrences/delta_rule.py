@@ -2,7 +2,7 @@
 
 KDA and GDN are the same recurrence written with a different gate dim: KDA's gate is per channel
 ("K"), GDN's per head (None). The options mean what they mean in FLA 0.6.0's chunk_kda /
-chunk_gated_delta_rule (spec §1, §3):
+chunk_gated_delta_rule (docs/math.md §1, §3):
 
 - use_gate_in_kernel: the decay is computed from the raw gate input g,
   softplus form  a = −e^{A_log}·softplus(g + dt_bias),  or with lower_bound  a = lb·σ(e^{A_log}·(g + dt_bias));

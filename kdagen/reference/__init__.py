@@ -1,9 +1,9 @@
 """float64 references, written by hand and independent of the DSL.
 
-- `recurrent(x, opt)`: the token-by-token recurrence (spec §2); differentiate it with autograd.
-- `chunked(x, opt, chunk_size)`: the chunked forward (spec §4).
-- `chunked_backward(x, opt, do, dht, chunk_size)`: the hand-derived chunked backward (spec §5),
-  split as the kernels are: K2_bwd (`chunk_delta_rule_bwd_k2`) then K1_bwd prepare (`prepare_bwd`).
+- `recurrent(x, opt)`: the token-by-token recurrence (docs/math.md §2); differentiate it with autograd.
+- `chunked(x, opt, chunk_size)`: the chunked forward (docs/math.md §4).
+- `chunked_backward(x, opt, do, dht, chunk_size)`: the hand-derived chunked backward (docs/math.md §7),
+  split as the kernels are: recurrence_bwd (`chunk_delta_rule_bwd_k2`) then prepare_bwd prepare (`prepare_bwd`).
 
 `x` is a dict of FLA's tensors by argument name; `opt` an `Options`.
 """

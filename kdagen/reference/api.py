@@ -19,7 +19,7 @@ def chunked(x: dict, opt: Options, chunk_size: int = 64):
 
 
 def chunked_backward(x: dict, opt: Options, do, dht=None, chunk_size: int = 64) -> dict:
-    """Gradients of Σ o⊙do + Σ final_state⊙dht w.r.t. every input, by K2_bwd then K1_bwd.
+    """Gradients of Σ o⊙do + Σ final_state⊙dht w.r.t. every input, by recurrence_bwd then prepare_bwd.
 
     Returns a dict keyed like the inputs: q, k, v, g, beta, A_log, dt_bias, initial_state
     (None where the input is absent or does not take part).

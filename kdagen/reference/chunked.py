@@ -1,15 +1,15 @@
-"""Chunked forward (no-W UT form) and the reverse chunk recurrence of the backward (spec §4, §5).
+"""Chunked forward (no-W UT form) and the reverse chunk recurrence of the backward (docs/math.md §4, §7).
 
-The split follows the kernels kdagen plans (FlashKDA's, seeds/000): a "prepare" side that is
+The split follows the kernels kdagen plans (docs/kernels.md §1): a "prepare" side that is
 token-parallel and a "recurrence" side that is head-parallel. Here, in float64, the recurrence
-side of the backward (K2_bwd) stops at the gradients of the derived per-chunk tensors
+side of the backward (recurrence_bwd) stops at the gradients of the derived per-chunk tensors
 
     qd = scale·q̂⊙e^Γ,  kd = k̂⊙e^Γ,  ki = k̂⊙e^−Γ,  kr = k̂⊙e^(Γl−Γ),  gte = e^Γl,
 
 each already multiplied by its own exponential (b_q, b_kd, b_ki, b_kr, dgte⊙gte): the stable
 per-branch form. Every exponential evaluated is e^(Γi−Γj) with i ≥ j, e^Γ or e^(Γl−Γ), all ≤ 1 for
 non-positive decays, so any gate magnitude and any chunk size is safe. prepare.py turns them into
-input gradients (K1_bwd).
+input gradients (prepare_bwd).
 
 Layout inside a chunk is head-major: [HV, L, K] with L ≤ C the chunk's valid length.
 """
@@ -87,7 +87,7 @@ def chunk_delta_rule_fwd(q, k, v, a, beta, scale, h0, chunk_size, cu_seqlens=Non
 
 
 def chunk_delta_rule_bwd_k2(q, k, v, a, beta, scale, h0, chunk_size, do, dht, cu_seqlens=None):
-    """K2_bwd: the reverse chunk recurrence and the per-chunk gradients of the derived tensors.
+    """recurrence_bwd: the reverse chunk recurrence and the per-chunk gradients of the derived tensors.
 
     Returns a dict of per-value-head tensors [B,T,HV,K] b_q, b_kd, b_ki, b_kr and dgT (the
     chunk-total gate gradient dgte⊙gte, repeated on every row of its chunk), plus dv

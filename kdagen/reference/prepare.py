@@ -1,4 +1,4 @@
-"""K1_bwd "prepare": from the derived-tensor gradients of K2_bwd to input gradients (seeds/000, spec §5.6).
+"""prepare_bwd: from the derived-tensor gradients of recurrence_bwd to input gradients (docs/math.md §7.4–§7.9).
 
 Token-parallel in the kernels, it does four things per chunk:
 1. combine the per-branch rescaled gradients (each O(1), see chunked.py) — the stable dgc:

@@ -1,4 +1,4 @@
-"""The elementwise maps around the chunked core, forward and hand-written adjoint (spec §3).
+"""The elementwise maps around the chunked core, forward and hand-written adjoint (docs/math.md §3).
 
 These are the maps flash-linear-attention 0.6.0 applies inside `chunk_kda` and
 `chunk_gated_delta_rule` before the recurrence: the in-kernel gate, the L2 norm of q and k, and

@@ -1,4 +1,4 @@
-"""The token-by-token recurrence (spec §2): the ground truth every other path must match.
+"""The token-by-token recurrence (docs/math.md §2): the ground truth every other path must match.
 
 Written with out-of-place torch ops only, so torch.autograd through it gives the reference
 gradients of every input and parameter.

@@ -2,7 +2,7 @@
 
 Arguments are packed by hand into the driver's `void*[]` because the C signature is fixed and
 CuPy's launcher does no type checking: a Python int would silently become a 64-bit value where the
-kernel reads 32 bits.
+kernel reads 32 bits. The CPU emulator (kdagen.codegen.emulate) packs through the same `pack_args`.
 """
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
+
+from .tensormap import TensorMap
 
 _INT32 = (-(2 ** 31), 2 ** 31 - 1)
 _SMEM_DEFAULT_LIMIT = 48 * 1024     # above this the kernel must opt in to dynamic shared memory
@@ -27,14 +29,22 @@ class f32:
     value: float
 
 
-def c_value(arg, position: int):
-    """The ctypes value the kernel's parameter at `position` receives; errors name the position."""
+def device_pointer(tensor: torch.Tensor, position: int) -> int:
+    """A CUDA tensor's data pointer (the runtime's kernels run on the GPU)."""
+    if tensor.device.type != "cuda":
+        raise ValueError(f"kernel argument {position} is a tensor on {tensor.device}, not on a CUDA device")
+    return tensor.data_ptr()
+
+
+def c_value(arg, position: int, pointer=device_pointer):
+    """The ctypes value the kernel's parameter at `position` receives; errors name the position. `pointer`
+    turns a tensor into its address (the CPU emulator passes host tensors through its own)."""
     if isinstance(arg, torch.Tensor):
-        if arg.device.type != "cuda":
-            raise ValueError(f"kernel argument {position} is a tensor on {arg.device}, not on a CUDA device")
-        return ctypes.c_void_p(arg.data_ptr())
+        return ctypes.c_void_p(pointer(arg, position))
     if arg is None:
         return ctypes.c_void_p(None)           # an absent optional tensor: the kernel sees nullptr
+    if isinstance(arg, TensorMap):
+        return arg.c_value()                   # 128 bytes, passed by value
     if isinstance(arg, i64):
         return ctypes.c_int64(int(arg.value))
     if isinstance(arg, f32):
@@ -50,9 +60,9 @@ def c_value(arg, position: int):
     raise TypeError(f"kernel argument {position} has unsupported type {type(arg).__name__}")
 
 
-def pack_args(args) -> tuple[ctypes.Array, list]:
-    """(the void*[] the driver reads, the values it points to — keep both alive until the launch returns)."""
-    values = [c_value(a, i) for i, a in enumerate(args)]
+def pack_args(args, pointer=device_pointer) -> tuple[ctypes.Array, list]:
+    """(the void*[] the kernel's launch reads, the values it points to — keep both alive until the launch returns)."""
+    values = [c_value(a, i, pointer) for i, a in enumerate(args)]
     pointers = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
     return pointers, values
 

@@ -1,7 +1,7 @@
 """CUDA source → cubin (or PTX) through NVRTC, as wrapped by CuPy.
 
 We call NVRTC ourselves instead of cupy.RawModule because CuPy appends its own -arch=sm_90 and has
-no way to ask for sm_90a, which wgmma and setmaxnreg need (spec/style_and_ecosystem.md §4.3).
+no way to ask for sm_90a, which wgmma and setmaxnreg need.
 """
 from __future__ import annotations
 

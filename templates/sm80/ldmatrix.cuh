@@ -67,4 +67,18 @@ __device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)
   }
 }
 
+// As load_frag_b_nk_split, each element first multiplied by scale[k], a factor per contraction index (scale
+// points at the 16 factors of this k slab): a per-channel decay between two blocks of a chunk.
+__device__ __forceinline__ void load_frag_b_nk_split_scaled(FragB (&hi)[2], FragB (&lo)[2], const float* base, int ld,
+                                                            const float* scale, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float s0 = scale[2 * t], s1 = scale[2 * t + 1], s8 = scale[2 * t + 8], s9 = scale[2 * t + 9];
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    const float* r = base + (nt * 8 + g) * ld + 2 * t;
+    split_bf16(r[0] * s0, r[1] * s1, hi[nt].x[0], lo[nt].x[0]);
+    split_bf16(r[8] * s8, r[9] * s9, hi[nt].x[1], lo[nt].x[1]);
+  }
+}
+
 }  // namespace kdg

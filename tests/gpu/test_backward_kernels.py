@@ -29,7 +29,7 @@ def test_backward_matches_reference(case, seed):
 @GPU
 @pytest.mark.parametrize("case", [CASES[0], CASES[2], CASES[7]], ids=str)   # KDA, KDA varlen GVA, GDN
 def test_recurrence_bwd_workspace_matches_oracle(case, seed):
-    """The S_c and K2_bwd workspaces against their float64 oracle, to tell which kernel is off."""
+    """The S_c and recurrence_bwd workspaces against their float64 oracle, to tell which kernel is off."""
     debug = {}
     run_case(case, "cuda", seed, debug=debug)
     check_k2_workspace(case, debug, seed)

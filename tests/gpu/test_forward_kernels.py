@@ -1,12 +1,15 @@
-"""The forward kernels (prepare, recurrence) on the GPU against the float64 reference.
+"""The forward kernels (prepare, recurrence) of every family on the GPU against the float64 reference.
 
 Inputs are random (fresh every run, seed printed on failure), rounded to the kernels' dtypes; the
 reference runs in float64 on exactly those values. Outputs and workspaces are poisoned with NaN
 before launch. Bounds: o and the final state ≤ 0.005 relative L2; each prepare workspace term within
-its dtype's rounding. Run: python -m pytest -m gpu tests/gpu -x -q
+its dtype's rounding. Each family runs where it serves calls: mma16 for calls with gradients (training),
+wgmma64 for calls without (inference, sm_90a). Run: python -m pytest -m gpu tests/gpu -x -q
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 
 import pytest
@@ -14,6 +17,7 @@ import torch
 
 from kdagen.ops.api import make_call
 from kdagen.ops.forward import forward
+from kdagen.plan.families import family as family_of
 from kdagen.reference.workspace import workspace_errors
 from kdagen.reference import Options, chunked
 from kdagen.reference.inputs import make_inputs
@@ -21,8 +25,10 @@ from kdagen.reference.inputs import make_inputs
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 BOUND = 0.005
-WORKSPACE_TOL = {"ws_q_decayed": 5e-3, "ws_k_decayed": 5e-3, "ws_k_to_end": 5e-3, "ws_decay_total": 1e-5, "ws_A": 1e-3,
-                 "ws_Mqk": 1e-3, "ws_beta": 1e-6}
+# bf16 terms at bf16 rounding, fp32 ones from bf16x3 products or fp32 arithmetic
+WORKSPACE_TOL = {"bf16": 5e-3, "f32": 1e-3, "ws_decay_total": 1e-5, "ws_beta": 1e-6}
+# family -> whether the forward keeps what a backward needs (the family must then plan one)
+FAMILIES = {"mma16": True, "wgmma64": False}
 LB = dict(use_gate_in_kernel=True, lower_bound=-5.0, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
 SOFTPLUS = dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
 
@@ -50,7 +56,17 @@ def rel(a, b) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-def run(name: str, seed: int):
+@contextlib.contextmanager
+def family_env(family: str):
+    """KDAGEN_FAMILY set to `family` for the calls inside."""
+    os.environ["KDAGEN_FAMILY"] = family
+    try:
+        yield
+    finally:
+        del os.environ["KDAGEN_FAMILY"]
+
+
+def run(name: str, seed: int, family: str = "mma16", debug: dict | None = None):
     op, options, shape, g_dtype, beta_dtype = CASES[name]
     reference_opts = {k: v for k, v in options.items() if k != "safe_gate"}
     if options.get("safe_gate"):
@@ -63,37 +79,52 @@ def run(name: str, seed: int):
     x64 = {n: t.cpu() if n == "cu_seqlens" else t.double().cpu() for n, t in xk.items()}
     call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
                      cu_seqlens=xk.get("cu_seqlens"), A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
-    o, ht, saved = forward(xk, call, poison=True)
+    with family_env(family):
+        o, ht, saved = forward(xk, call, FAMILIES[family], poison=True, debug=debug)
     torch.cuda.synchronize()
     return o, ht, saved, x64, opt, xk, call
 
 
+def needs_hopper(family: str) -> None:
+    if family == "wgmma64" and torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma64 runs on compute capability 9.0 only")
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_forward_against_reference(name):
+def test_forward_against_reference(name, family):
+    needs_hopper(family)
     seed = random.randrange(2 ** 31)
-    o, ht, saved, x64, opt, _, _ = run(name, seed)
+    o, ht, saved, x64, opt, _, _ = run(name, seed, family)
     o_ref, ht_ref = chunked(x64, opt, 16)
-    where = f"{name} (seed {seed}, exponent form {saved['plan'].exponent_form})"
+    where = f"{name} on {family} (seed {seed})"
     assert not torch.isnan(o).any(), f"{where}: NaN in o ({torch.isnan(o).sum().item()} elements)"
     assert not torch.isnan(ht).any(), f"{where}: NaN in the final state"
     eo, eh = rel(o, o_ref), rel(ht, ht_ref)
     assert eo <= BOUND and eh <= BOUND, f"{where}: relative L2 o {eo:.2e}, final state {eh:.2e} (bound {BOUND})"
 
 
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("name", ["kda_lb_factored_k128", "kda_precomputed_varlen_k128", "gdn_softplus_k128"])
-def test_prepare_workspace(name):
+def test_prepare_workspace(name, family):
     """prepare alone, term by term (localises a failure of the test above to prepare or the recurrence)."""
+    needs_hopper(family)
     seed = random.randrange(2 ** 31)
-    _, _, saved, x64, opt, _, _ = run(name, seed)
-    errors = workspace_errors(saved["workspace"], x64, opt, saved["plan"].chunk)
+    ws = {}
+    _, _, _, x64, opt, _, _ = run(name, seed, family, debug=ws)
+    errors = workspace_errors(ws, x64, opt, family_of(family).chunk)
     tail = errors.pop("tail_max")
-    bad = {k: f"{e:.2e}" for k, e in errors.items() if not e <= WORKSPACE_TOL[k]}
-    assert tail == 0 and not bad, f"{name} (seed {seed}): workspace errors {bad}, tail rows max |x| {tail}"
+    tol = {n: WORKSPACE_TOL.get(n, WORKSPACE_TOL["bf16" if w.dtype == torch.bfloat16 else "f32"]) for n, w in ws.items()}
+    bad = {k: f"{e:.2e}" for k, e in errors.items() if not e <= tol[k]}
+    assert tail == 0 and not bad, f"{name} on {family} (seed {seed}): workspace errors {bad}, tail rows max |x| {tail}"
 
 
-def test_deterministic():
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_deterministic(family):
+    needs_hopper(family)
     name = "kda_precomputed_varlen_k128"
     seed = random.randrange(2 ** 31)
-    o1, h1, _, _, _, xk, call = run(name, seed)
-    o2, h2, _ = forward(xk, call, poison=True)
-    assert torch.equal(o1, o2) and torch.equal(h1, h2), f"{name} (seed {seed}): two runs differ"
+    o1, h1, _, _, _, xk, call = run(name, seed, family)
+    with family_env(family):
+        o2, h2, _ = forward(xk, call, FAMILIES[family], poison=True)
+    assert torch.equal(o1, o2) and torch.equal(h1, h2), f"{name} on {family} (seed {seed}): two runs differ"

@@ -11,8 +11,9 @@ import os
 from ..problem import PlanError, Problem
 from .base import Family
 from .mma16 import FAMILY as MMA16
+from .wgmma64 import FAMILY as WGMMA64
 
-FAMILIES: dict[str, Family] = {f.name: f for f in (MMA16,)}
+FAMILIES: dict[str, Family] = {f.name: f for f in (WGMMA64, MMA16)}
 ENV = "KDAGEN_FAMILY"
 
 

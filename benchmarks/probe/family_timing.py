@@ -1,0 +1,83 @@
+"""Forward time of each kernel family on a GPU, and where it goes: `python benchmarks/probe/family_timing.py`.
+
+For the bench's ops and inputs (kdagen.bench) at a few shapes, times kdagen's inference forward (no grad)
+with KDAGEN_FAMILY set to each family that serves it, by CUDA events around one call (median of 30 after 5
+warm-up calls, L2 not flushed: a quick look, `kdagen bench` is the measurement), then prints each kernel's
+device time from torch.profiler. Writes the table to $OUT/family_timing.md when OUT is set.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import kdagen  # noqa: E402
+from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
+from kdagen.bench.inputs import make_set  # noqa: E402
+
+SHAPES = [Shape(1, 8192, 64, 128), Shape(8, 4096, 32, 128), Shape(4, 4096, 16, 64)]
+FAMILIES = ("mma16", "wgmma64")
+
+
+def call(variant, s):
+    fn = kdagen.chunk_kda if variant.op == "kda" else kdagen.chunk_gated_delta_rule
+    x = {n: t.detach() for n, t in s.inputs.items()}
+    args = [x.pop(n) for n in ("q", "k", "v", "g", "beta")]
+    kwargs = {**variant.call_kwargs(), **x}
+    return lambda: fn(*args, **kwargs)
+
+
+def time_ms(fn, iters=30, warmup=5) -> float:
+    with torch.no_grad():
+        for _ in range(warmup):
+            fn()
+        times = []
+        for _ in range(iters):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def kernel_times(fn) -> dict:
+    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.count:
+            out[e.key] = e.device_time_total / e.count / 1e3
+    return out
+
+
+def main() -> None:
+    rows = ["| op | shape | family | forward ms | kernels (ms) |", "| --- | --- | --- | ---: | --- |"]
+    for key in ("kda", "kda_lb", "gdn"):
+        variant = VARIANTS[key]
+        for shape in SHAPES:
+            s = make_set(variant, shape, device="cuda", seed=0)
+            for family in FAMILIES:
+                os.environ["KDAGEN_FAMILY"] = family
+                fn = call(variant, s)
+                ms = time_ms(fn)
+                kernels = ", ".join(f"{k} {v:.3f}" for k, v in sorted(kernel_times(fn).items()) if v > 0.001)
+                rows.append(f"| {variant.label} | {shape.name} | {family} | {ms:.3f} | {kernels} |")
+                print(rows[-1], flush=True)
+            del os.environ["KDAGEN_FAMILY"]
+            del s
+            torch.cuda.empty_cache()
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "family_timing.md").write_text("\n".join(rows) + "\n")
+
+
+if __name__ == "__main__":
+    main()

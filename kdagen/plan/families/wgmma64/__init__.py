@@ -1,0 +1,35 @@
+"""The wgmma64 family (sm_90a): chunk 64; a token-parallel prepare (16-row sub-blocks, any decay) and a
+head-parallel recurrence whose producer warp feeds a ring of shared-memory stages by bulk tensor copies and
+whose consumer warp groups run wgmma with the state in registers. Forward only: calls that need gradients
+are served by mma16 until its backward lands. docs/kernels.md §3.
+"""
+from __future__ import annotations
+
+from ...problem import Problem
+from ..base import Family, Planned, facts
+from . import forward
+
+
+class Wgmma64(Family):
+    def check(self, problem: Problem) -> tuple[bool, str]:
+        if problem.K != problem.V:
+            return False, f"{self.name}: K={problem.K} != V={problem.V} (its recurrence tiles assume K = V)"
+        return True, f"{self.name}: supported"
+
+    def build(self, problem: Problem) -> Planned:
+        f = facts(problem)
+        K = problem.K
+        ws = forward.forward_workspaces(K, f.KD)
+        kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws),
+                   forward.recurrence(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen,
+                                      state_layout=problem.state_layout, ws=ws)]
+        lo, hi = f.decay_interval
+        return Planned(kernels=kernels, workspaces=ws, saved=[], exponent_form="relative",
+                       notes=[f"decay {f.decay_kind} in [{lo}, {hi}]: every factor a product of per-token decays "
+                              f"≤ 1 (16-row sub-blocks), any bound"])
+
+
+FAMILY = Wgmma64(name="wgmma64", chunk=forward.CHUNK, archs=("sm_90a",), head_dims=(64, 128),
+                 directions=("forward",), headers=("common", "sm80", "sm90"), priority=10,
+                 summary="chunk 64, bulk tensor copies into an mbarrier ring, wgmma consumer warp groups with "
+                         "setmaxnreg quotas; sm_90a, forward")

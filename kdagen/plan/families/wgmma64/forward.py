@@ -1,0 +1,196 @@
+"""wgmma64 forward kernels: a token-parallel "prepare" at chunk 64 and a head-parallel "recurrence" on
+bulk tensor copies and wgmma. docs/kernels.md §3, docs/math.md §6.
+
+prepare, per (64-token chunk, value head), 4 warps, two CTAs per SM:
+  prologue   rows in two passes of 32 (4 lanes per row): the emitted DSL block -> q̂, k̂, α = e^a, β
+  diagonal   the four 16×16 diagonal blocks of Mqk and Mkk per pair on CUDA cores: row i walks j = i..start
+             of its block, the decay factor a running product of α (exact for any decay, nothing overflows)
+  factors    a thread per channel walks the 64 rows: block totals D, then in place q̂ -> q̂·E (E = e^(Γi−Γ_in)),
+             k̂ -> k̂·E, α -> k̂·F (F = e^(Γ_out−Γj)), and the outputs q_decayed, k_decayed, k_to_end, decay_total
+  blocks     the six off-diagonal 16×16 blocks on tensor cores (bf16x3), the key side scaled by the totals of
+             the blocks in between; Mqk to the workspace, Mkk beside the diagonal blocks
+  inverse    A = (I + Mkk)⁻¹ by 16-row blocks: forward substitution on the diagonal, then block products
+The workspace is bf16 (A and Mqk too: the recurrence's tensor cores read bf16) in row-major tiles a bulk
+tensor copy can load; rows past a chunk's end are zero, β too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...model import Barrier, Buffer, Kernel, Param, Role, Step, Workspace, kernel_options
+from ..base import Facts, scalar_param, seq_params, workspace_params
+
+CHUNK = 64
+BLOCK = 16                   # sub-block rows: the diagonal blocks and the inverse's blocks
+PREPARE_WARPS = 4
+PREPARE_LANES_PER_ROW = 4    # prologue: 32 rows per pass
+DECAY_TOTAL_MIN = 4          # floats per (chunk, head) of decay_total: a bulk copy moves multiples of 16 bytes
+BETWEEN = 3                  # block pairs with blocks in between: (2,0), (3,1), (3,0)
+
+
+@kernel_options
+@dataclass
+class Prepare64Options:
+    lanes_per_row: int       # prologue threads per token row
+    kpt: int                 # prologue channels per thread
+    decay_kind: str
+    varlen: bool
+    decay_width: int         # floats per (chunk, head) in ws_decay_total
+
+
+def decay_width(KD: int) -> int:
+    return max(KD, DECAY_TOTAL_MIN)
+
+
+def forward_workspaces(K: int, KD: int) -> list[Workspace]:
+    """prepare -> recurrence, per (64-token chunk, value head); rows >= the chunk's length are zero."""
+    C = CHUNK
+    to = ["recurrence"]
+    return [
+        Workspace("ws_q_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to, "scale·q̂⊙e^Γ"),
+        Workspace("ws_k_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to, "k̂⊙e^Γ"),
+        Workspace("ws_k_to_end", ("chunks", "HV", C, K), "bf16", "prepare", to, "k̂⊙e^(Γl−Γ)"),
+        Workspace("ws_decay_total", ("chunks", "HV", decay_width(KD)), "f32", "prepare", to,
+                  "e^Γl (per channel, or per head in entry 0)"),
+        Workspace("ws_A", ("chunks", "HV", C, C), "bf16", "prepare", to, "(I + Mkk)⁻¹"),
+        Workspace("ws_Mqk", ("chunks", "HV", C, C), "bf16", "prepare", to, "scale·tril₀(q̂ k̂ᵀ ⊙ e^(Γi−Γj))"),
+        Workspace("ws_beta", ("chunks", "HV", C), "f32", "prepare", to, "β after the prologue"),
+    ]
+
+
+PREPARE_OUTPUTS = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_A", "ws_Mqk", "ws_beta"]
+
+
+def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
+    C, KD = CHUNK, f.KD
+    threads = PREPARE_WARPS * 32
+    # Two CTAs fit an SM at K = 128: A takes q̂'s tile once the products are done; α, the key-side operand k_out
+    # and Mkk take turns in one region (α is read into registers before k_out is written).
+    buffers = [Buffer("q_hat", (C, K), "f32", alias="q_then_A"), Buffer("k_hat", (C, K), "f32"),
+               Buffer("alpha", (C, KD), "f32", alias="rows"), Buffer("beta", (C,), "f32"),
+               Buffer("between", (BETWEEN, KD), "f32"),
+               Buffer("Mkk_diag", (C // BLOCK, BLOCK, BLOCK), "f32"),
+               Buffer("k_out", (C, K), "f32", alias="rows"), Buffer("Mkk", (C, C), "f32", alias="rows"),
+               Buffer("A", (C, C), "f32", alias="q_then_A")]
+    steps = [
+        Step("prologue", "all", "row", writes=["q_hat", "k_hat", "alpha", "beta"],
+             global_reads=[p.name for p in f.leaves],
+             note="emitted from the DSL graph, two passes of 32 rows: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"),
+        Step("diagonal", "all", "pair_rows", reads=["q_hat", "k_hat", "alpha", "beta"], writes=["Mkk_diag"],
+             waits=["sync"], global_writes=["ws_Mqk"],
+             note="the diagonal 16×16 blocks per pair: row i walks j from i down, f ← f·α_j (any decay)"),
+        Step("decay_columns", "all", "column", reads=["alpha"], writes=["between"], waits=["sync"],
+             note="a thread per channel: its 64 α into registers, the block totals D, the decays between blocks"),
+        Step("factors", "all", "column", reads=["q_hat", "k_hat"], writes=["q_hat", "k_hat", "k_out"], waits=["sync"],
+             global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
+             note="in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs"),
+        Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "k_out", "between", "beta"],
+             waits=["sync"], global_writes=["ws_Mqk"],
+             note="the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between"),
+        Step("assemble", "all", "mma:block_pairs", reads=["Mkk_diag"], writes=["Mkk"], waits=["sync"],
+             note="Mkk's off-diagonal blocks from the accumulators, the diagonal blocks copied beside them"),
+        Step("inverse", "all", "blocks16", reads=["Mkk"], writes=["A"], waits=["sync"],
+             note="diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level"),
+        Step("store_inverse", "all", "thread", reads=["A"], waits=["sync"], global_writes=["ws_A"],
+             note="A as bf16, rows and columns past the chunk's end zero"),
+    ]
+    params = f.leaves + [Param(scalar_param(s), "f32") for s in f.scalars] + seq_params(varlen)
+    params += workspace_params(PREPARE_OUTPUTS, False, ws)
+    return Kernel(
+        name="prepare", kind="prepare", template="wgmma64/prepare.cu.j2", direction="forward",
+        grid=["chunks", "HV"], threads=threads, min_ctas_per_sm=2,
+        roles=[Role("all", (0, PREPARE_WARPS), work=[s.name for s in steps], regs=255)],
+        buffers=buffers,
+        barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=8)],
+        pipelines=[], steps=steps, params=params,
+        options=Prepare64Options(PREPARE_LANES_PER_ROW, K // PREPARE_LANES_PER_ROW, f.decay_kind, varlen,
+                                 decay_width(KD)),
+        note="token-parallel: one CTA per (64-token chunk, value head); surplus CTAs of the chunk upper bound exit")
+
+
+@kernel_options
+@dataclass
+class Recurrence64Options:
+    consumers: int           # consumer warp groups, each owning 64 value rows of the state
+    stages: int
+    state_layout: str
+    varlen: bool
+    decay_width: int
+
+
+RING = ("q_decayed", "k_decayed", "k_to_end", "A", "Mqk", "v", "decay_total", "beta")
+STAGES = 2
+PRODUCER_REGS = 40
+CONSUMER_REGS = 232
+V_ROWS = 64                  # wgmma's M: the value rows a consumer warp group owns
+
+
+def _tile_map(name: str, tensor: str, K: int, rows: str, buffer: str) -> Param:
+    """A [rows][K] bf16 workspace seen as 2-D boxes of 64 rows × 64 columns (one 128-byte swizzle span)."""
+    from ...model import TensorMapSpec
+    return Param(name, "tensor_map", "bf16",
+                 tensor_map=TensorMapSpec(tensor=tensor, dtype="bf16", dims=[K, rows], strides=[K], box=[64, 64],
+                                          swizzle=128, buffer=buffer))
+
+
+def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
+    """Head-parallel: one CTA per (sequence, value head), a producer warp group (one elected thread issues the
+    copies) and V/64 consumer warp groups, each owning 64 value rows of Sᵀ as wgmma accumulators."""
+    from ...model import Pipeline, TensorMapSpec
+    C = CHUNK
+    consumers = V // V_ROWS
+    threads = 128 * (1 + consumers)
+    atoms = K // 64                  # 128-byte swizzle spans along a K row
+    dw = decay_width(KD)
+    tile = dict(stages=STAGES, align=1024, swizzle=128)
+    ring = [Buffer("q_decayed", (atoms, C, 64), "bf16", **tile), Buffer("k_decayed", (atoms, C, 64), "bf16", **tile),
+            Buffer("k_to_end", (atoms, C, 64), "bf16", **tile), Buffer("A", (C, C), "bf16", **tile),
+            Buffer("Mqk", (C, C), "bf16", **tile), Buffer("v", (consumers, C, V_ROWS), "bf16", **tile),
+            Buffer("decay_total", (dw,), "f32", stages=STAGES), Buffer("beta", (C,), "f32", stages=STAGES)]
+    stage_bytes = sum(b.stage_bytes for b in ring)
+    buffers = ring + [Buffer("o", (consumers, C, V_ROWS + 8), "bf16")]
+    rows = "chunks * HV * 64"
+    maps = [_tile_map("map_q_decayed", "ws_q_decayed", K, rows, "q_decayed"),
+            _tile_map("map_k_decayed", "ws_k_decayed", K, rows, "k_decayed"),
+            _tile_map("map_k_to_end", "ws_k_to_end", K, rows, "k_to_end"),
+            _tile_map("map_A", "ws_A", C, rows, "A"), _tile_map("map_Mqk", "ws_Mqk", C, rows, "Mqk"),
+            Param("map_v", "tensor_map", "bf16",
+                  tensor_map=TensorMapSpec(tensor="v", dtype="bf16", dims=[V, "HV", "T"], strides=[V, f"HV * {V}"],
+                                           box=[V_ROWS, 1, C], swizzle=128, buffer="v"))]
+    steps = [
+        Step("load", "producer", "tma", writes=list(RING), waits=["free"], arrives=["ready"], loop=True,
+             global_reads=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "v", "ws_decay_total",
+                           "ws_beta"],
+             note="one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies"),
+        Step("state_in", "consumer", "wgmma_acc", global_reads=["h0"], note="Sᵀ rows of this warp group from h0 or 0"),
+        Step("state_products", "consumer", "wgmma_acc", reads=["k_decayed", "q_decayed"], waits=["ready"], loop=True,
+             note="Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16)"),
+        Step("delta", "consumer", "wgmma_acc", reads=["v", "beta"], loop=True, note="Xᵀ = β⊙(vᵀ − Pᵀ)"),
+        Step("solve", "consumer", "wgmma_acc", reads=["A"], loop=True,
+             note="Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo"),
+        Step("output", "consumer", "wgmma_acc", reads=["Mqk"], loop=True,
+             note="Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
+        Step("update", "consumer", "wgmma_acc", reads=["k_to_end", "decay_total"], arrives=["free"], loop=True,
+             note="Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released"),
+        Step("store_o", "consumer", "rows", reads=["o"], writes=["o"], waits=["o_staged"], loop=True,
+             global_writes=["o"], note="Oᵀ transposed through shared memory, 16-byte stores of the valid rows"),
+        Step("state_out", "consumer", "wgmma_acc", global_writes=["ht"], note="the final state, if requested"),
+    ]
+    params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
+    params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
+    return Kernel(
+        name="recurrence", kind="recurrence", template="wgmma64/recurrence.cu.j2", direction="forward",
+        grid=["N", "HV"], threads=threads, min_ctas_per_sm=1,
+        roles=[Role("producer", (0, 4), work=["load"], regs=PRODUCER_REGS, setmaxnreg=True),
+               Role("consumer", (4, 4 + 4 * consumers), work=[s.name for s in steps if s.role == "consumer"],
+                    regs=CONSUMER_REGS, setmaxnreg=True)],
+        buffers=buffers,
+        barriers=[Barrier("ready", "mbarrier", 1, [("producer", "elected")], ["consumer"], stages=STAGES,
+                          tx_bytes=stage_bytes, note="arrive.expect_tx by the elected producer thread"),
+                  Barrier("free", "mbarrier", 128 * consumers, [("consumer", "thread")], ["producer"], stages=STAGES),
+                  Barrier("o_staged", "named", 128, [("consumer", "thread")], ["consumer"], id=1, copies=consumers,
+                          phases_per_iter=2, note="one per consumer warp group: O staged, O stored")],
+        pipelines=[Pipeline("chunk_ring", STAGES, "producer", ["consumer"], "ready", "free", list(RING), copy="tma")],
+        steps=steps, params=params,
+        options=Recurrence64Options(consumers, STAGES, state_layout, varlen, dw),
+        note="head-parallel: one CTA per (sequence, value head); the state stays in registers for the whole sequence")

@@ -1,0 +1,67 @@
+// kdagen common: where sequences and chunks lie on the packed token axis. One helper for every kernel:
+// packed batches pass cu_seqlens (int64 [N+1]) and chunk_offsets (int32 [N+1]: each sequence's first chunk in
+// the chunk-indexed workspaces); fixed-length batches pass nullptr for both and T, the tokens per sequence.
+// Chunks never straddle sequences; a sequence's last chunk may be short (L < C valid rows).
+namespace kdg {
+
+struct Span {
+  long long begin, end;  // tokens [begin, end)
+};
+
+// The tokens of sequence n.
+__device__ __forceinline__ Span sequence_span(const long long* cu_seqlens, int T, int n) {
+  if (cu_seqlens != nullptr) return {cu_seqlens[n], cu_seqlens[n + 1]};
+  return {(long long)n * T, (long long)(n + 1) * T};
+}
+
+// The index of sequence n's first chunk in the workspaces.
+__device__ __forceinline__ long long first_chunk(const int* chunk_offsets, int T, int C, int n) {
+  return chunk_offsets != nullptr ? (long long)chunk_offsets[n] : (long long)n * ((T + C - 1) / C);
+}
+
+// Chunk ci of sequence n, for head-parallel kernels that walk a sequence's chunks: its index in the
+// workspaces, its first token and its valid rows.
+struct SeqChunk {
+  long long index;
+  long long t0;
+  int L;
+};
+
+__device__ __forceinline__ SeqChunk sequence_chunk(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
+                                                   int n, int ci) {
+  const Span s = sequence_span(cu_seqlens, T, n);
+  const long long t0 = s.begin + (long long)ci * C;
+  return {first_chunk(chunk_offsets, T, C, n) + ci, t0, (int)min((long long)C, s.end - t0)};
+}
+
+struct ChunkAt {
+  int seq;       // the sequence it belongs to
+  long long t0;  // its first token
+  int L;         // its valid rows (<= C)
+};
+
+// Chunk c of a chunk-parallel grid (an upper bound on the chunk count): false for a surplus CTA. Packed
+// batches find the sequence by binary search over chunk_offsets (empty sequences own no chunk).
+__device__ __forceinline__ bool locate_chunk(const long long* cu_seqlens, const int* chunk_offsets, int T, int N,
+                                             int C, int c, ChunkAt& at) {
+  if (chunk_offsets != nullptr) {
+    if (c >= chunk_offsets[N]) return false;
+    int lo = 0, hi = N - 1;  // the last n with chunk_offsets[n] <= c
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (chunk_offsets[mid] <= c) lo = mid; else hi = mid - 1;
+    }
+    at.seq = lo;
+    at.t0 = cu_seqlens[lo] + (long long)(c - chunk_offsets[lo]) * C;
+  } else {
+    const int per_seq = (T + C - 1) / C;
+    if (c >= N * per_seq) return false;
+    at.seq = c / per_seq;
+    at.t0 = (long long)at.seq * T + (long long)(c % per_seq) * C;
+  }
+  const Span s = sequence_span(cu_seqlens, T, at.seq);
+  at.L = (int)min((long long)C, s.end - at.t0);
+  return true;
+}
+
+}  // namespace kdg

@@ -1,0 +1,55 @@
+"""What the Hopper forward becomes in machine code: wgmma (HGMMA) and bulk tensor copies (UTMALDG) in the SASS,
+no local-memory traffic, and the register quotas the plan assigned (setmaxnreg) — read from cuobjdump where
+the toolkit has it (the device machine), skipped elsewhere; ptxas's report (registers, spills, stack) is
+checked wherever nvcc is."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from kdagen.codegen import render_unit
+from kdagen.codegen.nvcc import NvccUnavailable, parse_report, sass
+from kdagen.codegen.nvcc import _run as nvcc_run
+from kdagen.plan import default_problem, make_plan, verify
+
+pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")]
+
+
+@pytest.fixture(scope="module", params=[("kda", 128), ("gdn", 64)])
+def unit(request):
+    op, head_dim = request.param
+    problem = default_problem(op, head_dim=head_dim)
+    plan = verify(make_plan(problem, directions=("forward",)))
+    assert plan.family == "wgmma64"
+    return plan, render_unit(plan, problem.recurrence, "forward")
+
+
+def test_ptxas_report_matches_the_plan(unit):
+    """No spills or stack, registers within the cap, and no wgmma the compiler had to serialise or fence on its
+    own (its C75xx remarks are "info", not warnings)."""
+    plan, source = unit
+    text, _ = nvcc_run(["-cubin", "-arch=sm_90a", "-Xptxas", "-v", "-Werror", "all-warnings"], source, ".cubin")
+    assert "(C75" not in text, [line for line in text.splitlines() if "(C75" in line]
+    report = parse_report(text)
+    for k in plan.kernels:
+        r = report[k.name]
+        assert r.spill_stores == r.spill_loads == r.stack == 0, f"{k.name}: {r}"
+        assert r.registers <= k.max_regs, f"{k.name}: {r.registers} registers > {k.max_regs}"
+
+
+def test_sass_has_wgmma_tma_and_the_quotas(unit):
+    plan, source = unit
+    try:
+        text = sass(source, "sm_90a")
+    except NvccUnavailable as e:
+        pytest.skip(str(e))
+    functions = dict(re.findall(r"Function : (\w+)\n(.*?)(?=\n\s*Function : |\Z)", text, re.S))
+    rec = functions["recurrence"]
+    assert "HGMMA" in rec and "UTMALDG" in rec, "the recurrence runs on wgmma and bulk tensor copies"
+    for name, body in functions.items():
+        assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local-memory traffic"
+    quotas = {int(m, 16) for m in re.findall(r"USETMAXREG\.\w+(?:\.\w+)*\s+(?:\w+,\s*)?0x([0-9a-f]+)", rec)}
+    lines = [line.strip() for line in rec.splitlines() if "SETMAXREG" in line]
+    assert quotas == {r.regs for r in plan.kernel("recurrence").roles}, f"setmaxnreg in SASS: {quotas} from {lines}"
