@@ -107,7 +107,7 @@ def test_a_recurrence_written_only_in_the_dsl_gets_its_gradients(seed):
     do = torch.randn(1, 37, 2, 64, generator=gen).to(torch.bfloat16)
     dht = torch.randn(2, 2, 64, 64, generator=gen)
     scalars = {"scale": 0.125}
-    _, _, ws = fw.launch(plan, emulate.build(plan, r), {**x, "cu_seqlens": cu}, scalars, poison=True)
+    _, _, ws = fw.launch(plan, r, emulate.build(plan, r), {**x, "cu_seqlens": cu}, scalars, poison=True)
     grads = bw.launch(plan, r, emulate.build(plan, r, "backward"), {**x, "cu_seqlens": cu}, ws, scalars, do, dht,
                       alloc=poisoned)
     x64 = {n: t.double() for n, t in x.items() if n != "initial_state"}

@@ -145,7 +145,7 @@ def test_recurrence_defined_only_in_the_dsl_runs():
           "beta": torch.randn(1, 37, 2, generator=gen), "w": torch.randn(2, 64, generator=gen),
           "initial_state": torch.randn(2, 2, 64, 64, generator=gen) / 8}
     xk = {n: t.to(torch.bfloat16 if n in IO + ("g", "beta") else torch.float32).contiguous() for n, t in xk.items()}
-    o, ht, _ = launch(plan, emulate.build(plan, r), {**xk, "cu_seqlens": cu}, {"scale": 0.125}, poison=True)
+    o, ht, _ = launch(plan, r, emulate.build(plan, r), {**xk, "cu_seqlens": cu}, {"scale": 0.125}, poison=True)
     xr = {n: t.double() for n, t in xk.items()}
     o_ref, ht_ref = dsl.interpret.forward(r, {n: t for n, t in xr.items() if n != "initial_state"}, scale=0.125,
                                           chunk_size=16, initial_state=xr["initial_state"], cu_seqlens=cu)

@@ -115,7 +115,7 @@ def test_problem_rejects_unplannable():
         args = dict(recurrence=r, name="kda", K=128, V=128) | kw
         with pytest.raises(PlanError, match=msg):
             Problem(**args)
-    with pytest.raises(PlanError, match=r"no kernel family supports this problem:\n  wgmma64: K=96, V=96.*\n  mma16: K=96"):
+    with pytest.raises(PlanError, match=r"no kernel family supports this problem:\n  mma16: K=96, V=96.*\n  wgmma64: K=96"):
         make_plan(Problem(r, "kda", 96, 96))
 
 

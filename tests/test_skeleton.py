@@ -57,6 +57,6 @@ def test_a_user_recurrence_gets_the_same_skeleton():
         r.delta_rule(query=dsl.l2norm(q), key=dsl.l2norm(k), value=v, beta=dsl.sigmoid(r.token_input("b")),
                      decay=-dsl.softplus(r.token_input("g")), scale=r.scalar("scale"))
     r = dsl.build(rec)
-    plan = verify(make_plan(Problem(r, "mine", 64, 64), directions=("forward",)))
+    plan = verify(make_plan(Problem(r, "mine", 64, 64), family="wgmma64", directions=("forward",)))
     text = render_kernel(plan, plan.kernel("recurrence"), r)
     assert "kdg::ptx_setmaxnreg_dec<40>();" in text and "kdg::ptx_setmaxnreg_inc<232>();" not in text

@@ -1,7 +1,7 @@
 """kdagen.codegen: Plan + recurrence -> CUDA text, and writing it to generated/<uri>/.
 
 - `render(plan, recurrence, directions)` -> {"forward.cu": ..., "backward.cu": ...}: each kernel from
-  templates/<kernel.template>, the prologue (`prologue`) and K1_bwd's prologue and adjoint (`adjoint`)
+  templates/<kernel.template>, the prologue (`prologue`) and prepare_bwd's prologue and adjoint (`adjoint`)
   emitted from the DSL graphs by `expr.emit`.
 - `emit(root, plan, recurrence, directions)` writes files only when their content changes.
 - `content_hash(text)`: the short digest recorded with a rendered unit.
@@ -14,12 +14,12 @@ from .env import environment, template_exists
 from .expr import Block, CodegenError, emit as emit_block
 from .files import emit, emitted_files, write_if_different
 from .prologue import Prologue, forward_prologue
-from .render import (HEADERS, header_files, header_sources, DIRECTIONS, content_hash, direction_available, kernel_context, render, render_kernel,
-                     render_unit, signature, smem_carveout, unit_name)
+from .render import (DIRECTIONS, HEADERS, content_hash, direction_available, header_files, header_sources,
+                     kernel_context, render, render_kernel, render_unit, signature, smem_carveout, unit_name)
 
 __all__ = [
-    "Block", "HEADERS", "CodegenError", "DIRECTIONS", "Prologue", "backward_prologue", "content_hash",
-    "direction_available", "emit", "emit_block", "emitted_files", "environment", "forward_prologue", "kernel_context",
-    "render", "render_kernel", "render_unit", "signature", "smem_carveout", "template_exists", "unit_name",
-    "write_if_different",
+    "Block", "CodegenError", "DIRECTIONS", "HEADERS", "Prologue", "backward_prologue", "content_hash",
+    "direction_available", "emit", "emit_block", "emitted_files", "environment", "forward_prologue", "header_files",
+    "header_sources", "kernel_context", "render", "render_kernel", "render_unit", "signature", "smem_carveout",
+    "template_exists", "unit_name", "write_if_different",
 ]

@@ -9,7 +9,6 @@ ops load for such a call on that arch.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 
 EXAMPLE = """examples:
@@ -42,9 +41,7 @@ def run(args) -> int:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("compile", help="compile a configuration's kernels; print cold and cached times",
-                              description=__doc__, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from ..ops.arguments import add_config_arguments
-    add_config_arguments(p)
+    from . import configuration_parser
+    p = configuration_parser(subparsers, "compile", "compile a configuration's kernels; print cold and cached times",
+                             __doc__, EXAMPLE, run)
     p.add_argument("-j", "--jobs", type=int, default=4, help="parallel NVRTC compiles (default 4)")
-    p.set_defaults(func=run)

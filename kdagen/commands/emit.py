@@ -65,13 +65,11 @@ def run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from ..ops.arguments import add_config_arguments
-    p = subparsers.add_parser("emit", help="write a configuration's CUDA and plan.json (no GPU needed)",
-                              description=__doc__, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_arguments(p)
+    from . import configuration_parser
+    p = configuration_parser(subparsers, "emit", "write a configuration's CUDA and plan.json (no GPU needed)",
+                             __doc__, EXAMPLE, run)
     p.add_argument("-o", "--out", default=None, help="output root (default: generated/ of this checkout)")
     p.add_argument("--direction", choices=("available", "forward", "backward"), default="available",
                    help="which unit to write (default: every direction whose templates exist)")
     p.add_argument("--defaults", action="store_true",
                    help="the default configurations (generated/: KDA and GDN, K = V = 128, each arch and family)")
-    p.set_defaults(func=run)

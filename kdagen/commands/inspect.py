@@ -3,7 +3,6 @@
 The flags are those of `kdagen emit`, `plan` and `compile`."""
 from __future__ import annotations
 
-import argparse
 import sys
 
 EXAMPLE = """examples:
@@ -55,14 +54,12 @@ def run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from ..ops.arguments import add_config_arguments
-    p = subparsers.add_parser("inspect", help="show a configuration's CUDA, PTX, SASS or resource usage",
-                              description=__doc__, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_arguments(p)
+    from . import configuration_parser
+    p = configuration_parser(subparsers, "inspect", "show a configuration's CUDA, PTX, SASS or resource usage",
+                             __doc__, EXAMPLE, run)
     p.add_argument("--direction", choices=("forward", "backward"), default="forward", help="which unit (default forward)")
     p.add_argument("--kernel", default=None, help="the unit holding this kernel")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--resources", action="store_true", help="ptxas registers / spills / smem per kernel (nvcc)")
     what.add_argument("--ptx", action="store_true", help="PTX (nvcc)")
     what.add_argument("--sass", action="store_true", help="SASS (nvcc + cuobjdump)")
-    p.set_defaults(func=run)

@@ -5,7 +5,6 @@ saves. `--json` prints the plan itself (what generated/<uri>/plan.json holds); `
 The flags are those of `kdagen emit`, `inspect` and `compile`."""
 from __future__ import annotations
 
-import argparse
 import sys
 
 EXAMPLE = """examples:
@@ -43,12 +42,10 @@ def run(args) -> int:
 
 
 def register(subparsers) -> None:
-    from ..ops.arguments import add_config_arguments
-    p = subparsers.add_parser("plan", help="print a configuration's plan: family, kernels, roles, barriers, buffers",
-                              description=__doc__, epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_arguments(p)
+    from . import configuration_parser
+    p = configuration_parser(subparsers, "plan", "print a configuration's plan: family, kernels, roles, barriers, buffers",
+                             __doc__, EXAMPLE, run)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="the plan as JSON")
     out.add_argument("--dot", action="store_true", help="the kernel graph as Graphviz text")
     p.add_argument("--kernel", action="append", default=None, help="only this kernel's tables (repeatable)")
-    p.set_defaults(func=run)

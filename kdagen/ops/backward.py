@@ -11,31 +11,15 @@ from __future__ import annotations
 import torch
 
 from ..plan import Plan
-from ..plan.families.base import input_param
 from .config import Config, load
-from .launcher import (TORCH_DTYPES, allocate, check_operand, grad_values, input_values, planned_sizes, run_kernels,
-                       sequence_layout, state_shape, workspace_shape)
+from .launcher import (TORCH_DTYPES, allocate, check_inputs, check_operand, check_scalars, grad_values, input_values,
+                       planned_sizes, run_kernels, sequence_layout, state_shape, workspace_shape)
 
 
 def _require(d: dict, key: str, where: str):
     if d.get(key) is None:
         raise KeyError(f"backward: {where}[{key!r}] is missing; the forward must save it")
     return d[key]
-
-
-def _input_shapes(plan: Plan, recurrence, dims: dict) -> dict:
-    """Expected shape of every input the backward reads, by name (the prologue's leaves, the value, h0)."""
-    p = plan.problem
-    B, T, H, HV, K = dims["B"], dims["T"], dims["H"], dims["HV"], p["K"]
-    shapes = {p["value_input"]: (B, T, HV, p["V"])}
-    for name in recurrence.token_inputs:
-        row = bool(recurrence.graph.nodes[name]["shape"])
-        if name != p["value_input"]:
-            heads = H if name in dims["qk"] else HV
-            shapes[name] = (B, T, heads, K) if row else (B, T, heads)
-    for name in recurrence.head_params:                  # [HV·K] or [HV, K]: the kernels index h·K + k
-        shapes[name] = (HV * K,) if recurrence.graph.nodes[name]["shape"] else (HV,)
-    return shapes
 
 
 def launch(plan: Plan, recurrence, module, x: dict, workspace: dict, scalars: dict, do: torch.Tensor,
@@ -52,11 +36,7 @@ def launch(plan: Plan, recurrence, module, x: dict, workspace: dict, scalars: di
     v = x[p["value_input"]]
     device = v.device
     seq, sizes = sequence_layout(plan, x.get("cu_seqlens"), dims["B"], dims["T"], dims["H"], dims["HV"], device)
-    dtypes = {prm.name: TORCH_DTYPES[prm.dtype] for k in plan.direction("backward") for prm in k.params
-              if prm.kind == "ptr"}
-    for name, shape in _input_shapes(plan, recurrence, dims).items():
-        param = "v" if name == p["value_input"] else input_param(name)   # kernels take the value operand as v
-        check_operand("backward", f"x[{name!r}]", _require(x, name, "x"), dtypes[param], shape, device)
+    check_inputs(plan, recurrence, x, dims, "backward", device)
     check_operand("backward", "do", do, v.dtype, v.shape, device)
     h0 = x.get("initial_state")
     for name, t in (("initial_state", h0), ("dht", dht)):
@@ -66,9 +46,7 @@ def launch(plan: Plan, recurrence, module, x: dict, workspace: dict, scalars: di
         w = plan.workspace(name)
         check_operand("backward", f"workspace[{name!r}]", _require(workspace, name, "workspace"),
                       TORCH_DTYPES[w.dtype], workspace_shape(w, sizes), device)
-    missing = [s for s in recurrence.scalars if s not in scalars]
-    if missing:
-        raise KeyError(f"backward: the recurrence's scalars {missing} are not given")
+    check_scalars(recurrence, scalars, "backward")
     ws = allocate(plan.produced_in("backward"), sizes, device, alloc)
     inputs = [*recurrence.token_inputs, *recurrence.head_params]
     grads = {n: alloc(tuple(x[n].shape), dtype=x[n].dtype, device=device) for n in inputs}

@@ -15,25 +15,24 @@ import torch
 from ..plan import Plan
 from ..runtime import env as runtime_env
 from .config import INFERENCE, TRAINING, config_for, default_arch, load
-from .launcher import (allocate, check_operand, input_values, planned_sizes, poisoned, run_kernels, sequence_layout,
-                       state_shape)
+from .launcher import (allocate, check_inputs, check_operand, check_scalars, input_values, planned_sizes, poisoned,
+                       run_kernels, sequence_layout, state_shape)
 
 
-def launch(plan: Plan, module, x: dict, scalars: dict, *, output_final_state: bool = True,
+def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_final_state: bool = True,
            poison: bool = False):
     """Run the plan's forward kernels on the inputs x (the recurrence's tensors by name, plus
     initial_state and cu_seqlens): returns (o, final state or None, every forward workspace by plan name)."""
     p = plan.problem
     dims = planned_sizes(plan, x, "forward")
-    B, T, H, HV, qk = dims["B"], dims["T"], dims["H"], dims["HV"], dims["qk"]
+    B, T, H, HV = dims["B"], dims["T"], dims["H"], dims["HV"]
     v = x[p["value_input"]]
     device = v.device
     seq, sizes = sequence_layout(plan, x.get("cu_seqlens"), B, T, H, HV, device)
-    for name in (*qk, p["value_input"]):
-        check_operand("forward", name, x[name], torch.bfloat16)
-    for name, t in x.items():
-        if name not in (*qk, p["value_input"], "cu_seqlens"):
-            check_operand("forward", name, t, torch.float32 if name == "initial_state" else None)
+    check_inputs(plan, recurrence, x, dims, "forward", device)
+    check_operand("forward", "initial_state", x.get("initial_state"), torch.float32, state_shape(plan, seq["N"], HV),
+                  device)
+    check_scalars(recurrence, scalars, "forward")
     alloc = poisoned if poison else torch.empty
     ws = allocate(plan.produced_in("forward"), sizes, device, alloc)
     o = alloc(v.shape, dtype=v.dtype, device=device)
@@ -64,8 +63,8 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     tensors = {n: t for n, t in x.items() if t is not None}
     module = (loader or load)(config, q.device, "forward")
     poison = poison or runtime_env.debug()
-    o, ht, ws = launch(plan, module, tensors, {"scale": scale}, output_final_state=call.output_final_state,
-                       poison=poison)
+    o, ht, ws = launch(plan, recurrence, module, tensors, {"scale": scale},
+                       output_final_state=call.output_final_state, poison=poison)
     if debug is not None:
         debug.update(ws)
     saved = None

@@ -56,6 +56,44 @@ def planned_sizes(plan: Plan, x: dict, where: str) -> dict:
     return {"B": B, "T": T, "H": H, "HV": HV, "qk": qk}
 
 
+def input_shapes(plan: Plan, recurrence, dims: dict) -> dict:
+    """Expected shape of every input the kernels read, by name (the prologue's leaves and the value)."""
+    p = plan.problem
+    B, T, H, HV, K = dims["B"], dims["T"], dims["H"], dims["HV"], p["K"]
+    shapes = {p["value_input"]: (B, T, HV, p["V"])}
+    for name in recurrence.token_inputs:
+        row = bool(recurrence.graph.nodes[name]["shape"])
+        if name != p["value_input"]:
+            heads = H if name in dims["qk"] else HV
+            shapes[name] = (B, T, heads, K) if row else (B, T, heads)
+    for name in recurrence.head_params:                  # [HV·K] or [HV, K]: the kernels index h·K + k
+        shapes[name] = (HV * K,) if recurrence.graph.nodes[name]["shape"] else (HV,)
+    return shapes
+
+
+def check_inputs(plan: Plan, recurrence, x: dict, dims: dict, direction: str, device) -> None:
+    """Every input the direction's kernels read is present, in the plan's dtype and shape, on the device: a
+    kernel reads its pointer as the plan's C type, so a tensor of another dtype would be read as garbage."""
+    p = plan.problem
+    dtypes = {prm.name: TORCH_DTYPES[prm.dtype] for k in plan.direction(direction) for prm in k.params
+              if prm.kind == "ptr"}
+    shapes = input_shapes(plan, recurrence, dims)
+    unknown = sorted(set(x) - set(shapes) - {"initial_state", "cu_seqlens"})
+    if unknown:
+        raise KeyError(f"{direction}: inputs {unknown} are not read by recurrence {recurrence.name!r}")
+    for name, shape in shapes.items():
+        if x.get(name) is None:
+            raise KeyError(f"{direction}: input {name!r} of recurrence {recurrence.name!r} is missing")
+        param = "v" if name == p["value_input"] else input_param(name)   # kernels take the value operand as v
+        check_operand(direction, f"x[{name!r}]", x[name], dtypes.get(param), shape, device)
+
+
+def check_scalars(recurrence, scalars: dict, direction: str) -> None:
+    missing = [s for s in recurrence.scalars if s not in scalars]
+    if missing:
+        raise KeyError(f"{direction}: the recurrence's scalars {missing} are not given")
+
+
 def sequence_layout(plan: Plan, cu_seqlens, B: int, T: int, H: int, HV: int, device) -> tuple[dict, dict]:
     """(kernel arguments that locate sequences and chunks, launch sizes for the plan's symbols)."""
     cu, offsets = chunk_layout(cu_seqlens, B, T, plan.chunk, device)

@@ -29,10 +29,10 @@ def kernel_table(k: Kernel) -> list[str]:
     if k.barriers:
         lines += ["", "  barriers"]
         lines += ["    " + x for x in _table(
-            [[b.name, b.kind + (f" id {b.id}" if b.id is not None else ""), b.stages, b.count,
-              " + ".join(f"{r}/{u}" for r, u in b.arrivals), ", ".join(b.waiters), b.phases_per_iter,
-              b.offset if b.kind == "mbarrier" else "-"] for b in k.barriers],
-            ["barrier", "kind", "stages", "arrive count", "arrivals", "waiters", "phases/iter", "offset"])]
+            [[b.name, b.kind + (f" id {b.id}" if b.id is not None else "") + (f" ×{b.copies}" if b.copies > 1 else ""),
+              b.stages, b.count, b.tx_bytes or "-", " + ".join(f"{r}/{u}" for r, u in b.arrivals), ", ".join(b.waiters),
+              b.phases_per_iter, b.offset if b.kind == "mbarrier" else "-"] for b in k.barriers],
+            ["barrier", "kind", "stages", "arrive count", "tx bytes", "arrivals", "waiters", "phases/iter", "offset"])]
     if k.pipelines:
         lines += ["", "  pipelines"]
         lines += ["    " + x for x in _table(
@@ -42,8 +42,15 @@ def kernel_table(k: Kernel) -> list[str]:
         lines += ["", "  shared memory"]
         lines += ["    " + x for x in _table(
             [[b.name, _shape(b.shape), b.dtype, b.row_elems, b.stages, b.scope + (f" x{b.copies}" if b.copies > 1 else ""),
-              b.alias or "-", b.offset, b.bytes] for b in k.buffers],
-            ["buffer", "shape", "dtype", "ld", "stages", "scope", "alias", "offset", "bytes"])]
+              b.alias or "-", b.swizzle or "-", b.align, b.offset, b.bytes] for b in k.buffers],
+            ["buffer", "shape", "dtype", "ld", "stages", "scope", "alias", "swizzle", "align", "offset", "bytes"])]
+    maps = [p for p in k.params if p.tensor_map is not None]
+    if maps:
+        lines += ["", "  tensor maps (encoded on the host, passed by value)"]
+        lines += ["    " + x for x in _table(
+            [[p.name, p.tensor_map.tensor, p.tensor_map.dtype, _shape(p.tensor_map.dims), _shape(p.tensor_map.strides),
+              _shape(p.tensor_map.box), p.tensor_map.swizzle, p.tensor_map.buffer] for p in maps],
+            ["parameter", "tensor", "dtype", "dims", "strides", "box", "swizzle", "buffer"])]
     lines += ["", "  steps (program order)"]
     lines += ["    " + x for x in _table(
         [[s.name, s.role, s.mapping, "loop" if s.loop else "", ", ".join(s.waits) or "-", ", ".join(s.arrives) or "-",
@@ -59,13 +66,14 @@ def describe(plan: Plan, kernels=None) -> str:
     lines = [f"plan {plan.uri}",
              f"  recurrence {p['name']}: decay {plan.decay_kind} in [{plan.decay_interval[0]}, {plan.decay_interval[1]}]"
              f" -> exponent form {plan.exponent_form!r} at chunk {plan.chunk} (graph {rec['graph_sha']})",
+             f"  family {plan.family} (chunk {plan.chunk}, headers {', '.join(plan.headers)})",
              f"  K={p['K']} V={p['V']} GVA {p['gva_ratio']} varlen {p['varlen']} state {p['state_layout']} "
              f"dtypes {p['dtypes']} arch {p['arch']}", *[f"  note: {n}" for n in plan.notes], ""]
     for k in plan.kernels:
         if kernels is None or k.name in kernels:
             lines += kernel_table(k) + [""]
     C = plan.chunk
-    lines += ["workspaces"]
+    lines += [f"saved by the forward for the backward: {', '.join(plan.saved) or 'nothing'}", "", "workspaces"]
     lines += ["  " + x for x in _table(
         [[w.name, _shape(w.shape), w.dtype, w.producer, ", ".join(w.consumers), f"{w.bytes_per_chunk_head / C:g}", w.note]
          for w in plan.workspaces],

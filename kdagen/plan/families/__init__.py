@@ -38,7 +38,7 @@ def verdicts(problem: Problem, directions) -> list[tuple[Family, bool, str]]:
 
 
 def choose(problem: Problem, directions=("forward", "backward"), name: str | None = None) -> tuple[Family, list[str]]:
-    """(the family that plans `problem`, the reasons of the families passed over)."""
+    """(the family that plans `problem`, why each other family was passed over)."""
     name = name or requested()
     found = verdicts(problem, directions)
     if name is not None:
@@ -46,8 +46,10 @@ def choose(problem: Problem, directions=("forward", "backward"), name: str | Non
         ok, why = chosen.supports(problem, directions)
         if not ok:
             raise PlanError(f"family {name!r} was requested but cannot plan this problem: {why}")
-        return chosen, [w for f, _, w in found if f is not chosen]
-    for f, ok, _ in found:
-        if ok:
-            return f, [w for g, _, w in found if g is not f]
-    raise PlanError("no kernel family supports this problem:\n  " + "\n  ".join(w for _, _, w in found))
+    else:
+        chosen = next((f for f, ok, _ in found if ok), None)
+        if chosen is None:
+            raise PlanError("no kernel family supports this problem:\n  " + "\n  ".join(w for _, _, w in found))
+    passed = [f"{f.name}: supported, but {'not requested' if name else f'ranked below {chosen.name}'}" if ok else why
+              for f, ok, why in found if f is not chosen]
+    return chosen, passed

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..model import Kernel, Param, Workspace
+from ..model import Barrier, Buffer, Kernel, Param, Role, Step, Workspace
 from ..problem import PlanError, Problem, exponent_form, qk_inputs, recurrence_facts
 
 
@@ -75,6 +75,23 @@ def seq_params(varlen: bool) -> list[Param]:
 def workspace_params(names, const: bool, ws: list[Workspace]) -> list[Param]:
     dtypes = {w.name: w.dtype for w in ws}
     return [Param(n, "ptr", dtypes[n], const=const) for n in names]
+
+
+def token_parallel(*, template: str, f: Facts, varlen: bool, ws: list[Workspace], outputs: list[str],
+                   warps: int, min_ctas_per_sm: int, regs: int, buffers: list[Buffer], steps: list[Step],
+                   options, barrier_phases: int) -> Kernel:
+    """A family's "prepare": one CTA per (chunk, value head), one role over every warp, phases separated by
+    __syncthreads; it reads the prologue's leaves and scalars and writes the chunk's workspace `outputs`."""
+    threads = warps * 32
+    params = f.leaves + [Param(scalar_param(s), "f32") for s in f.scalars] + seq_params(varlen)
+    params += workspace_params(outputs, False, ws)
+    return Kernel(
+        name="prepare", kind="prepare", template=template, direction="forward",
+        grid=["chunks", "HV"], threads=threads, min_ctas_per_sm=min_ctas_per_sm,
+        roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=regs)], buffers=buffers,
+        barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=barrier_phases)],
+        pipelines=[], steps=steps, params=params, options=options,
+        note="token-parallel: one CTA per (chunk, value head); surplus CTAs of the chunk upper bound exit")
 
 
 @dataclass

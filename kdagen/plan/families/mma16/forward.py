@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from ...model import Barrier, Buffer, Kernel, Param, Pipeline, Role, Step, Workspace, kernel_options
 from ...problem import PlanError
-from ..base import Facts, scalar_param, seq_params, workspace_params
+from ..base import Facts, seq_params, token_parallel, workspace_params
 
 PREPARE_WARPS = 4
 PREPARE_LANES_PER_ROW = 8
@@ -72,7 +72,6 @@ PREPARE_OUTPUTS = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_tota
 
 
 def prepare(*, C: int, K: int, form: str, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
-    threads = PREPARE_WARPS * 32
     kpt = K // PREPARE_LANES_PER_ROW
     KD, decay_kind = f.KD, f.decay_kind
     if form == "factored":
@@ -106,17 +105,10 @@ def prepare(*, C: int, K: int, form: str, varlen: bool, f: Facts, ws: list[Works
         Step("inverse", "all", "column16", reads=["Mkk"], waits=["sync"], global_writes=["ws_A"],
              note="A = (I + Mkk)⁻¹: forward substitution in fp32, lane j owns column j"),
     ]
-    params = f.leaves + [Param(scalar_param(s), "f32") for s in f.scalars] + seq_params(varlen)
-    params += workspace_params(PREPARE_OUTPUTS, False, ws)
-    return Kernel(
-        name="prepare", kind="prepare", template="mma16/prepare.cu.j2", direction="forward",
-        grid=["chunks", "HV"], threads=threads, min_ctas_per_sm=4,
-        roles=[Role("all", (0, PREPARE_WARPS), work=[s.name for s in steps], regs=128)],
-        buffers=buffers,
-        barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=4)],
-        pipelines=[], steps=steps, params=params,
-        options=PrepareOptions(PREPARE_LANES_PER_ROW, kpt, form, decay_kind, varlen),
-        note="token-parallel: one CTA per (chunk, value head); surplus CTAs of the chunk upper bound exit")
+    return token_parallel(template="mma16/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
+                          warps=PREPARE_WARPS, min_ctas_per_sm=4, regs=128, buffers=buffers, steps=steps,
+                          options=PrepareOptions(PREPARE_LANES_PER_ROW, kpt, form, decay_kind, varlen),
+                          barrier_phases=4)
 
 
 def recurrence(*, C: int, K: int, V: int, KD: int, varlen: bool, state_layout: str, mode: str,

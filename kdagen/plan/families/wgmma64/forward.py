@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model import Barrier, Buffer, Kernel, Param, Role, Step, Workspace, kernel_options
-from ..base import Facts, scalar_param, seq_params, workspace_params
+from ..base import Facts, seq_params, token_parallel, workspace_params
 
 CHUNK = 64
 BLOCK = 16                   # sub-block rows: the diagonal blocks and the inverse's blocks
@@ -63,7 +63,6 @@ PREPARE_OUTPUTS = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_tota
 
 def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     C, KD = CHUNK, f.KD
-    threads = PREPARE_WARPS * 32
     # Two CTAs fit an SM at K = 128: A takes q̂'s tile once the products are done; α, the key-side operand k_out
     # and Mkk take turns in one region (α is read into registers before k_out is written).
     buffers = [Buffer("q_hat", (C, K), "f32", alias="q_then_A"), Buffer("k_hat", (C, K), "f32"),
@@ -94,18 +93,11 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
         Step("store_inverse", "all", "thread", reads=["A"], waits=["sync"], global_writes=["ws_A"],
              note="A as bf16, rows and columns past the chunk's end zero"),
     ]
-    params = f.leaves + [Param(scalar_param(s), "f32") for s in f.scalars] + seq_params(varlen)
-    params += workspace_params(PREPARE_OUTPUTS, False, ws)
-    return Kernel(
-        name="prepare", kind="prepare", template="wgmma64/prepare.cu.j2", direction="forward",
-        grid=["chunks", "HV"], threads=threads, min_ctas_per_sm=2,
-        roles=[Role("all", (0, PREPARE_WARPS), work=[s.name for s in steps], regs=255)],
-        buffers=buffers,
-        barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=8)],
-        pipelines=[], steps=steps, params=params,
-        options=Prepare64Options(PREPARE_LANES_PER_ROW, K // PREPARE_LANES_PER_ROW, f.decay_kind, varlen,
-                                 decay_width(KD)),
-        note="token-parallel: one CTA per (64-token chunk, value head); surplus CTAs of the chunk upper bound exit")
+    return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
+                          warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=255, buffers=buffers, steps=steps,
+                          options=Prepare64Options(PREPARE_LANES_PER_ROW, K // PREPARE_LANES_PER_ROW, f.decay_kind,
+                                                   varlen, decay_width(KD)),
+                          barrier_phases=8)
 
 
 @kernel_options
