@@ -1,7 +1,7 @@
 """The `kdagen` command line: one subcommand per module in kdagen/commands/.
 
-A module kdagen/commands/<name>.py joins the CLI by exposing `register(subparsers)`, which adds its
-parser (with help and an example) and sets `func` to a function of the parsed args returning an
+A module kdagen/commands/<name>.py joins the CLI as `kdagen <name>` ('_' written '-') by exposing
+`register(subparsers)`, which adds its parser (with help and an example) and sets `func` to a function of the parsed args returning an
 exit code. `kdagen`, `python -m kdagen` and `python cli.py` all run `main`. Errors a user can act on
 (bad configuration, no GPU, no compiler...) print one line; KDAGEN_DEBUG=1 shows the traceback.
 """
@@ -17,7 +17,9 @@ from .runtime import env
 
 
 def command_modules() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if not m.name.startswith("_"))
+    """The subcommands' names: their modules' names with '-' for '_' (init_recurrence -> init-recurrence)."""
+    return sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(commands.__path__)
+                  if not m.name.startswith("_"))
 
 
 def _broken(subparsers, name: str, error: Exception) -> None:
@@ -25,7 +27,8 @@ def _broken(subparsers, name: str, error: Exception) -> None:
     p = subparsers.add_parser(name, help=f"(unavailable: {type(error).__name__})")
 
     def run(args):
-        print(f"kdagen {name}: cannot load kdagen.commands.{name}: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"kdagen {name}: cannot load kdagen.commands.{name.replace('-', '_')}: {type(error).__name__}: {error}",
+              file=sys.stderr)
         return 1
     p.set_defaults(func=run)
 
@@ -38,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in command_modules():
         try:
-            module = importlib.import_module(f"{commands.__name__}.{name}")
+            module = importlib.import_module(f"{commands.__name__}.{name.replace('-', '_')}")
         except Exception as e:          # one broken subcommand must not take the others down
             _broken(subparsers, name, e)
             continue

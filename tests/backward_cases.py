@@ -16,7 +16,7 @@ import torch
 
 from kdagen import dsl
 from kdagen.ops import backward as bw
-from kdagen.ops.config import Config, default_arch
+from kdagen.ops.config import Config, default_arch, options_config
 
 # The forward workspace and the recurrence_bwd outputs under this file's short names, and their plan names
 WORKSPACE = {"qd": "ws_q_decayed", "kd": "ws_k_decayed", "kr": "ws_k_to_end", "gte": "ws_decay_total", "A": "ws_A",
@@ -133,9 +133,10 @@ def chunks(x: dict):
 def config_of(case: Case, x: dict, device) -> Config:
     """The forward's Config for these inputs: the plan the backward kernels come from."""
     dtype = {torch.bfloat16: "bf16", torch.float32: "f32"}
-    return Config(case.opt, case.K, case.K, default_arch(torch.device(device)), x.get("A_log") is not None,
-                  x.get("dt_bias") is not None, x["v"].shape[2] // x["q"].shape[2], x.get("cu_seqlens") is not None,
-                  dtype[case.g], dtype[case.beta])
+    return options_config(case.opt, case.K, case.K, default_arch(torch.device(device)),
+                          has_A_log=x.get("A_log") is not None, has_dt_bias=x.get("dt_bias") is not None,
+                          G=x["v"].shape[2] // x["q"].shape[2], varlen=x.get("cu_seqlens") is not None,
+                          g_dtype=dtype[case.g], beta_dtype=dtype[case.beta])
 
 
 def forward_workspace(case: Case, x: dict, rounded: bool = True) -> dict:

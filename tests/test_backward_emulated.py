@@ -16,7 +16,7 @@ from kdagen import dsl
 from kdagen.codegen import emulate
 from kdagen.ops import backward as bw
 from kdagen.ops import forward as fw
-from kdagen.ops.api import make_call
+from kdagen.ops.api import kernel_call, make_call
 from kdagen.plan import Problem, make_plan, verify
 from kdagen.reference.options import expand_heads, prologue, scale_of
 
@@ -83,10 +83,10 @@ def test_forward_then_backward_emulated_on_cpu(seed):
     call = make_call(case.opt.op, initial_state=x.get("initial_state"), output_final_state=True,
                      cu_seqlens=x.get("cu_seqlens"), A_log=x.get("A_log"), dt_bias=x.get("dt_bias"),
                      **call_options(case.opt))
-    _, _, saved = fw.forward({n: x.get(n) for n in ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "initial_state",
-                                                   "cu_seqlens")}, call,
-                          loader=emulated_loader, poison=True)
-    grads = bw.backward(saved, do, dht, alloc=poisoned, loader=emulated_loader)
+    kcall, tensors = kernel_call(call, x, emulate=True)
+    _, _, saved = fw.forward({**tensors, "initial_state": x.get("initial_state"), "cu_seqlens": x.get("cu_seqlens")},
+                             kcall, poison=True)
+    grads = bw.backward(saved, do, dht, alloc=poisoned)
     check_grads(grads, ref, f"{case.name} (forward + backward emulated) seed={seed}")
 
 

@@ -14,7 +14,7 @@ from kdagen.codegen import render_kernel, render_unit
 from kdagen.codegen.lines import without_directives
 from kdagen.codegen.adjoint import backward_prologue
 from kdagen.ops import backward as bw
-from kdagen.ops.config import Config
+from kdagen.ops.config import options_config
 from kdagen.plan import Dtypes, Problem, make_plan, problem_from_options, verify
 from kdagen.plan.sizes import evaluate, launch_sizes
 from kdagen.reference import Options
@@ -122,8 +122,9 @@ def cpu_saved(opt: Options, K: int, g=torch.float32, beta=torch.float32, **shape
     dtypes = {"q": torch.bfloat16, "k": torch.bfloat16, "v": torch.bfloat16, "g": g, "beta": beta}
     x = {n: t.to(dtypes.get(n, torch.float32)) if t.is_floating_point() else t for n, t in x64.items()}
     short = {torch.bfloat16: "bf16", torch.float32: "f32"}
-    config = Config(opt, K, K, "sm_90a", x.get("A_log") is not None, x.get("dt_bias") is not None,
-                    x["v"].shape[2] // x["q"].shape[2], x.get("cu_seqlens") is not None, short[g], short[beta])
+    config = options_config(opt, K, K, "sm_90a", has_A_log=x.get("A_log") is not None,
+                            has_dt_bias=x.get("dt_bias") is not None, G=x["v"].shape[2] // x["q"].shape[2],
+                            varlen=x.get("cu_seqlens") is not None, g_dtype=short[g], beta_dtype=short[beta])
     plan, _ = config.planned()
     B, T, HV = x["v"].shape[:3]
     N = B if x.get("cu_seqlens") is None else len(x["cu_seqlens"]) - 1

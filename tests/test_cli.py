@@ -110,9 +110,9 @@ def fake_kernels(monkeypatch, tmp_path):
     calls = []
 
     def sources(config):
-        arch = config.config().arch
-        calls.append((config.call, config.dims, config.dtypes, arch))
-        tag = f"{config.call.opt.op}{config.dims.K}"
+        c = config.config()
+        calls.append(c)
+        tag = f"{c.spec.name.split('_')[0]}{c.K}"
         return [(f"fake_{tag}_a", TINY.format(name="a", value=1)), (f"fake_{tag}_b", TINY.format(name="b", value=2))]
 
     monkeypatch.setattr(precompile, "sources", sources)
@@ -131,11 +131,10 @@ def test_compile_prints_cold_and_cached_times(fake_kernels, capsys, tmp_path):
     assert "cold compile" in out and "cached load" in out
     assert "fake_kda128_a" in out and "fake_kda128_b" in out and "2 module(s), cubin for sm_90a" in out
     assert "compiling for sm_90a" in err and "2/2" in err                      # the progress bar
-    [(call, dims, dtypes, arch)] = fake_kernels
-    assert arch == "sm_90a"
-    assert call.opt.lower_bound == -5.0 and call.opt.use_qk_l2norm_in_kernel and call.opt.use_gate_in_kernel
-    assert call.tensors["cu_seqlens"] is not None and call.tensors["A_log"] is not None
-    assert (dims.K, dims.V, dims.HV // dims.H) == (128, 128, 2) and dtypes["g"] == torch.bfloat16
+    [config] = fake_kernels
+    assert config.arch == "sm_90a" and config.varlen and config.spec.name == "kda_lb5_l2"
+    assert {"A_log", "dt_bias"} <= set(config.spec.recurrence.head_params)
+    assert (config.K, config.V, config.G, config.g_dtype) == (128, 128, 2, "bf16")
     assert len(list((tmp_path / "cache" / "sm_90a").glob("fake_kda128_*/*.cubin"))) == 2
 
 
@@ -167,7 +166,7 @@ def test_precompile_at_import_compiles_only_what_is_missing(fake_kernels, monkey
     err = capsys.readouterr().err
     assert "KDAGEN_PRECOMPILE for sm_80" in err and "4/4" in err
     assert built == [["fake_gdn128_a", "fake_gdn128_b", "fake_kda64_a", "fake_kda64_b"]]
-    assert [(c[0].opt.op, c[3]) for c in fake_kernels] == [("kda", "sm_80"), ("gdn", "sm_80")]
+    assert [(c.spec.name, c.arch) for c in fake_kernels] == [("kda_g", "sm_80"), ("gdn_sp", "sm_80")]
 
     monkeypatch.setattr(runtime.loader, "compile_source", lambda *a, **k: pytest.fail("recompiled a cached module"))
     kdagen.ops._precompile_from_environment()                                  # all cached now: no compile

@@ -9,7 +9,7 @@ import torch
 
 from kdagen import dsl
 from kdagen.codegen import emulate
-from kdagen.ops.api import make_call
+from kdagen.ops.api import kernel_call, make_call
 from kdagen.ops.forward import forward, launch
 from kdagen.ops.launcher import chunk_layout
 from kdagen.plan import Problem, make_plan, verify
@@ -39,16 +39,14 @@ def kernel_inputs(opt: Options, g_dtype=torch.bfloat16, beta_dtype=torch.bfloat1
     return xk, xr
 
 
-def emulated_loader(config, device, direction):
-    return emulate.build(*config.planned(), direction)
-
-
 def run_op(op: str, options: dict, **shape):
     opt = Options(op=op, **options)
     xk, xr = kernel_inputs(opt, **shape)
     call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
                      cu_seqlens=xk.get("cu_seqlens"), A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
-    o, ht, saved = forward(xk, call, loader=emulated_loader, poison=True)
+    kcall, tensors = kernel_call(call, xk, emulate=True)
+    o, ht, saved = forward({**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": xk.get("cu_seqlens")},
+                           kcall, poison=True)
     return o, ht, saved, xr, opt
 
 

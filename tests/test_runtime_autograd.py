@@ -1,37 +1,51 @@
-"""The autograd.Function's plumbing on CPU, with the float64 chunked reference standing in for the kernels.
+"""The autograd.Function's plumbing on CPU, with the float64 DSL interpreter standing in for the kernels.
 
-The stand-in is what the kernels must compute (kdagen.reference.chunked / chunked_backward); the
-test checks what the Function adds around them: every gradient reaches its input, dht comes from
-the final state, unused outputs give None or zeros, inputs not requiring grad get None, and the
-result equals torch.autograd through the token recurrence.
+The stand-in is what the kernels must compute (kdagen.dsl.interpret, forward and backward of the call's
+recurrence); the test checks what the Function adds around them: every gradient reaches its input, dht
+comes from the final state, unused outputs give None or zeros, inputs not requiring grad get None, and the
+result equals torch.autograd through the token recurrence (kdagen.reference.recurrent).
 """
 from __future__ import annotations
 
 import pytest
 import torch
 
-from kdagen import reference
+from kdagen import dsl, reference
 from kdagen.ops import autograd, make_call
+from kdagen.ops.config import call_spec
+from kdagen.ops.run import Call
 from kdagen.reference.inputs import make_inputs
 
 C = 16
 TENSORS = ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "initial_state")
+CALL_KEYS = ("initial_state", "cu_seqlens")
 
 
 @pytest.fixture
 def reference_kernels(monkeypatch):
-    """Replace the kernels by the chunked reference; record what the Function passes them."""
+    """Replace the kernels by the interpreter; record what the Function passes them."""
     seen = {}
+
+    def inputs(x):
+        return {k: v for k, v in x.items() if v is not None and k not in CALL_KEYS}
+
+    def kv(call, state):        # the interpreter's states are [.., K, V]; state_v_first ones [.., V, K]
+        return state.transpose(-1, -2) if state is not None and call.state_layout == "vk" else state
 
     def forward(x, call, keep):
         seen["keep"] = keep
-        o, S = reference.chunked({k: v for k, v in x.items() if v is not None}, call.opt, C)
-        return o, S if call.output_final_state else None, (x, call.opt) if keep else None
+        r = call.spec.recurrence
+        o, S = dsl.interpret.forward(r, {**inputs(x), **call.scalars}, chunk_size=C,
+                                     initial_state=kv(call, x.get("initial_state")), cu_seqlens=x.get("cu_seqlens"))
+        return o, kv(call, S) if call.output_final_state else None, (x, call) if keep else None
 
     def backward(saved, do, dht):
         seen["dht"] = dht
-        x, opt = saved
-        return reference.chunked_backward({k: v for k, v in x.items() if v is not None}, opt, do, dht, C)
+        x, call = saved
+        grads = dsl.interpret.backward(call.spec.recurrence, {**inputs(x), **call.scalars}, do, kv(call, dht),
+                                       chunk_size=C, initial_state=kv(call, x.get("initial_state")),
+                                       cu_seqlens=x.get("cu_seqlens"))
+        return {**grads, "initial_state": kv(call, grads["initial_state"])}
 
     monkeypatch.setattr(autograd, "kernel_forward", forward)
     monkeypatch.setattr(autograd, "kernel_backward", backward)
@@ -39,10 +53,17 @@ def reference_kernels(monkeypatch):
 
 
 def run(x: dict, op: str, **options):
+    """The chunk_kda / chunk_gated_delta_rule call of these options, past the input checks (CPU tensors)."""
     options.setdefault("output_final_state", True)
     gate = {n: x[n] for n in ("A_log", "dt_bias") if n in x}
     call = make_call(op, initial_state=x.get("initial_state"), cu_seqlens=x.get("cu_seqlens"), **gate, **options)
-    return autograd.apply(call, *(x[n] for n in ("q", "k", "v", "g", "beta"))), call
+    spec = call_spec(call)
+    r = spec.recurrence
+    K = x["q"].shape[-1]
+    scale = {"scale": K ** -0.5 if call.opt.scale is None else call.opt.scale}
+    op_call = Call(spec, scale, call.output_final_state, "vk" if call.opt.state_v_first else "kv", x.get("cu_seqlens"))
+    tensors = {n: x[n] for n in (*r.token_inputs, *r.head_params)}
+    return autograd.apply(op_call, tensors, x.get("initial_state")), call
 
 
 def leaves(x: dict) -> dict:

@@ -70,7 +70,7 @@ CASES = [
     ("v-time", "kda", changed("kda", v=torch.zeros(B, T + 1, HV, K, dtype=bf16)), ValueError, r"v must be \[B, T, HV, V\]"),
     ("v-dtype", "gdn", changed("gdn", v=torch.zeros(B, T, HV, K)), NotImplementedError, "v has dtype float32"),
     ("gva-ratio", "kda", changed("kda", v=torch.zeros(B, T, 3, K, dtype=bf16)), ValueError,
-     "HV = 3 heads.*multiple of q/k's H = 2"),
+     "HV = 3 heads.*multiple of the q/k inputs' H = 2"),
     ("no-value-heads", "gdn", changed("gdn", v=torch.zeros(B, T, 0, K, dtype=bf16)), ValueError,
      "HV = 0 heads.*positive multiple"),
     ("head-dim", "kda", changed("kda", q=torch.zeros(B, T, H, 96, dtype=bf16), k=torch.zeros(B, T, H, 96, dtype=bf16)),

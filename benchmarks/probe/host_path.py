@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
 from kdagen.ops import backward as bw, forward as fw, validate  # noqa: E402
-from kdagen.ops.api import call_params, resolve  # noqa: E402
+from kdagen.ops.api import call_params, kernel_call, recurrence_inputs, resolve  # noqa: E402
 
 
 class NoLaunch:
@@ -25,7 +25,7 @@ class NoLaunch:
         pass
 
 
-def stubbed(config, device):
+def stubbed(config, device, direction):
     return NoLaunch()
 
 
@@ -34,17 +34,19 @@ def main(key: str = "kda", calls: int = 200) -> None:
     variant = VARIANTS[key]
     x = {n: t.detach() for n, t in make_set(variant, Shape(1, 256, 4, 128), device="cpu", seed=0).inputs.items()}
     params = {n: x[n] for n in ("A_log", "dt_bias", "initial_state")}
-    inputs = {**{n: x[n] for n in ("q", "k", "v", "g", "beta")}, **params, "cu_seqlens": None}
-
+    given = {n: x[n] for n in ("q", "k", "v", "g", "beta")}
     options = call_params(variant.op, **params, **variant.call_kwargs())
 
     def forward():
         call = resolve(variant.op, options)                # as chunk_kda does with its locals()
+        spec, tensors, scalars = recurrence_inputs(call, given)
         try:       # every check runs; the last one refuses CPU tensors
-            validate.validate(variant.op, *(x[n] for n in ("q", "k", "v", "g", "beta")), **params)
+            validate.validate(spec, tensors, scalars, initial_state=params["initial_state"])
         except ValueError:
             pass
-        return fw.forward(inputs, call, loader=stubbed)
+        kcall, tensors = kernel_call(call, given)
+        return fw.forward({**tensors, "initial_state": params["initial_state"], "cu_seqlens": None}, kcall,
+                          loader=stubbed)
 
     o, ht, saved = forward()                              # plans and renders once, outside the timing
     do, dht = o.new_ones(o.shape), ht.new_ones(ht.shape)

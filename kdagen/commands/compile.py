@@ -15,6 +15,7 @@ EXAMPLE = """examples:
   kdagen compile --op kda --head-dim 128 --use-gate-in-kernel --lower-bound -5 --use-qk-l2norm-in-kernel \\
                  --use-beta-sigmoid-in-kernel --arch sm_90a -j 4
   kdagen compile --op gdn --head-dim 64 --gva 2 --varlen        # arch from the GPU (or KDAGEN_ARCH)
+  kdagen compile --recurrence my_gate.py:my_gate --head-dim 64 --arch sm_90a
   KDAGEN_PRECOMPILE="--op kda --head-dim 128; --op gdn --head-dim 128" python -c "import kdagen"
 
   Cold compile: NVRTC from source (the cache entry is rewritten). Cached load: reading and checking the

@@ -13,6 +13,7 @@ EXAMPLE = """examples:
   kdagen emit --op kda --head-dim 128 --use-gate-in-kernel --lower-bound -5 --arch sm_90a -o out/
   kdagen emit --op gdn --head-dim 64 --gva 2 --varlen -o out/
   kdagen emit --op kda --inference -o out/        # the kernels of calls without gradients
+  kdagen emit --recurrence my_gate.py:my_gate --head-dim 64 -o out/   # a recurrence of your own
   kdagen emit --defaults                          # refresh generated/ in this checkout"""
 
 

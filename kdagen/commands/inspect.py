@@ -9,7 +9,8 @@ EXAMPLE = """examples:
   kdagen inspect --op kda --head-dim 128                     # the forward unit's source
   kdagen inspect --op gdn --resources --arch sm_80           # registers, spills, smem per kernel (nvcc)
   kdagen inspect --op kda --ptx --kernel recurrence          # PTX of the unit holding that kernel
-  kdagen inspect --op kda --sass                             # needs cuobjdump"""
+  kdagen inspect --op kda --sass                             # needs cuobjdump
+  kdagen inspect --recurrence my_gate.py:my_gate --resources # a recurrence of your own"""
 
 
 def resource_table(plan, report) -> str:

@@ -12,7 +12,8 @@ EXAMPLE = """examples:
   kdagen plan --op kda --use-gate-in-kernel --lower-bound -5 --inference   # the kernels of a no-grad call
   kdagen plan --op gdn --kernel recurrence                # one kernel's tables
   kdagen plan --op kda --json > plan.json
-  kdagen plan --op kda --dot | dot -Tsvg > kernels.svg"""
+  kdagen plan --op kda --dot | dot -Tsvg > kernels.svg
+  kdagen plan --recurrence examples/sigmoid_gate.py:sigmoid_gate --option lower_bound=-3 --head-dim 64"""
 
 
 def run(args) -> int:

@@ -1,10 +1,12 @@
-"""The public ops: torch.autograd functions with flash-linear-attention 0.6.0's signatures.
+"""The public ops: chunk_kda and chunk_gated_delta_rule with flash-linear-attention 0.6.0's signatures, and
+`compile(recurrence)`, the op of any recurrence written in kdagen.dsl — all one path (kdagen.ops.run).
 
 Kernels compile on first use (or come from the cache); KDAGEN_PRECOMPILE names configurations to
 compile right here, when kdagen is imported (see `kdagen compile --help`).
 """
 from ..runtime import env as _env
 from .api import chunk_gated_delta_rule, chunk_gdn, chunk_kda, make_call, reference_options
+from .compiled import RecurrenceOp, compile
 
 
 def _precompile_from_environment() -> None:
@@ -16,4 +18,5 @@ def _precompile_from_environment() -> None:
 
 _precompile_from_environment()
 
-__all__ = ["chunk_gated_delta_rule", "chunk_gdn", "chunk_kda", "make_call", "reference_options"]
+__all__ = ["RecurrenceOp", "chunk_gated_delta_rule", "chunk_gdn", "chunk_kda", "compile", "make_call",
+           "reference_options"]

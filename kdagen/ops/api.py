@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 import torch
 
 from ..reference import Options
-from .validate import validate
 
 KDA_CHUNK_SIZES = (32, 64)
 GDN_CHUNK_SIZES = (16, 32, 64)
@@ -100,8 +99,6 @@ def resolve(op: str, params: dict) -> Call:
                              f"got {lower_bound}")
     if lower_bound is not None and not (use_gate or safe_gate):
         raise ValueError("lower_bound only acts with use_gate_in_kernel=True or safe_gate=True; it would be ignored")
-    if not isinstance(p["output_final_state"], bool):
-        raise TypeError(f"output_final_state must be a bool, got {type(p['output_final_state']).__name__}")
     opt = Options(op=op, scale=p["scale"], use_qk_l2norm_in_kernel=bool(p["use_qk_l2norm_in_kernel"]),
                   use_gate_in_kernel=bool(use_gate), use_beta_sigmoid_in_kernel=bool(p["use_beta_sigmoid_in_kernel"]),
                   allow_neg_eigval=bool(p["allow_neg_eigval"]),
@@ -135,14 +132,32 @@ def reference_options(op: str, **options) -> Options:
     return make_call(op, **options).opt
 
 
+def recurrence_inputs(call: Call, given: dict) -> tuple:
+    """(Spec, the recurrence's tensors by name, scalars) of a chunk_kda / chunk_gated_delta_rule call: KDA and
+    GDN are DSL recurrences (kdagen.recurrences) whose inputs carry FLA's names. `given`: q, k, v, g, beta."""
+    from .config import call_spec
+    spec = call_spec(call)
+    given = {**given, "A_log": call.tensors["A_log"], "dt_bias": call.tensors["dt_bias"]}
+    tensors = {n: given[n] for n in (*spec.recurrence.token_inputs, *spec.recurrence.head_params)}
+    return spec, tensors, ({} if call.opt.scale is None else {"scale": call.opt.scale})
+
+
+def kernel_call(call: Call, given: dict, *, family: str | None = None, emulate: bool = False):
+    """(kdagen.ops.run.Call, tensors) for calling kdagen.ops.forward directly, past the input checks (tests and
+    probes); `given` holds q, k, v, g, beta."""
+    from .run import Call as RunCall
+    spec, tensors, scalars = recurrence_inputs(call, given)
+    scale = scalars.get("scale", given["q"].shape[-1] ** -0.5)
+    return RunCall(spec, {"scale": float(scale)}, call.output_final_state, "vk" if call.opt.state_v_first else "kv",
+                   call.tensors["cu_seqlens"], family, emulate), tensors
+
+
 def _run(call: Call, q, k, v, g, beta):
-    from .autograd import apply
+    from .run import run
+    spec, tensors, scalars = recurrence_inputs(call, {"q": q, "k": k, "v": v, "g": g, "beta": beta})
     t = call.tensors
-    validate(call.opt.op, q, k, v, g, beta, A_log=t["A_log"], dt_bias=t["dt_bias"],
-                             initial_state=t["initial_state"], cu_seqlens=t["cu_seqlens"],
-                             cu_seqlens_cpu=t["cu_seqlens_cpu"], state_v_first=call.opt.state_v_first,
-                             scale=call.opt.scale)
-    return apply(call, q, k, v, g, beta)
+    return run(spec, tensors, scalars, initial_state=t["initial_state"], output_final_state=call.output_final_state,
+               cu_seqlens=t["cu_seqlens"], cu_seqlens_cpu=t["cu_seqlens_cpu"], state_v_first=call.opt.state_v_first)
 
 
 @torch.compiler.disable

@@ -5,7 +5,8 @@ The flags are flash-linear-attention's option names with FLA's defaults, so the 
 same kernels: `--op kda --use-gate-in-kernel --lower-bound -5` plans exactly what
 `chunk_kda(..., use_gate_in_kernel=True, lower_bound=-5)` runs. They become a Call through the public ops'
 own rules (kdagen.ops.api.make_call, with meta tensors standing in for the optional inputs), then the
-Config every call of that kind uses.
+Config every call of that kind uses. `--recurrence FILE.py:FN` (with `--option name=value`) names a user's
+recurrence instead: the Config a `kdagen.compile(...)` op of it uses.
 """
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ FLAGS = ("use-qk-l2norm-in-kernel", "use-gate-in-kernel", "use-beta-sigmoid-in-k
 
 def add_config_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments that make up a configuration."""
-    p.add_argument("--op", choices=("kda", "gdn"), default="kda", help="chunk_kda or chunk_gated_delta_rule (default kda)")
+    p.add_argument("--op", choices=("kda", "gdn"), default=None, help="chunk_kda or chunk_gated_delta_rule (default kda)")
+    p.add_argument("--recurrence", metavar="FILE.py:FN|MODULE:FN", default=None,
+                   help="a recurrence of your own instead of --op: a function fn(r, **options) writing it into a "
+                        "kdagen.dsl.Recurrence, or a Recurrence object (docs/recurrences.md)")
+    p.add_argument("--option", action="append", metavar="NAME=VALUE", default=[],
+                   help="a keyword argument for the --recurrence function (a Python literal; repeat for more)")
     p.add_argument("--head-dim", type=int, default=128, help="K = V (default 128)")
     p.add_argument("--gva", type=int, default=1, help="value heads per q/k head, HV / H (default 1)")
     p.add_argument("--varlen", action="store_true", help="variable-length batch (cu_seqlens)")
@@ -40,38 +46,57 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class CallConfig:
-    """A parsed configuration: the Call it stands for, its sizes (B, T, N are placeholders: kernels are not
-    specialised on them), the dtypes of g and beta, the directions the call runs, arch and family."""
-    call: object
+    """A parsed configuration: the recurrence (Spec), its sizes (B, T, N are placeholders: kernels are not
+    specialised on them), the dtypes of g and beta, varlen and the state layout, the directions the call runs,
+    arch and family."""
+    spec: object
     dims: object
     dtypes: dict
+    varlen: bool
+    state_layout: str
     directions: tuple
     arch: str | None
     family: str | None
 
     def config(self):
         """The ops.config.Config every call of this kind uses (arch resolved, family validated)."""
-        import dataclasses
-
         from ..plan.families import family
         from .config import config_for, default_arch
-        c = config_for(self.call, self.dims.K, self.dims.V, self.dims.G, self.call.tensors.get("cu_seqlens") is not None,
-                       self.dtypes, self.resolved_arch() or default_arch(), self.directions)
-        return c if self.family is None else dataclasses.replace(c, family=family(self.family).name)
+        return config_for(self.spec, self.dims.K, self.dims.V, self.dims.G, self.varlen, self.dtypes,
+                          self.resolved_arch() or default_arch(), state_layout=self.state_layout,
+                          directions=self.directions, family=family(self.family).name if self.family else None)
 
     def resolved_arch(self) -> str | None:
         from ..runtime import normalize_arch
         return normalize_arch(self.arch, "--arch") if self.arch else None
 
 
-def config_from_args(args) -> CallConfig:
+def _option_value(text: str):
+    """A --option value: a Python literal (numbers, True, None, strings in quotes), else the text itself."""
+    import ast
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def recurrence_options(pairs) -> dict:
+    out = {}
+    for pair in pairs or ():
+        name, sep, value = pair.partition("=")
+        if not sep or not name.isidentifier():
+            raise ValueError(f"--option {pair!r}: write name=value, name an identifier")
+        if name in out:
+            raise ValueError(f"--option {name} is given twice")
+        out[name] = _option_value(value)
+    return out
+
+
+def _fla_call(args, op: str, HV: int, K: int):
+    """The chunk_kda / chunk_gated_delta_rule Call the FLA flags describe (meta tensors for the optional inputs)."""
     import torch
 
     from .api import make_call
-    from .config import INFERENCE, TRAINING
-    from .validate import Dims
-    K, G, H = args.head_dim, args.gva, 1
-    HV = H * G
     meta = {"device": "meta", "dtype": torch.float32}
     options = {"output_final_state": True, "initial_state": torch.empty(1, HV, K, K, **meta),
                "state_v_first": args.state_v_first, "use_qk_l2norm_in_kernel": args.use_qk_l2norm_in_kernel,
@@ -85,13 +110,38 @@ def config_from_args(args) -> CallConfig:
         if not args.no_A_log:
             options["A_log"] = torch.empty(HV, **meta)
         if not args.no_dt_bias:
-            options["dt_bias"] = torch.empty(HV * K if args.op == "kda" else HV, **meta)
+            options["dt_bias"] = torch.empty(HV * K if op == "kda" else HV, **meta)
     if args.varlen:
         options["cu_seqlens"] = torch.empty(2, device="meta", dtype=torch.int64)
-    call = make_call(args.op, **options)
+    return make_call(op, **options)
+
+
+FLA_ONLY = ("use_qk_l2norm_in_kernel", "use_gate_in_kernel", "use_beta_sigmoid_in_kernel", "allow_neg_eigval",
+            "safe_gate", "lower_bound", "no_A_log", "no_dt_bias")
+
+
+def config_from_args(args) -> CallConfig:
+    import torch
+
+    from .config import INFERENCE, TRAINING, Spec, call_spec
+    from .validate import Dims
+    K, G, H = args.head_dim, args.gva, 1
+    HV = H * G
+    if args.recurrence:
+        given = [f"--{n.replace('_', '-')}" for n in FLA_ONLY if getattr(args, n) not in (False, None)]
+        if given or args.op:
+            raise ValueError(f"{', '.join(given or ['--op'])}: FLA's options describe chunk_kda / "
+                             "chunk_gated_delta_rule, not --recurrence (pass its own with --option name=value)")
+        from ..recurrences.loading import load_recurrence
+        spec = Spec.of(load_recurrence(args.recurrence, recurrence_options(args.option)))
+    else:
+        if args.option:
+            raise ValueError("--option passes options to a --recurrence; FLA's options have their own flags")
+        spec = call_spec(_fla_call(args, args.op or "kda", HV, K))
     dtypes = {"g": getattr(torch, DTYPES[args.g_dtype]), "beta": getattr(torch, DTYPES[args.beta_dtype])}
-    return CallConfig(call, Dims(B=1, T=0, H=H, HV=HV, K=K, V=K, N=1), dtypes,
-                      INFERENCE if args.inference else TRAINING, args.arch, args.family)
+    return CallConfig(spec, Dims(B=1, T=0, H=H, HV=HV, K=K, V=K, N=1), dtypes, args.varlen,
+                      "vk" if args.state_v_first else "kv", INFERENCE if args.inference else TRAINING, args.arch,
+                      args.family)
 
 
 class _RaisingParser(argparse.ArgumentParser):

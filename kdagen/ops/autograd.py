@@ -1,14 +1,14 @@
-"""The autograd.Function behind chunk_kda and chunk_gated_delta_rule.
+"""The autograd.Function behind every op: chunk_kda, chunk_gated_delta_rule and a compiled recurrence.
 
 Its forward runs the kernels of kdagen.ops.forward and keeps the workspaces the plan saves; its backward
-hands them to kdagen.ops.backward. The kernels are reached through `kernel_forward` and
-`kernel_backward`, the only two entry points (CPU tests stand the float64 reference in for them).
+hands them to kdagen.ops.backward. The tensors it takes are the recurrence's inputs by name (token inputs,
+then head parameters) and the initial state; the gradients come back keyed the same way. The kernels are
+reached through `kernel_forward` and `kernel_backward`, the only two entry points (CPU tests stand the
+float64 interpreter in for them).
 """
 from __future__ import annotations
 
 import torch
-
-GRAD_INPUTS = ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "initial_state")
 
 
 def kernel_forward(x: dict, call, keep: bool):
@@ -18,23 +18,25 @@ def kernel_forward(x: dict, call, keep: bool):
 
 
 def kernel_backward(saved, do: torch.Tensor, dht: torch.Tensor | None) -> dict:
-    """Gradients keyed like GRAD_INPUTS (None where an input is absent): see kdagen.ops.backward.backward."""
+    """Gradients by input name and "initial_state": see kdagen.ops.backward.backward."""
     from .backward import backward
     return backward(saved, do, dht)
 
 
-class ChunkDeltaRuleFunction(torch.autograd.Function):
-    """One Function for both ops: `call.opt.op` says KDA or GDN; non-tensor settings come first."""
+class RecurrenceFunction(torch.autograd.Function):
+    """One Function for every recurrence: `names` labels the tensors that follow (the last is initial_state);
+    the call (kdagen.ops.run.Call) carries the rest."""
 
     @staticmethod
-    def forward(ctx, call, q, k, v, g, beta, A_log, dt_bias, initial_state):
-        x = dict(zip(GRAD_INPUTS, (q, k, v, g, beta, A_log, dt_bias, initial_state)))
-        x["cu_seqlens"] = call.tensors["cu_seqlens"]
+    def forward(ctx, call, names, *tensors):
+        x = dict(zip(names, tensors))
+        x["cu_seqlens"] = call.cu_seqlens
         keep = any(ctx.needs_input_grad)
         o, final_state, saved = kernel_forward(x, call, keep)
         if keep:
             ctx.saved = saved
-            ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, initial_state)  # in-place edits → error
+            ctx.names = names
+            ctx.save_for_backward(*tensors)            # an in-place edit before the backward → error
             ctx.o_like = (o.shape, o.dtype, o.device)
         ctx.set_materialize_grads(False)       # an unused final_state gets dht = None, not a zero tensor
         return o, final_state
@@ -48,16 +50,15 @@ class ChunkDeltaRuleFunction(torch.autograd.Function):
             do = torch.zeros(shape, dtype=dtype, device=device)
         grads = kernel_backward(ctx.saved, do.contiguous(), None if dht is None else dht.contiguous())
         out = []
-        for name, x, needed in zip(GRAD_INPUTS, inputs, ctx.needs_input_grad[1:]):
+        for name, x, needed in zip(ctx.names, inputs, ctx.needs_input_grad[2:]):
             grad = grads.get(name) if needed else None
             if needed and grad is None:
                 raise RuntimeError(f"kdagen's backward returned no gradient for {name}, which requires one")
             out.append(None if grad is None else grad.to(x.dtype))
-        return (None, *out)
+        return (None, None, *out)
 
 
-def apply(call, q, k, v, g, beta):
-    """(o, final_state) for validated inputs; differentiable in every tensor input."""
-    t = call.tensors
-    return ChunkDeltaRuleFunction.apply(call, q, k, v, g, beta,
-                                        t["A_log"], t["dt_bias"], t["initial_state"])
+def apply(call, tensors: dict, initial_state):
+    """(o, final_state) for validated inputs; differentiable in every tensor input and the initial state."""
+    names = (*tensors, "initial_state")
+    return RecurrenceFunction.apply(call, names, *tensors.values(), initial_state)

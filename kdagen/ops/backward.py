@@ -11,9 +11,10 @@ from __future__ import annotations
 import torch
 
 from ..plan import Plan
-from .config import Config, load
+from ..runtime import env as runtime_env
+from .config import Config, loader_for
 from .launcher import (TORCH_DTYPES, allocate, check_inputs, check_operand, check_scalars, grad_values, input_values,
-                       planned_sizes, run_kernels, sequence_layout, state_shape, workspace_shape)
+                       planned_sizes, poisoned, run_kernels, sequence_layout, state_shape, workspace_shape)
 
 
 def _require(d: dict, key: str, where: str):
@@ -59,17 +60,20 @@ def launch(plan: Plan, recurrence, module, x: dict, workspace: dict, scalars: di
     return {**grads, "initial_state": grad_h0}
 
 
-def backward(saved: dict, do: torch.Tensor, dht: torch.Tensor | None = None, *, alloc=torch.empty,
+def backward(saved: dict, do: torch.Tensor, dht: torch.Tensor | None = None, *, alloc=None,
              debug: dict | None = None, loader=None) -> dict:
     """Gradients keyed like the forward's inputs (see `launch`), from what kdagen.ops.forward saved:
     config (an ops.config.Config: the plan and the recurrence), x (the inputs by name), scalars, and workspace
     (the plan's saved workspaces by name). `loader(config, device, direction)` returns the module to launch
-    on (default: the runtime's; tests pass the CPU emulation or a signature checker)."""
+    on (default: the runtime's, or the CPU emulation for an emulated call; tests pass a signature checker).
+    `alloc` makes outputs and workspaces (default: NaN-filled under KDAGEN_DEBUG=1, else torch.empty)."""
     config: Config = _require(saved, "config", "saved")
     plan, recurrence = config.planned()
     x = {n: t for n, t in _require(saved, "x", "saved").items() if t is not None}
     ws = _require(saved, "workspace", "saved")
     workspace = {name: _require(ws, name, "workspace") for name in plan.saved}
-    module = (loader or load)(config, do.device, "backward")
+    module = (loader or loader_for(saved.get("emulate", False)))(config, do.device, "backward")
+    if alloc is None:
+        alloc = poisoned if runtime_env.debug() else torch.empty
     return launch(plan, recurrence, module, x, workspace, _require(saved, "scalars", "saved"), do, dht,
                   alloc=alloc, debug=debug)

@@ -1,4 +1,4 @@
-"""The forward of chunk_kda / chunk_gated_delta_rule on the GPU: the plan's forward kernels, one module.
+"""The forward of every op on the GPU: the plan's forward kernels, one module.
 
 `forward(x, call, keep)` (what kdagen.ops.autograd calls) builds the Config of the call (kdagen.ops.config:
 the family is chosen for the directions the call runs), loads the forward unit and launches the plan's
@@ -14,7 +14,8 @@ import torch
 
 from ..plan import Plan
 from ..runtime import env as runtime_env
-from .config import INFERENCE, TRAINING, config_for, default_arch, load
+from ..plan.families.base import PASSED_DTYPE_INPUTS
+from .config import INFERENCE, TRAINING, config_for, default_arch, loader_for
 from .launcher import (allocate, check_inputs, check_operand, check_scalars, input_values, planned_sizes, poisoned,
                        run_kernels, sequence_layout, state_shape)
 
@@ -43,32 +44,33 @@ def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_fin
 
 
 def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = False, debug: dict | None = None):
-    """(o [B,T,HV,V], final state or None, saved) for inputs x (q, k, v, g, beta, A_log, dt_bias,
-    initial_state, cu_seqlens by name) and a resolved call (kdagen.ops.api.Call: .opt, .output_final_state,
-    .gate_bound, .tensors). `keep` says a backward follows (the family must plan one) and makes `saved`.
-    `loader(config, device, direction)` returns a module with `launch(...)` (default: the runtime's; tests
-    pass the CPU emulation); `poison` fills every output and workspace with NaN first (tests; also
-    KDAGEN_DEBUG=1); `debug` receives every forward workspace by plan name. Sizes come from the tensors:
-    nothing here syncs with the host."""
-    q, v = x["q"], x["v"]
-    H, K, HV, V = q.shape[2], q.shape[3], v.shape[2], v.shape[3]
+    """(o [B,T,HV,V], final state or None, saved) for inputs x (the recurrence's tensors by name, plus
+    initial_state and cu_seqlens) and a validated call (kdagen.ops.run.Call: the Spec, the scalars, the
+    state layout, output_final_state). `keep` says a backward follows (the family must plan one) and makes
+    `saved`. `loader(config, device, direction)` returns a module with `launch(...)` (default: the runtime's,
+    or the CPU emulation for an emulated call); `poison` fills every output and workspace with NaN first
+    (tests; also KDAGEN_DEBUG=1); `debug` receives every forward workspace by plan name. Sizes come from the
+    tensors: nothing here syncs with the host."""
+    qk = call.spec.qk
+    v = x[call.spec.value]
+    ref = x[qk[0]] if qk else v
+    H, K, HV, V = ref.shape[2], ref.shape[3], v.shape[2], v.shape[3]
     if HV % H:
         raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
-    config = config_for(call, K, V, HV // H, x.get("cu_seqlens") is not None,
-                        {"g": x["g"].dtype, "beta": x["beta"].dtype}, default_arch(q.device),
-                        TRAINING if keep else INFERENCE)
+    dtypes = {n: x[n].dtype for n in PASSED_DTYPE_INPUTS if x.get(n) is not None}
+    config = config_for(call.spec, K, V, HV // H, x.get("cu_seqlens") is not None, dtypes, default_arch(v.device),
+                        state_layout=call.state_layout, directions=TRAINING if keep else INFERENCE,
+                        family=call.family)
     plan, recurrence = config.planned()
-    opt = call.opt
-    scale = K ** -0.5 if opt.scale is None else float(opt.scale)
     tensors = {n: t for n, t in x.items() if t is not None}
-    module = (loader or load)(config, q.device, "forward")
+    module = (loader or loader_for(call.emulate))(config, v.device, "forward")
     poison = poison or runtime_env.debug()
-    o, ht, ws = launch(plan, recurrence, module, tensors, {"scale": scale},
-                       output_final_state=call.output_final_state, poison=poison)
+    o, ht, ws = launch(plan, recurrence, module, tensors, call.scalars, output_final_state=call.output_final_state,
+                       poison=poison)
     if debug is not None:
         debug.update(ws)
     saved = None
     if keep:
-        saved = {"config": config, "plan": plan, "recurrence": recurrence, "opt": opt, "x": dict(x),
-                 "scalars": {"scale": scale}, "workspace": {n: ws[n] for n in plan.saved}}
+        saved = {"config": config, "plan": plan, "recurrence": recurrence, "x": dict(x), "scalars": call.scalars,
+                 "workspace": {n: ws[n] for n in plan.saved}, "emulate": call.emulate}
     return o, ht, saved

@@ -18,8 +18,7 @@ class Timing:
 def sources(config) -> list[tuple[str, str]]:
     """(uri, CUDA source) of every module the calls of an arguments.CallConfig load."""
     from .config import kernel_sources
-    c = config.config()
-    return kernel_sources(config.call, config.dims, config.dtypes, c.arch, config.directions)
+    return kernel_sources(config.config())
 
 
 def compile_modules(sources: list[tuple[str, str]], arch: str, kind: str, jobs: int, progress=None,

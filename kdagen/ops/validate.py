@@ -1,4 +1,5 @@
-"""Input checks for chunk_kda / chunk_gated_delta_rule, run before anything touches a GPU.
+"""Input checks for every op (chunk_kda, chunk_gated_delta_rule, a compiled recurrence), run before anything
+touches a GPU: what a call passes against what its recurrence reads.
 
 Every error names the argument and says what was expected. Three kinds:
 - TypeError: not a tensor / not a number where one is needed;
@@ -16,10 +17,13 @@ from dataclasses import dataclass
 
 import torch
 
+from ..plan.families.base import IO_INPUTS, PASSED_DTYPE_INPUTS
+from .launcher import TORCH_DTYPES
+
 HEAD_DIMS = (64, 128)          # K = V values with emitted kernels (the kernel families' head dims; docs/plan.md §6)
 IO_DTYPES = (torch.bfloat16,)  # q, k, v, and the dtype of o
 GATE_DTYPES = (torch.bfloat16, torch.float32)   # g and beta: as FLA users pass them
-PARAM_DTYPE = torch.float32    # A_log, dt_bias, initial_state
+PARAM_DTYPE = torch.float32    # head parameters (A_log, dt_bias), initial_state
 
 
 @dataclass(frozen=True)
@@ -54,15 +58,6 @@ def _dtype(name: str, x: torch.Tensor, allowed: tuple, why: str) -> None:
         names = " or ".join(str(d).removeprefix("torch.") for d in allowed)
         err = NotImplementedError if x.dtype.is_floating_point else ValueError
         raise err(f"{name} has dtype {str(x.dtype).removeprefix('torch.')}; {why} take {names}")
-
-
-def check_scale(scale) -> None:
-    if scale is None:
-        return
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a float or None, got {type(scale).__name__}")
-    if not math.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale}")
 
 
 def check_seqlens_format(name: str, cu: torch.Tensor) -> None:
@@ -126,51 +121,105 @@ class HostSeqlens:
 host_seqlens = HostSeqlens()
 
 
-def validate(op: str, q, k, v, g, beta, *, A_log=None, dt_bias=None, initial_state=None,
-             cu_seqlens=None, cu_seqlens_cpu=None, state_v_first: bool = False,
-             scale=None) -> tuple[Dims, list[int] | None]:
-    """(Dims, host copy of cu_seqlens or None); raises on the first problem found.
+def _layout(heads: str, row: str | None) -> tuple[str, ...]:
+    return ("B", "T", heads) + ((row,) if row else ())
 
-    cu_seqlens is read on the host (one device sync, the first time a given tensor is seen: see
-    HostSeqlens) unless cu_seqlens_cpu is given, whose values are then trusted to equal
-    cu_seqlens', as in FLA.
+
+def _expected_dtypes(r, name: str, value: str) -> tuple[tuple, str]:
+    """(allowed torch dtypes, who takes them) of a token input, as the planner reads it (plan.families.base)."""
+    if name == value or name in IO_INPUTS:
+        return IO_DTYPES, "kdagen's kernels"
+    if name in PASSED_DTYPE_INPUTS:
+        return GATE_DTYPES, "kdagen's kernels"
+    declared = r.graph.nodes[name]["dtype"]
+    return (TORCH_DTYPES.get(declared, torch.float32),), f"inputs declared dtype={declared!r} in the recurrence"
+
+
+def check_scalar(name: str, x) -> float:
+    """A scalar's value as a float: a Python number or a 0-d tensor without gradient, finite."""
+    if isinstance(x, torch.Tensor):
+        if x.dim() != 0:
+            raise ValueError(f"{name} must be a number or a 0-d tensor, got shape {list(x.shape)}")
+        if x.requires_grad:
+            raise ValueError(f"{name} requires grad, but a recurrence's scalars take no gradient; declare it with "
+                             "head_param(...) to learn it")
+        x = x.item()
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"{name} must be a float, got {type(x).__name__}")
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {x}")
+    return float(x)
+
+
+def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqlens=None, cu_seqlens_cpu=None,
+             state_v_first: bool = False, device_type: str = "cuda") -> tuple[Dims, list[int] | None, dict]:
+    """(Dims, host copy of cu_seqlens or None, the scalars as floats) for a call of a recurrence (a
+    kdagen.ops.config.Spec); raises on the first problem found, naming the argument.
+
+    tensors: the recurrence's token inputs and head parameters by name; scalars: its scalars by name (a missing
+    "scale" is K^-0.5, as in FLA). q/k inputs (those feeding only query and key) live on H heads, the rest on
+    HV = G·H; per-head parameters are [HV] or [HV·K] ([HV, K] too). cu_seqlens is read on the host (one device
+    sync, the first time a given tensor is seen: see HostSeqlens) unless cu_seqlens_cpu is given, whose values
+    are then trusted to equal cu_seqlens', as in FLA. device_type: "cuda" (the GPU kernels) or "cpu" (the
+    emulator).
     """
-    for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta)):
-        _is_tensor(name, x)
-    if q.dim() != 4:
-        raise ValueError(f"q must be 4-D [B, T, H, K], got shape {list(q.shape)}")
-    B, T, H, K = q.shape
-    _shape("k", k, q.shape, "q.shape [B, T, H, K]")
+    r = spec.recurrence
+    inputs = [*r.token_inputs, *r.head_params]
+    unknown = sorted(set(tensors) - set(inputs))
+    if unknown:
+        raise TypeError(f"unexpected input(s) {unknown}: recurrence {r.name!r} reads {inputs} and the scalars "
+                        f"{r.scalars}")
+    unknown = sorted(set(scalars) - set(r.scalars))
+    if unknown:
+        raise TypeError(f"unexpected scalar(s) {unknown}: recurrence {r.name!r} has the scalars {r.scalars}")
+    value, qk = spec.value, spec.qk
+    ref = qk[0] if qk else value
+    for name in inputs:
+        if tensors.get(name) is None:
+            kind = "token input" if name in r.token_inputs else "head parameter"
+            raise TypeError(f"missing input {name!r}: recurrence {r.name!r} reads the {kind} {name!r}")
+        _is_tensor(name, tensors[name])
+    x0 = tensors[ref]
+    heads = "H" if qk else "HV"
+    if x0.dim() != 4:
+        raise ValueError(f"{ref} must be 4-D [B, T, {heads}, K], got shape {list(x0.shape)}")
+    B, T, H, K = x0.shape
+    v = tensors[value]
     if v.dim() != 4 or tuple(v.shape[:2]) != (B, T):
-        raise ValueError(f"v must be [B, T, HV, V] = [{B}, {T}, HV, V] like q, got shape {list(v.shape)}")
+        raise ValueError(f"{value} must be [B, T, HV, V] = [{B}, {T}, HV, V] like {ref}, got shape {list(v.shape)}")
     HV, V = v.shape[2:]
     if H == 0 or HV == 0 or HV % H:
-        raise ValueError(f"v has HV = {HV} heads, which must be a positive multiple of q/k's H = {H} heads (GVA)")
+        raise ValueError(f"{value} has HV = {HV} heads, which must be a positive multiple of the q/k inputs' "
+                         f"H = {H} heads ({ref}.shape[2]; GVA)")
     if K not in HEAD_DIMS:
-        raise NotImplementedError(f"head dim K = {K} (q.shape[-1]) has no kernel; kdagen emits K in {HEAD_DIMS}")
+        raise NotImplementedError(f"head dim K = {K} ({ref}.shape[-1]) has no kernel; kdagen emits K in {HEAD_DIMS}")
     if V != K:
-        raise NotImplementedError(f"value head dim V = {V} (v.shape[-1]) has no kernel; kdagen needs V == K = {K}")
-    per_channel = op == "kda"
-    if per_channel:
-        _shape("g", g, (B, T, HV, K), "[B, T, HV, K]")
-    else:
-        _shape("g", g, (B, T, HV), "[B, T, HV] (one decay per head for GDN)")
-    _shape("beta", beta, (B, T, HV), "[B, T, HV]")
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        _dtype(name, x, IO_DTYPES, "kdagen's kernels")
-    for name, x in (("g", g), ("beta", beta)):
-        _dtype(name, x, GATE_DTYPES, "kdagen's kernels")
-    check_scale(scale)
+        raise NotImplementedError(f"value head dim V = {V} ({value}.shape[-1]) has no kernel; kdagen needs V == K = "
+                                  f"{K}")
+    sizes = {"B": B, "T": T, "H": H, "HV": HV, "K": K, "V": V}
+    for name in r.token_inputs:
+        if name in (ref, value):
+            continue
+        shape = r.graph.nodes[name]["shape"]
+        layout = _layout("H" if name in qk else "HV", shape[0] if shape else None)
+        _shape(name, tensors[name], tuple(sizes[d] for d in layout), f"[{', '.join(layout)}]")
+    for name in r.token_inputs:
+        _dtype(name, tensors[name], *_expected_dtypes(r, name, value))
+    resolved = {name: check_scalar(name, s) for name, s in scalars.items()}
+    for name in r.scalars:
+        if name not in resolved:
+            if name != "scale":
+                raise TypeError(f"missing scalar {name!r}: recurrence {r.name!r} reads it; pass {name}=<float>")
+            resolved[name] = K ** -0.5
 
-    params = {}
-    if A_log is not None:
-        params["A_log"] = (_is_tensor("A_log", A_log), (HV,), "[HV]")
-    if dt_bias is not None:
-        params["dt_bias"] = (_is_tensor("dt_bias", dt_bias), (HV * K,) if per_channel else (HV,),
-                             "[HV * K]" if per_channel else "[HV]")
-    for name, (x, shape, layout) in params.items():
-        _shape(name, x, shape, layout)
-        _dtype(name, x, (PARAM_DTYPE,), "gate parameters")
+    for name in r.head_params:
+        x, row = tensors[name], bool(r.graph.nodes[name]["shape"])
+        if row:
+            if tuple(x.shape) not in ((HV * K,), (HV, K)):
+                raise ValueError(f"{name} must have shape [HV * K] = [{HV * K}] (or [HV, K]), got {list(x.shape)}")
+        else:
+            _shape(name, x, (HV,), "[HV]")
+        _dtype(name, x, (PARAM_DTYPE,), "head parameters")
 
     N, seqlens = B, None
     if cu_seqlens is not None:
@@ -198,14 +247,14 @@ def validate(op: str, q, k, v, g, beta, *, A_log=None, dt_bias=None, initial_sta
         _shape("initial_state", initial_state, (N, HV, V, K) if state_v_first else (N, HV, K, V), layout)
         _dtype("initial_state", initial_state, (PARAM_DTYPE,), "states")
 
-    named = {"q": q, "k": k, "v": v, "g": g, "beta": beta, **{n: p[0] for n, p in params.items()},
-             "initial_state": initial_state, "cu_seqlens": cu_seqlens}
+    named = {**{n: tensors[n] for n in inputs}, "initial_state": initial_state, "cu_seqlens": cu_seqlens}
     for name, x in named.items():
         if x is not None and not x.is_contiguous():
             raise ValueError(f"{name} is not contiguous (strides {list(x.stride())}); pass {name}.contiguous()")
     for name, x in named.items():
-        if x is not None and x.device != q.device:
-            raise ValueError(f"{name} is on {x.device} but q is on {q.device}; all tensors must share one device")
-    if q.device.type != "cuda":
-        raise ValueError(f"q is on {q.device}; kdagen's kernels run on CUDA devices")
-    return Dims(B, T, H, HV, K, V, N), seqlens
+        if x is not None and x.device != x0.device:
+            raise ValueError(f"{name} is on {x.device} but {ref} is on {x0.device}; all tensors must share one device")
+    if x0.device.type != device_type:
+        where = "kdagen's kernels run on CUDA devices" if device_type == "cuda" else "the emulator runs on the CPU"
+        raise ValueError(f"{ref} is on {x0.device}; {where}")
+    return Dims(B, T, H, HV, K, V, N), seqlens, resolved

@@ -34,14 +34,19 @@ def options_tag(opt: Options) -> str:
     return "_".join(parts)
 
 
-def problem_from_options(opt: Options, *, K: int, V: int, arch: str, has_A_log: bool = True,
-                         has_dt_bias: bool = True, gva_ratio: int = 1, varlen: bool = False,
-                         dtypes: Dtypes = Dtypes()) -> Problem:
+def options_recurrence(opt: Options, has_A_log: bool = True, has_dt_bias: bool = True) -> tuple:
+    """(recurrence, name) of the call an Options describes: the DSL recurrence and the tag its URIs start with."""
     from ..recurrences import from_options
-    r = from_options(opt, has_A_log, has_dt_bias)
     name = options_tag(opt)
     if opt.use_gate_in_kernel and not (has_A_log and has_dt_bias):     # the gate without A_log or dt_bias
         name += "_noalog" * (not has_A_log) + "_nodtbias" * (not has_dt_bias)
+    return from_options(opt, has_A_log, has_dt_bias), name
+
+
+def problem_from_options(opt: Options, *, K: int, V: int, arch: str, has_A_log: bool = True,
+                         has_dt_bias: bool = True, gva_ratio: int = 1, varlen: bool = False,
+                         dtypes: Dtypes = Dtypes()) -> Problem:
+    r, name = options_recurrence(opt, has_A_log, has_dt_bias)
     return Problem(r, name, K, V, dtypes=dtypes, arch=arch, gva_ratio=gva_ratio, varlen=varlen,
                    state_layout="vk" if opt.state_v_first else "kv")
 

@@ -8,14 +8,12 @@ wgmma64 for calls without (inference, sm_90a). Run: python -m pytest -m gpu test
 """
 from __future__ import annotations
 
-import contextlib
-import os
 import random
 
 import pytest
 import torch
 
-from kdagen.ops.api import make_call
+from kdagen.ops.api import kernel_call, make_call
 from kdagen.ops.forward import forward
 from kdagen.plan.families import family as family_of
 from kdagen.reference.workspace import workspace_errors
@@ -56,16 +54,6 @@ def rel(a, b) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-@contextlib.contextmanager
-def family_env(family: str):
-    """KDAGEN_FAMILY set to `family` for the calls inside."""
-    os.environ["KDAGEN_FAMILY"] = family
-    try:
-        yield
-    finally:
-        del os.environ["KDAGEN_FAMILY"]
-
-
 def run(name: str, seed: int, family: str = "mma16", debug: dict | None = None):
     op, options, shape, g_dtype, beta_dtype = CASES[name]
     reference_opts = {k: v for k, v in options.items() if k != "safe_gate"}
@@ -79,10 +67,11 @@ def run(name: str, seed: int, family: str = "mma16", debug: dict | None = None):
     x64 = {n: t.cpu() if n == "cu_seqlens" else t.double().cpu() for n, t in xk.items()}
     call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
                      cu_seqlens=xk.get("cu_seqlens"), A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
-    with family_env(family):
-        o, ht, saved = forward(xk, call, FAMILIES[family], poison=True, debug=debug)
+    kcall, tensors = kernel_call(call, xk, family=family)
+    x = {**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": xk.get("cu_seqlens")}
+    o, ht, saved = forward(x, kcall, FAMILIES[family], poison=True, debug=debug)
     torch.cuda.synchronize()
-    return o, ht, saved, x64, opt, xk, call
+    return o, ht, saved, x64, opt, x, kcall
 
 
 def needs_hopper(family: str) -> None:
@@ -124,7 +113,6 @@ def test_deterministic(family):
     needs_hopper(family)
     name = "kda_precomputed_varlen_k128"
     seed = random.randrange(2 ** 31)
-    o1, h1, _, _, _, xk, call = run(name, seed, family)
-    with family_env(family):
-        o2, h2, _ = forward(xk, call, FAMILIES[family], poison=True)
+    o1, h1, _, _, _, x, kcall = run(name, seed, family)
+    o2, h2, _ = forward(x, kcall, FAMILIES[family], poison=True)
     assert torch.equal(o1, o2) and torch.equal(h1, h2), f"{name} on {family} (seed {seed}): two runs differ"

@@ -42,11 +42,19 @@ class Facts:
     token_inputs: list[str]
 
 
+IO_INPUTS = ("q", "k", "v")          # token inputs by these names are read in the io dtype (bf16)
+PASSED_DTYPE_INPUTS = ("g", "beta")  # these in the dtype the call passes (Problem.dtypes.g / .beta: bf16 or f32)
+
+
 def _leaf_dtype(problem: Problem, name: str, node_dtype: str) -> str:
     """q, k, v in the io dtype, g and beta as the problem says, anything else as its DSL declaration."""
-    fixed = {"q": problem.dtypes.io, "k": problem.dtypes.io, "v": problem.dtypes.io, "g": problem.dtypes.g,
-             "beta": problem.dtypes.beta}
-    return fixed.get(name, node_dtype if node_dtype in ("bf16", "f32") else "f32")
+    fixed = {**dict.fromkeys(IO_INPUTS, problem.dtypes.io), "g": problem.dtypes.g, "beta": problem.dtypes.beta}
+    if name in fixed:
+        return fixed[name]
+    if node_dtype not in ("bf16", "f32"):
+        raise PlanError(f"token input {name!r}: declared dtype {node_dtype!r}; the kernels read token inputs in "
+                        "bf16 or f32")
+    return node_dtype
 
 
 def facts(problem: Problem) -> Facts:
@@ -56,9 +64,19 @@ def facts(problem: Problem) -> Facts:
         raise PlanError(f"value operand {value!r}: the kernels read v directly, so it must be a token input "
                         "(prologue ops on v are not planned)")
     info = recurrence_facts(r)
+    lo, hi = info["decay_interval"]
+    if hi > 0:
+        raise PlanError(f"decay {r.core_operands()['decay']!r}: its proven interval [{lo:g}, {hi:g}] admits positive "
+                        "values, which the chunked kernels cannot represent (a state that grows); make it provably "
+                        "<= 0: declare the input's bounds (token_input(..., bounds=(lo, 0))) or write the gate as "
+                        "a non-positive map, e.g. -softplus(x) or lb * sigmoid(x) with lb < 0 (docs/recurrences.md)")
     leaves = [Param(input_param(n), "ptr", _leaf_dtype(problem, n, r.graph.nodes[n]["dtype"]))
               for n in r.token_inputs if n != value]
-    leaves += [Param(input_param(n), "ptr", "f32") for n in r.head_params]
+    for n in r.head_params:
+        if r.graph.nodes[n]["dtype"] != "f32":
+            raise PlanError(f"head parameter {n!r}: declared dtype {r.graph.nodes[n]['dtype']!r}; the kernels read "
+                            "head parameters in f32")
+        leaves.append(Param(input_param(n), "ptr", "f32"))
     kind = info["decay_kind"]
     return Facts(decay_kind=kind, decay_interval=tuple(info["decay_interval"]), KD=problem.K if kind == "vector" else 1,
                  leaves=leaves, scalars=list(r.scalars),

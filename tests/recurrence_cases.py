@@ -1,0 +1,55 @@
+"""Three recurrences the package does not ship, run through the public entry point (kdagen.compile) forward and
+backward against the float64 DSL interpreter (kdagen.testing): on the CPU through the emulator
+(tests/test_recurrence_op.py) and on a GPU (tests/gpu/test_recurrence_op_gpu.py)."""
+from __future__ import annotations
+
+import kdagen
+from kdagen import dsl, testing
+
+
+def bounded_gate(r, lower_bound: float = -4.0):
+    """A per-channel gate proven in [lower_bound, 0] (the factored form), a head parameter of its own scaling it,
+    and a β map of its own in (0.25, 0.75)."""
+    q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+    g, beta = r.token_input("g", "K"), r.token_input("beta")
+    decay = lower_bound * dsl.sigmoid(g * r.head_param("w", "K"))
+    r.delta_rule(query=dsl.l2norm(q), key=dsl.l2norm(k), value=v, beta=0.25 + 0.5 * dsl.sigmoid(beta),
+                 decay=decay, scale=r.scalar("scale"))
+
+
+def unbounded_gate(r):
+    """A per-channel gate with no lower bound (the relative form): −softplus(x + bias)·temperature, a bias per
+    channel and head, a temperature scalar declared in [0.5, 2]; inputs named freely."""
+    x, key, val = r.token_input("x", "K"), r.token_input("key", "K"), r.token_input("val", "V")
+    gate, write = r.token_input("gate", "K", dtype="bf16"), r.token_input("write")
+    decay = -dsl.softplus(gate + r.head_param("bias", "K")) * r.scalar("temperature", bounds=(0.5, 2.0))
+    r.delta_rule(query=dsl.l2norm(x), key=dsl.l2norm(key), value=val, beta=dsl.sigmoid(write), decay=decay,
+                 scale=r.scalar("scale"))
+
+
+def per_head_gate(r):
+    """One decay per head and token: −e^a·σ(g)², a per-head parameter a; β = 2σ(b)·σ(−b) ∈ (0, 0.5]; q not
+    normalised."""
+    q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+    g, b = r.token_input("g"), r.token_input("beta")
+    decay = -dsl.exp(r.head_param("a")) * dsl.square(dsl.sigmoid(g))
+    r.delta_rule(query=q, key=dsl.l2norm(k), value=v, beta=2 * dsl.sigmoid(b) * dsl.sigmoid(-b), decay=decay,
+                 scale=r.scalar("scale"))
+
+
+CASES = {
+    # name: (recurrence, shape and call keywords for kdagen.testing.random_inputs)
+    "bounded_gate_varlen_gva2": (bounded_gate, dict(H=1, G=2, cu_seqlens=(0, 5, 5, 38))),
+    "unbounded_gate_batch2": (unbounded_gate, dict(H=2, B=2, T=21, scalars={"temperature": 1.3, "scale": 0.2},
+                                                   f32_inputs=("write",))),
+    "per_head_gate_vfirst_gva2": (per_head_gate, dict(H=1, G=2, T=35, state_v_first=True, f32_inputs=("g",))),
+}
+
+
+def compiled(name: str, **kw):
+    return kdagen.compile(CASES[name][0], **kw)
+
+
+def check(op, where: str, errs: dict) -> None:
+    bad = [n for n, e in errs.items() if not e <= testing.bound(op, n)]
+    assert not bad, f"{where}: {bad} off\n" + testing.report(op, errs)
