@@ -30,7 +30,7 @@ def random_inputs(op, *, B: int = 1, T: int = 40, H: int = 1, G: int = 1, head_d
                   device="cpu") -> tuple[dict, dict, torch.Tensor, torch.Tensor]:
     """(inputs by name, the other keyword arguments of a call, do, dht): random, requiring grad, in the dtypes the
     op takes (q/k/v-role and g/beta inputs bf16 unless named in f32_inputs, the rest as declared). With
-    cu_seqlens, B = 1 and T = cu_seqlens[-1]."""
+    cu_seqlens, B = 1 and T = cu_seqlens[-1]. `scalars`: numbers, or 0-d tensors that require grad (learned)."""
     r = op.spec.recurrence
     gen = torch.Generator().manual_seed(seed)
     if cu_seqlens is not None:
@@ -46,7 +46,9 @@ def random_inputs(op, *, B: int = 1, T: int = 40, H: int = 1, G: int = 1, head_d
     N = B if cu_seqlens is None else len(cu_seqlens) - 1
     x = {n: t.to(device).requires_grad_() for n, t in x.items()}
     h0 = (torch.randn(N, HV, K, K, generator=gen) / 8).to(device).requires_grad_()
-    kwargs = {"initial_state": h0, "output_final_state": True, "state_v_first": state_v_first, **(scalars or {})}
+    scalars = {n: v.detach().to(device).requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v
+               for n, v in (scalars or {}).items()}
+    kwargs = {"initial_state": h0, "output_final_state": True, "state_v_first": state_v_first, **scalars}
     if cu_seqlens is not None:
         kwargs["cu_seqlens"] = torch.tensor(cu_seqlens, dtype=torch.int64, device=device)
     do = torch.randn(B, T, HV, K, generator=gen).to(torch.bfloat16).to(device)
@@ -54,28 +56,39 @@ def random_inputs(op, *, B: int = 1, T: int = 40, H: int = 1, G: int = 1, head_d
     return x, kwargs, do, dht
 
 
+def _learned(kwargs: dict) -> dict:
+    """The scalars given as tensors that require grad."""
+    return {n: v for n, v in kwargs.items() if isinstance(v, torch.Tensor) and v.dim() == 0 and v.requires_grad}
+
+
 def outputs_and_grads(op, x: dict, kwargs: dict, do, dht) -> dict:
-    """o, the final state and every gradient of Σ o⊙do + Σ final_state⊙dht, by name."""
+    """o, the final state and every gradient of Σ o⊙do + Σ final_state⊙dht, by name (learned scalars too)."""
     o, ht = op(**x, **kwargs)
-    leaves = {**x, "initial_state": kwargs["initial_state"]}
+    leaves = {**x, "initial_state": kwargs["initial_state"], **_learned(kwargs)}
     grads = torch.autograd.grad((o.float() * do.float()).sum() + (ht * dht).sum(), list(leaves.values()))
     return {"o": o.detach(), "final_state": ht.detach(), **dict(zip(leaves, grads))}
 
 
 def interpreter(op, x: dict, kwargs: dict, do, dht) -> dict:
     """The same from kdagen.dsl.interpret in float64, on exactly the values given (states transposed for
-    state_v_first; a missing "scale" is K^-0.5, as in the op)."""
+    state_v_first; a missing "scale" is K^-0.5, as in the op). Gradients come from the DSL's derived backward
+    graph; those of learned scalars, which it does not have, from torch.autograd through the interpreter."""
     r = op.spec.recurrence
     flip = (lambda s: s.transpose(-1, -2)) if kwargs.get("state_v_first") else (lambda s: s)
     x64 = {n: t.detach().cpu().double() for n, t in x.items()}
-    x64.update({n: float(v) for n, v in kwargs.items() if n in r.scalars})
+    learned = {n: v.detach().cpu().double().requires_grad_() for n, v in _learned(kwargs).items()}
+    x64.update({n: float(v) for n, v in kwargs.items() if n in r.scalars and n not in learned})
     h0 = flip(kwargs["initial_state"].detach().cpu().double())
     cu = kwargs.get("cu_seqlens")
     cu = None if cu is None else cu.cpu()
-    o, ht = dsl.interpret.forward(r, x64, chunk_size=16, initial_state=h0, cu_seqlens=cu)
-    grads = dsl.interpret.backward(r, x64, do.cpu().double(), flip(dht.cpu().double()), chunk_size=16,
-                                   initial_state=h0, cu_seqlens=cu)
-    return {"o": o, "final_state": flip(ht), **{n: g for n, g in grads.items() if n != "initial_state"},
+    do64, dht64 = do.cpu().double(), flip(dht.cpu().double())
+    o, ht = dsl.interpret.forward(r, {**x64, **learned}, chunk_size=16, initial_state=h0, cu_seqlens=cu)
+    out = {"o": o.detach(), "final_state": flip(ht.detach())}
+    if learned:
+        out.update(zip(learned, torch.autograd.grad((o * do64).sum() + (ht * dht64).sum(), list(learned.values()))))
+    fixed = {**x64, **{n: v.item() for n, v in learned.items()}}
+    grads = dsl.interpret.backward(r, fixed, do64, dht64, chunk_size=16, initial_state=h0, cu_seqlens=cu)
+    return {**out, **{n: g for n, g in grads.items() if n != "initial_state"},
             "initial_state": flip(grads["initial_state"])}
 
 
@@ -97,7 +110,7 @@ def bound(op, name: str) -> float:
     r = op.spec.recurrence
     if name in BOUNDS:
         return BOUNDS[name]
-    if name in r.head_params:
+    if name in r.head_params or name in r.scalars:
         return BOUNDS["param"]
     role = {node: role for role, node in r.core_operands().items()}.get(name)
     return BOUNDS["token"] if role in ("query", "key", "value") else BOUNDS["gate"]

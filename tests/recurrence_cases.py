@@ -3,6 +3,8 @@ backward against the float64 DSL interpreter (kdagen.testing): on the CPU throug
 (tests/test_recurrence_op.py) and on a GPU (tests/gpu/test_recurrence_op_gpu.py)."""
 from __future__ import annotations
 
+import torch
+
 import kdagen
 from kdagen import dsl, testing
 
@@ -42,6 +44,9 @@ CASES = {
     "bounded_gate_varlen_gva2": (bounded_gate, dict(H=1, G=2, cu_seqlens=(0, 5, 5, 38))),
     "unbounded_gate_batch2": (unbounded_gate, dict(H=2, B=2, T=21, scalars={"temperature": 1.3, "scale": 0.2},
                                                    f32_inputs=("write",))),
+    # the temperature learned: a 0-d tensor that requires grad
+    "unbounded_gate_learned_scalar": (unbounded_gate, dict(H=1, G=2, T=30, scalars={
+        "temperature": torch.tensor(0.8, requires_grad=True)})),
     "per_head_gate_vfirst_gva2": (per_head_gate, dict(H=1, G=2, T=35, state_v_first=True, f32_inputs=("g",))),
 }
 

@@ -132,8 +132,10 @@ INPUTS = [
     ("head-param-dtype", dict(bias=torch.zeros(H * K, dtype=torch.bfloat16)), {}, NotImplementedError,
      "bias has dtype bfloat16; head parameters take float32"),
     ("missing-scalar", {}, dict(temperature=None), TypeError, "missing scalar 'temperature'"),
-    ("scalar-with-grad", {}, dict(temperature=torch.tensor(1.0, requires_grad=True)), ValueError,
-     "temperature requires grad, but a recurrence's scalars take no gradient"),
+    ("scale-with-grad", {}, dict(scale=torch.tensor(0.1, requires_grad=True)), ValueError,
+     r"scalars \['scale'\] require grad, but one of them cannot be learned: .*scale must be of kind const or scalar"),
+    ("scalar-not-0d", {}, dict(temperature=torch.ones(2, requires_grad=True)), ValueError,
+     r"temperature must be a number or a 0-d tensor, got shape \[2\]"),
     ("scalar-type", {}, dict(temperature="1.0"), TypeError, "temperature must be a float, got str"),
     ("scalar-nan", {}, dict(scale=float("nan")), ValueError, "scale must be finite"),
     ("h0-shape", {}, dict(initial_state=torch.zeros(1, H, K, K)), ValueError,
@@ -161,6 +163,19 @@ def test_positional_inputs_follow_the_declaration_order():
         op(*x.values(), x["x"], **kwargs)
     with pytest.raises(TypeError, match="got multiple values for input 'x'"):
         op(x["x"], **x, **kwargs)
+
+
+def test_a_built_recurrence_cannot_learn_scalars():
+    op, x, kwargs = valid()
+    built = kdagen.compile(op.spec.recurrence, emulate=True)
+    with pytest.raises(ValueError, match="compiled from a built Recurrence; compile the function"):
+        built(**x, **{**kwargs, "temperature": torch.tensor(1.0, requires_grad=True)})
+
+
+def test_chunk_kda_scale_takes_no_gradient():
+    from kdagen.ops.validate import check_scalar
+    with pytest.raises(ValueError, match="scale requires grad, but this scalar takes no gradient here"):
+        check_scalar("scale", torch.tensor(0.1, requires_grad=True))
 
 
 def test_the_gpu_op_refuses_cpu_tensors():

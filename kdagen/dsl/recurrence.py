@@ -27,10 +27,11 @@ class Recurrence(GraphBuilder):
 
     allow_backward_ops = False
 
-    def __init__(self, name: str = "recurrence"):
+    def __init__(self, name: str = "recurrence", learned_scalars=()):
         super().__init__(name)
         self.core: str | None = None
         self._checked = False
+        self._learned_scalars = frozenset(learned_scalars)
 
     def _changed(self):
         self._checked = False
@@ -62,7 +63,11 @@ class Recurrence(GraphBuilder):
         return self._leaf("head_param", name, dim, "a per-head parameter", bounds, dtype)
 
     def scalar(self, name: str, *, bounds=None):
-        """A number given per call (e.g. the attention scale); no gradient."""
+        """A number given per call (e.g. the attention scale); no gradient — unless the recurrence was built with
+        it among `learned_scalars`: then it is a per-head parameter of shape () that the caller fills with one
+        value, and whose per-head gradients it sums."""
+        if name in self._learned_scalars:
+            return self.head_param(name, None, bounds=bounds)
         return self._leaf("scalar", name, None, "a scalar", bounds, "f32")
 
     # ---- the core -------------------------------------------------------------------------
@@ -194,10 +199,14 @@ def _check_bounds(name: str, bounds):
     return (lo, hi)
 
 
-def build(fn, name: str | None = None, **options) -> Recurrence:
-    """Run fn(r, **options) on a fresh Recurrence and return it checked."""
-    r = Recurrence(name or fn.__name__)
+def build(fn, name: str | None = None, learned_scalars=(), **options) -> Recurrence:
+    """Run fn(r, **options) on a fresh Recurrence and return it checked; `learned_scalars` names scalars to
+    declare as per-head parameters (see Recurrence.scalar)."""
+    r = Recurrence(name or fn.__name__, learned_scalars)
     fn(r, **options)
+    unknown = sorted(r._learned_scalars - set(r.head_params))
+    if unknown:
+        raise DSLError(None, f"learned_scalars {unknown}: recurrence {r.name!r} declares no such scalar")
     return r.check()
 
 

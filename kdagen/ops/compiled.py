@@ -3,11 +3,15 @@
 The op takes the recurrence's token inputs and head parameters (by name, or positionally in declaration
 order), its scalars by name, and the call options every op has (`initial_state`, `output_final_state`,
 `cu_seqlens`, `cu_seqlens_cpu`, `state_v_first`); it returns `(o, final_state)` and is differentiable in
-every tensor input. Kernels are planned, rendered and compiled once per configuration (head dim, GVA ratio,
+every tensor input. A scalar passed as a 0-d tensor that requires grad is learned too: the op rebuilds the
+recurrence with it as a per-head parameter of shape (), fills every head with its value, and autograd sums the
+heads' gradients (not for the core's scale, which takes no gradient). Kernels are planned, rendered and compiled once per configuration (head dim, GVA ratio,
 varlen, dtypes, state layout, arch, and whether gradients are needed), in the same cache as chunk_kda's.
 docs/recurrences.md walks from writing a gate to training with it.
 """
 from __future__ import annotations
+
+import torch
 
 from .. import dsl
 from .config import INFERENCE, TRAINING, Spec, config_for, default_arch
@@ -20,8 +24,10 @@ class RecurrenceOp:
     """A compiled recurrence: call it like `op(q, k, v, g, beta, w=w, scale=0.1, initial_state=h0,
     output_final_state=True)`. `inputs` and `scalars` list what it reads."""
 
-    def __init__(self, spec: Spec, family: str | None, emulate: bool):
+    def __init__(self, spec: Spec, family: str | None, emulate: bool, builder=None):
         self.spec, self.family, self.emulate = spec, family, emulate
+        self._builder = builder              # (fn, options) that built the recurrence, to rebuild it with scalars learned
+        self._learning = {}                  # learned scalar names -> Spec
         r = spec.recurrence
         self.inputs = (*r.token_inputs, *r.head_params)
         self.scalars = tuple(r.scalars)
@@ -46,9 +52,32 @@ class RecurrenceOp:
             if name in tensors:
                 raise TypeError(f"{self.spec.name}() got multiple values for input {name!r}")
             (scalars if name in self.scalars else tensors)[name] = value
-        return run(self.spec, tensors, scalars, initial_state=initial_state, output_final_state=output_final_state,
+        spec = self.spec
+        learned = tuple(sorted(n for n, s in scalars.items()
+                               if isinstance(s, torch.Tensor) and s.requires_grad and s.dim() == 0))
+        value = tensors.get(spec.value)
+        if learned and isinstance(value, torch.Tensor) and value.dim() == 4:
+            spec = self._learned(learned)
+            for name in learned:      # one value for every value head; autograd sums the heads' gradients
+                tensors[name] = scalars.pop(name).float().reshape(1).expand(value.shape[2]).contiguous()
+        return run(spec, tensors, scalars, initial_state=initial_state, output_final_state=output_final_state,
                    cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, state_v_first=state_v_first,
                    family=self.family, emulate=self.emulate)
+
+    def _learned(self, names: tuple) -> Spec:
+        """The recurrence rebuilt with these scalars as per-head parameters of shape (), so they get gradients."""
+        if names not in self._learning:
+            if self._builder is None:
+                raise ValueError(f"scalars {list(names)} require grad, but this op was compiled from a built "
+                                 "Recurrence; compile the function that builds it to learn scalars")
+            fn, options = self._builder
+            try:
+                r = dsl.build(fn, self.spec.recurrence.name, learned_scalars=names, **options)
+            except dsl.DSLError as e:
+                raise ValueError(f"scalars {list(names)} require grad, but one of them cannot be learned: {e} "
+                                 "(the core's scale takes no gradient)") from None
+            self._learning[names] = Spec.of(r, f"{self.spec.name}_learn_{'_'.join(names)}")
+        return self._learning[names]
 
     def config(self, head_dim: int = 128, *, gva: int = 1, varlen: bool = False, state_v_first: bool = False,
                inference: bool = False, dtypes: dict | None = None, arch: str | None = None):
@@ -77,6 +106,7 @@ def compile(recurrence, *, name: str | None = None, family: str | None = None, e
     with kdagen.dsl.build). `name` starts the kernels' URIs (default: the recurrence's name); `family` asks for a
     kernel family (default: KDAGEN_FAMILY, else the planner's choice); `emulate=True` runs the generated kernels
     on the CPU through kdagen.codegen.emulate, on CPU tensors (slow: for debugging a recurrence without a GPU)."""
+    builder = None
     if isinstance(recurrence, dsl.Recurrence):
         if options:
             raise TypeError(f"compile(): options {sorted(options)} need a function that builds the recurrence, "
@@ -84,6 +114,7 @@ def compile(recurrence, *, name: str | None = None, family: str | None = None, e
         r = recurrence.check()
     elif callable(recurrence):
         r = dsl.build(recurrence, **options)
+        builder = (recurrence, options)
     else:
         raise TypeError(f"compile(): recurrence must be a kdagen.dsl.Recurrence or a function fn(r, **options), "
                         f"got {type(recurrence).__name__}")
@@ -93,4 +124,4 @@ def compile(recurrence, *, name: str | None = None, family: str | None = None, e
     if family is not None:
         from ..plan.families import family as known_family
         family = known_family(family).name
-    return RecurrenceOp(Spec.of(r, tag), family, bool(emulate))
+    return RecurrenceOp(Spec.of(r, tag), family, bool(emulate), builder)

@@ -141,8 +141,8 @@ def check_scalar(name: str, x) -> float:
         if x.dim() != 0:
             raise ValueError(f"{name} must be a number or a 0-d tensor, got shape {list(x.shape)}")
         if x.requires_grad:
-            raise ValueError(f"{name} requires grad, but a recurrence's scalars take no gradient; declare it with "
-                             "head_param(...) to learn it")
+            raise ValueError(f"{name} requires grad, but this scalar takes no gradient here (kdagen.compile(fn) "
+                             "learns a 0-d scalar tensor that requires grad; chunk_kda's scale is a float)")
         x = x.item()
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         raise TypeError(f"{name} must be a float, got {type(x).__name__}")
