@@ -3,7 +3,8 @@
 A module kdagen/commands/<name>.py joins the CLI as `kdagen <name>` ('_' written '-') by exposing
 `register(subparsers)`, which adds its parser (with help and an example) and sets `func` to a function of the parsed args returning an
 exit code. `kdagen`, `python -m kdagen` and `python cli.py` all run `main`. Errors a user can act on
-(bad configuration, no GPU, no compiler...) print one line; KDAGEN_DEBUG=1 shows the traceback.
+(bad configuration, no GPU, no compiler...) print one line; KDAGEN_DEBUG=1 shows the traceback. Exit codes:
+0 success, 2 usage errors, 1 failures (kdagen.commands says which is which).
 """
 from __future__ import annotations
 
@@ -61,4 +62,4 @@ def main(argv: list[str] | None = None) -> int:
         if env.debug():
             raise
         print(f"kdagen {args.command}: error: {e}\n(set KDAGEN_DEBUG=1 for the traceback)", file=sys.stderr)
-        return 1
+        return 2 if isinstance(e, commands.UsageError) else 1

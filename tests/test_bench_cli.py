@@ -33,26 +33,26 @@ def test_register_wires_the_subcommand():
     assert args.func is bench.run and args.ops == "gdn"
 
 
-def test_no_gpu_is_one_line_and_exit_2(monkeypatch, capsys):
+def test_no_gpu_is_one_line_and_exit_1(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     code, out, err = run_cli(["--libs", "fla"], capsys)
-    assert code == 2 and out == ""
+    assert code == 1 and out == ""
     assert err == ("kdagen bench: no CUDA GPU is visible (torch.cuda.is_available() is False); "
                    "the benchmark times GPU kernels\n")
 
 
-def test_no_fla_is_one_line_and_exit_2(monkeypatch, capsys):
+def test_no_fla_is_one_line_and_exit_1(monkeypatch, capsys):
     # pretend there is a GPU: the refusal must come before anything touches it
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setitem(libraries.LOADERS, "fla", lambda: Library(
         "fla", reason="flash-linear-attention unavailable (ModuleNotFoundError: No module named 'fla')"))
     monkeypatch.setitem(libraries.LOADERS, "kdagen", lambda: Library("kdagen", {"chunk_kda": None}))
     code, out, err = run_cli([], capsys)
-    assert code == 2 and out == "" and "Traceback" not in err
+    assert code == 1 and out == "" and "Traceback" not in err
     assert err == ("kdagen bench: flash-linear-attention unavailable (ModuleNotFoundError: No module named 'fla'); "
                    "pass --libs kdagen to run kdagen alone\n")
     code, _, err = run_cli(["--libs", "fla"], capsys)
-    assert code == 2 and err.count("\n") == 1 and "pass --libs" not in err
+    assert code == 1 and err.count("\n") == 1 and "pass --libs" not in err
 
 
 def test_preflight_passes_when_the_required_libraries_are_there():

@@ -146,7 +146,7 @@ def test_compile_without_gpu_or_arch_says_how(fake_kernels, capsys, monkeypatch)
 
 def test_compile_refuses_an_invalid_configuration(fake_kernels, capsys):
     code, _, err = run_main(["compile", "--op", "kda", "--head-dim", "64", "--allow-neg-eigval"], capsys)
-    assert code == 1 and "allow_neg_eigval=True requires use_beta_sigmoid_in_kernel" in err
+    assert code == 2 and "allow_neg_eigval=True requires use_beta_sigmoid_in_kernel" in err
 
 
 @needs_nvrtc

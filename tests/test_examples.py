@@ -83,4 +83,4 @@ def test_emit_and_inspect_take_a_recurrence(tmp_path, capsys):
 ])
 def test_bad_recurrence_references_say_what_is_wrong(argv, message, capsys):
     code, _, err = run_main(["plan", *argv], capsys)
-    assert code == 1 and message in err and "Traceback" not in err
+    assert code == 2 and message in err and "Traceback" not in err

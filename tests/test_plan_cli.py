@@ -68,6 +68,8 @@ def test_plan_prints_roles_and_barriers(capsys):
 def test_plan_json_and_dot(capsys):
     code, out, _ = run(["plan", "--op", "gdn", "--json"], capsys)
     assert code == 0 and Plan.from_json(out).decay_kind == "scalar"
+    strict = json.loads(out, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))   # no -Infinity
+    assert strict["decay_interval"][0] == "-inf" and Plan.from_json(out).decay_interval[0] == float("-inf")
     code, out, _ = run(["plan", "--op", "gdn", "--dot"], capsys)
     assert code == 0 and out.startswith("digraph") and '"prepare" -> "recurrence"' in out
 

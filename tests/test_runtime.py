@@ -298,3 +298,11 @@ def test_bad_dims(dims):
 def test_args_on_several_devices_are_refused():
     with pytest.raises(ValueError, match="several devices"):
         launch.args_device([torch.zeros(1), torch.zeros(1, device="meta")])
+
+
+def test_notes_are_log_records_of_the_kdagen_logger(monkeypatch, caplog):
+    monkeypatch.setenv("KDAGEN_VERBOSE", "0")
+    with caplog.at_level("INFO", logger="kdagen"):
+        env.note("compiling x for sm_90a")
+    assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == \
+        [("kdagen", "INFO", "compiling x for sm_90a")]

@@ -137,9 +137,10 @@ def write_outputs(result: dict, stem: Path, markdown: str) -> list[str]:
     return written + [str(stem.with_suffix(".png"))]
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, code: int) -> int:
+    """A usage error (2) or a failure (1), on one line."""
     print(f"kdagen bench: {message}", file=sys.stderr)
-    return 2
+    return code
 
 
 def _load(paths) -> list[dict]:
@@ -206,7 +207,7 @@ def _benchmark(settings, requested: tuple[str, ...] | None, out: Path | None, *,
     libs = libraries.load(requested or libraries.NAMES)
     problem = preflight(torch.cuda.is_available(), libs, (requested or ("fla",)) + (("fla",) if tune_jobs else ()))
     if problem:
-        return _fail(problem)
+        return _fail(problem, 1)
     if tune_jobs:
         peer_tuning.tune(settings.ops, settings.shapes + settings.accuracy_shapes, jobs=tune_jobs,
                          seed=settings.seed, log=lambda line: print(line, file=sys.stderr, flush=True))
@@ -225,7 +226,7 @@ def run(args) -> int:
         settings = settings_from(args)
         requested = None if args.libs is None else parse_list(args.libs, libraries.NAMES, "--libs")
     except ValueError as e:
-        return _fail(str(e))
+        return _fail(str(e), 2)
     return _benchmark(settings, requested, args.out, tune_jobs=args.tune_jobs, tune_only=args.tune_only)
 
 

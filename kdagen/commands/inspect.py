@@ -50,7 +50,7 @@ def run(args) -> int:
             sys.stdout.write(source)
     except nvcc.NvccUnavailable as e:
         print(f"kdagen inspect: {e}", file=sys.stderr)
-        return 2
+        return 1
     return 0
 
 

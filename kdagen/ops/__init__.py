@@ -10,10 +10,16 @@ from .compiled import RecurrenceOp, compile
 
 
 def _precompile_from_environment() -> None:
+    """KDAGEN_PRECOMPILE at import: a configuration that does not parse or compile is a warning, so a typo in
+    the environment cannot make `import kdagen` fail (the calls compile what they need anyway)."""
     configs = _env.precompile_list()
     if configs:
         from .precompile import precompile
-        precompile(configs)
+        try:
+            precompile(configs)
+        except (ImportError, NotImplementedError, RuntimeError, TypeError, ValueError) as e:
+            import warnings
+            warnings.warn(f"KDAGEN_PRECOMPILE not compiled: {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
 
 
 _precompile_from_environment()

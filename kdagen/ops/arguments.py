@@ -121,6 +121,19 @@ FLA_ONLY = ("use_qk_l2norm_in_kernel", "use_gate_in_kernel", "use_beta_sigmoid_i
 
 
 def config_from_args(args) -> CallConfig:
+    """The configuration the flags name; a flag combination that names none raises UsageError (exit code 2)."""
+    from ..commands import UsageError
+    from ..plan import PlanError
+    from ..runtime import UnsupportedArchError
+    try:
+        config = _config_from_args(args)
+        config.config()              # the arch, the family and KDAGEN_FAMILY resolve (nothing is planned yet)
+        return config
+    except (NotImplementedError, PlanError, TypeError, UnsupportedArchError, ValueError) as e:
+        raise UsageError(str(e)) from e
+
+
+def _config_from_args(args) -> CallConfig:
     import torch
 
     from .config import INFERENCE, TRAINING, Spec, call_spec

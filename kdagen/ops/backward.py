@@ -66,7 +66,7 @@ def backward(saved: dict, do: torch.Tensor, dht: torch.Tensor | None = None, *, 
     config (an ops.config.Config: the plan and the recurrence), x (the inputs by name), scalars, and workspace
     (the plan's saved workspaces by name). `loader(config, device, direction)` returns the module to launch
     on (default: the runtime's, or the CPU emulation for an emulated call; tests pass a signature checker).
-    `alloc` makes outputs and workspaces (default: NaN-filled under KDAGEN_DEBUG=1, else torch.empty)."""
+    `alloc` makes outputs and workspaces (default: NaN-filled under KDAGEN_POISON=1, else torch.empty)."""
     config: Config = _require(saved, "config", "saved")
     plan, recurrence = config.planned()
     x = {n: t for n, t in _require(saved, "x", "saved").items() if t is not None}
@@ -74,6 +74,6 @@ def backward(saved: dict, do: torch.Tensor, dht: torch.Tensor | None = None, *, 
     workspace = {name: _require(ws, name, "workspace") for name in plan.saved}
     module = (loader or loader_for(saved.get("emulate", False)))(config, do.device, "backward")
     if alloc is None:
-        alloc = poisoned if runtime_env.debug() else torch.empty
+        alloc = poisoned if runtime_env.poison() else torch.empty
     return launch(plan, recurrence, module, x, workspace, _require(saved, "scalars", "saved"), do, dht,
                   alloc=alloc, debug=debug)

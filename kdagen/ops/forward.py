@@ -49,7 +49,7 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     state layout, output_final_state). `keep` says a backward follows (the family must plan one) and makes
     `saved`. `loader(config, device, direction)` returns a module with `launch(...)` (default: the runtime's,
     or the CPU emulation for an emulated call); `poison` fills every output and workspace with NaN first
-    (tests; also KDAGEN_DEBUG=1); `debug` receives every forward workspace by plan name. Sizes come from the
+    (tests; also KDAGEN_POISON=1); `debug` receives every forward workspace by plan name. Sizes come from the
     tensors: nothing here syncs with the host."""
     qk = call.spec.qk
     v = x[call.spec.value]
@@ -64,7 +64,7 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     plan, recurrence = config.planned()
     tensors = {n: t for n, t in x.items() if t is not None}
     module = (loader or loader_for(call.emulate))(config, v.device, "forward")
-    poison = poison or runtime_env.debug()
+    poison = poison or runtime_env.poison()
     o, ht, ws = launch(plan, recurrence, module, tensors, call.scalars, output_final_state=call.output_final_state,
                        poison=poison)
     if debug is not None:

@@ -165,7 +165,7 @@ def allocate(workspaces, sizes: dict, device, alloc) -> dict:
 
 
 def poisoned(shape, *, dtype, device):
-    """NaN-filled storage: a kernel that skips a write shows up (tests, KDAGEN_DEBUG=1)."""
+    """NaN-filled storage: a kernel that skips a write shows up (tests, KDAGEN_POISON=1)."""
     return torch.full(shape, math.nan, dtype=dtype, device=device)
 
 

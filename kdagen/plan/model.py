@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -288,7 +289,7 @@ class Plan:
         return _to_plain(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, sort_keys=True, allow_nan=True) + "\n"
+        return json.dumps(self.to_dict(), indent=1, sort_keys=True, allow_nan=False) + "\n"
 
     @classmethod
     def from_dict(cls, d: dict) -> "Plan":
@@ -312,6 +313,22 @@ def _to_plain(x):
         return [_to_plain(v) for v in x]
     if isinstance(x, dict):
         return {k: _to_plain(v) for k, v in x.items()}
+    if isinstance(x, float) and math.isinf(x):
+        return INFINITIES[x > 0]             # strict JSON has no infinity (an unbounded decay interval)
+    return x
+
+
+INFINITIES = ("-inf", "inf")
+
+
+def _restore(x):
+    """Infinities back from their JSON strings, in values without a declared type (the problem summary)."""
+    if isinstance(x, str) and x in INFINITIES:
+        return float(x)
+    if isinstance(x, list):
+        return [_restore(v) for v in x]
+    if isinstance(x, dict):
+        return {k: _restore(v) for k, v in x.items()}
     return x
 
 
@@ -343,4 +360,4 @@ def _from_plain(tp, x):
         return tuple(x)
     if tp is tuple:
         return tuple(x)
-    return x
+    return _restore(x)

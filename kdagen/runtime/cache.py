@@ -106,6 +106,7 @@ def fetch(path: Path, build: Callable[[], bytes], *, rebuild: bool = False) -> t
         if env.jit_disabled():
             raise JitDisabledError(f"KDAGEN_DISABLE_JIT is set and {path} is not in the cache; "
                                    f"run `kdagen compile` for this configuration or unset KDAGEN_DISABLE_JIT")
+        env.note(f"compiling {path.parent.name} for {path.parent.parent.name} (first use; cached in {path.parent})")
         start = time.perf_counter()
         image = build()
         atomic_write(path, pack(image))

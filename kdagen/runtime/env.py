@@ -3,13 +3,18 @@
 KDAGEN_CACHE_DIR   cubin cache root (default $XDG_CACHE_HOME/kdagen, i.e. ~/.cache/kdagen)
 KDAGEN_ARCH        compile for this arch instead of the device's (sm_90a | sm_80); works without a GPU
 KDAGEN_DISABLE_JIT 1: never compile; a kernel missing from the cache is an error
-KDAGEN_VERBOSE     1: report compiles, cache hits and NVRTC logs on stderr
-KDAGEN_DEBUG       1: the CLI shows tracebacks instead of one-line errors, and every kernel output and
-                   workspace is filled with NaN before launch (a kernel that skips a write shows up)
-KDAGEN_PRECOMPILE  configurations to compile when kdagen is imported, separated by ';' (`kdagen compile --help`)
+KDAGEN_VERBOSE     1: print kdagen's log (compiles, cache reads, NVRTC logs) on stderr; the same records always go
+                   to logging.getLogger("kdagen") at INFO, for an application's own logging setup
+KDAGEN_DEBUG       1: the CLI shows tracebacks instead of one-line errors
+KDAGEN_POISON      1: every kernel output and workspace is filled with NaN before launch (a kernel that skips a
+                   write shows up; the GPU tests set it)
+KDAGEN_PRECOMPILE  configurations to compile when kdagen is imported, separated by ';' (`kdagen compile --help`);
+                   one that does not parse is reported with a warning, not an import error
+KDAGEN_FAMILY      a kernel family to use instead of the planner's choice (`kdagen plan` lists them)
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -52,11 +57,39 @@ def debug() -> bool:
     return flag("KDAGEN_DEBUG")
 
 
+def poison() -> bool:
+    return flag("KDAGEN_POISON")
+
+
 def precompile_list() -> list[str]:
     return [c.strip() for c in os.environ.get("KDAGEN_PRECOMPILE", "").split(";") if c.strip()]
 
 
-def note(message: str) -> None:
-    """One line on stderr when KDAGEN_VERBOSE is set."""
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever sys.stderr is when a record comes (a redirected or captured stderr included)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        pass
+
+
+LOG = logging.getLogger("kdagen")
+_STDERR = _Stderr()
+_STDERR.setFormatter(logging.Formatter("[kdagen] %(message)s"))
+
+
+def note(message: str, level: int = logging.INFO) -> None:
+    """A record on logging.getLogger("kdagen"); with KDAGEN_VERBOSE=1 also on stderr (whatever the application's
+    logging setup)."""
     if verbose():
-        print(f"[kdagen] {message}", file=sys.stderr, flush=True)
+        if _STDERR not in LOG.handlers:
+            LOG.addHandler(_STDERR)
+        if LOG.getEffectiveLevel() > level:
+            LOG.setLevel(level)
+    elif _STDERR in LOG.handlers:
+        LOG.removeHandler(_STDERR)
+    LOG.log(level, message)

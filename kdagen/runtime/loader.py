@@ -11,7 +11,7 @@ import torch
 from . import cache, env
 from .arch import capability, detect_arch, image_kind, normalize_arch
 from .launch import Module
-from .nvrtc import compile_source, compiler_version
+from .nvrtc import compile_source, compiler_version, cupy_version
 
 _URI = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _memo: dict[tuple, Module] = {}
@@ -21,10 +21,8 @@ _memo_lock = threading.Lock()
 @functools.cache
 def versions() -> dict:
     """The tools an image depends on besides its source; all of them are in every cache key."""
-    import cupy
-
     from .. import __version__
-    return {"kdagen": __version__, "compiler": compiler_version(), "cupy": cupy.__version__}
+    return {"kdagen": __version__, "compiler": compiler_version(), "cupy": cupy_version()}
 
 
 def check_uri(uri: str) -> str:

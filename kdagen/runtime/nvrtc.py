@@ -24,14 +24,26 @@ class ToolkitNotFoundError(RuntimeError):
     """NVRTC or the CUDA headers are missing."""
 
 
+def _missing_cupy(e: ImportError) -> ToolkitNotFoundError:
+    return ToolkitNotFoundError(f"kdagen compiles and launches kernels with CuPy's NVRTC, which failed to import "
+                                f"({e}); install kdagen[cu12] or kdagen[cu13] to match your CUDA driver, e.g. "
+                                "pip install 'kdagen[cu13]'")
+
+
 def _nvrtc():
     try:
         from cupy.cuda import nvrtc
     except ImportError as e:
-        raise ToolkitNotFoundError(
-            f"kdagen compiles kernels with CuPy's NVRTC, which failed to import ({e}); "
-            f"install kdagen[cu12] or kdagen[cu13] to match your CUDA driver") from e
+        raise _missing_cupy(e) from e
     return nvrtc
+
+
+def cupy_version() -> str:
+    try:
+        import cupy
+    except ImportError as e:
+        raise _missing_cupy(e) from e
+    return cupy.__version__
 
 
 def compiler_version() -> str:

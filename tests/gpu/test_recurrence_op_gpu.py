@@ -1,6 +1,6 @@
 """kdagen.compile on the GPU: three recurrences the package does not ship (tests/recurrence_cases.py), through
 the public op, forward and backward against the float64 interpreter, NaN-poisoned outputs and workspaces
-(KDAGEN_DEBUG=1), two runs bitwise equal. The same cases run emulated on the CPU in tests/test_recurrence_op.py.
+(KDAGEN_POISON=1), two runs bitwise equal. The same cases run emulated on the CPU in tests/test_recurrence_op.py.
 
 Run on a GPU machine: python -m pytest -m gpu tests/gpu -x -q
 """
@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_forward_and_backward_match_the_interpreter_bitwise_deterministic(name, seed, monkeypatch):
-    monkeypatch.setenv("KDAGEN_DEBUG", "1")                    # outputs and workspaces NaN before each launch
+    monkeypatch.setenv("KDAGEN_POISON", "1")                   # outputs and workspaces NaN before each launch
     op = compiled(name)
     x, kwargs, do, dht = testing.random_inputs(op, seed=seed, device="cuda", **CASES[name][1])
     got = testing.outputs_and_grads(op, x, kwargs, do, dht)
