@@ -13,7 +13,8 @@ import torch
 from . import dsl
 
 # relative L2 bounds: o and the final state; gradients of q/k/v-role inputs, of the rest, of head parameters and
-# of the initial state (those chunk_kda's own GPU tests hold)
+# learned scalars (against their reduction scale, see reduction_scales) and of the initial state (those
+# chunk_kda's own GPU tests hold)
 BOUNDS = {"o": 0.005, "final_state": 0.005, "token": 0.008, "gate": 0.02, "param": 0.02, "initial_state": 0.02}
 PASSED_AS_IS = ("q", "k", "v", "g", "beta")        # bf16 by default; g and beta may also be given in f32
 
@@ -92,8 +93,42 @@ def interpreter(op, x: dict, kwargs: dict, do, dht) -> dict:
             "initial_state": flip(grads["initial_state"])}
 
 
-def errors(got: dict, want: dict) -> dict:
-    """Relative L2 error of every output and gradient (inf where one is missing, misshapen or not finite)."""
+def reduction_scales(op, x: dict, kwargs: dict, do, dht) -> dict:
+    """For each gradient that is a sum over tokens (head parameters, learned scalars): Σ over tokens of the
+    magnitudes of its per-token terms, from the interpreter on the recurrence rebuilt with those inputs per token
+    (`dsl.build(..., per_token=...)`). A sum of terms of mixed sign can be tiny beside its terms; its error is
+    then measured against this scale instead of its own size. {} when the op was compiled from a built
+    Recurrence (nothing to rebuild)."""
+    from .ops.compiled import BUILDERS
+    r = op.spec.recurrence
+    learned = _learned(kwargs)
+    reduced = (*r.head_params, *learned)
+    if op.spec.key not in BUILDERS or not reduced:
+        return {}
+    fn, options = BUILDERS[op.spec.key]
+    per_token = dsl.build(fn, r.name, per_token=reduced, **options)
+    v = x[op.spec.value]
+    B, T, HV = v.shape[:3]
+    x64 = {n: t.detach().cpu().double() for n, t in x.items()}
+    for name in r.head_params:                       # [HV] or [HV, K] (also given as [HV * K]) -> every token
+        per_head = x64[name].reshape(HV) if op.spec.rows[name] is None else x64[name].reshape(HV, -1)
+        x64[name] = per_head.expand(B, T, *per_head.shape)
+    for name, value in learned.items():
+        x64[name] = value.detach().cpu().double().expand(B, T, HV)
+    x64.update({n: float(v) for n, v in kwargs.items() if n in r.scalars and n not in learned})
+    flip = (lambda s: s.transpose(-1, -2)) if kwargs.get("state_v_first") else (lambda s: s)
+    cu = kwargs.get("cu_seqlens")
+    grads = dsl.interpret.backward(per_token, x64, do.cpu().double(), flip(dht.cpu().double()), chunk_size=16,
+                                   initial_state=flip(kwargs["initial_state"].detach().cpu().double()),
+                                   cu_seqlens=None if cu is None else cu.cpu())
+    scales = {n: grads[n].abs().sum(dim=(0, 1)).reshape(x[n].shape) for n in r.head_params}
+    scales.update({n: grads[n].abs().sum() for n in learned})
+    return scales
+
+
+def errors(got: dict, want: dict, scales: dict | None = None) -> dict:
+    """Relative L2 error of every output and gradient (inf where one is missing, misshapen or not finite); a
+    gradient with a scale in `scales` (reduction_scales) relative to that scale."""
     out = {}
     for name, ref in want.items():
         g = got.get(name)
@@ -101,7 +136,8 @@ def errors(got: dict, want: dict) -> dict:
             out[name] = float("inf")
             continue
         g = g.detach().cpu().double()
-        out[name] = ((g - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+        scale = (scales or {}).get(name, ref)
+        out[name] = ((g - ref).norm() / scale.norm().clamp_min(1e-30)).item()
     return out
 
 
@@ -121,7 +157,8 @@ def compare(op, *, seed: int = 0, device=None, **shape) -> dict:
     device: "cuda" when the op runs on a GPU, "cpu" when it is emulated (the default follows the op)."""
     device = device or ("cpu" if op.emulate else "cuda")
     x, kwargs, do, dht = random_inputs(op, seed=seed, device=device, **shape)
-    return errors(outputs_and_grads(op, x, kwargs, do, dht), interpreter(op, x, kwargs, do, dht))
+    return errors(outputs_and_grads(op, x, kwargs, do, dht), interpreter(op, x, kwargs, do, dht),
+                  reduction_scales(op, x, kwargs, do, dht))
 
 
 def report(op, errs: dict) -> str:

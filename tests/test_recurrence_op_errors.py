@@ -165,11 +165,19 @@ def test_positional_inputs_follow_the_declaration_order():
         op(x["x"], **x, **kwargs)
 
 
+def only_built(r):
+    """Compiled only as a built Recurrence (never from this function): its scalars cannot be learned."""
+    q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+    decay = -dsl.softplus(r.token_input("g", "K")) * r.scalar("t", bounds=(0.1, 1.0))
+    r.delta_rule(query=dsl.l2norm(q), key=dsl.l2norm(k), value=v, beta=dsl.sigmoid(r.token_input("beta")),
+                 decay=decay, scale=r.scalar("scale"))
+
+
 def test_a_built_recurrence_cannot_learn_scalars():
-    op, x, kwargs = valid()
-    built = kdagen.compile(op.spec.recurrence, emulate=True)
+    built = kdagen.compile(dsl.build(only_built), emulate=True)
+    x, kwargs, _, _ = testing.random_inputs(built, scalars={"t": torch.tensor(0.5, requires_grad=True)})
     with pytest.raises(ValueError, match="compiled from a built Recurrence; compile the function"):
-        built(**x, **{**kwargs, "temperature": torch.tensor(1.0, requires_grad=True)})
+        built(**x, **kwargs)
 
 
 def test_chunk_kda_scale_takes_no_gradient():

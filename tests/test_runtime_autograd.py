@@ -7,13 +7,15 @@ result equals torch.autograd through the token recurrence (kdagen.reference.recu
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from kdagen import dsl, reference
 from kdagen.ops import autograd, make_call
 from kdagen.ops.config import call_spec
-from kdagen.ops.run import Call
+from kdagen.ops.run import Call, apply
 from kdagen.reference.inputs import make_inputs
 
 C = 16
@@ -37,11 +39,11 @@ def reference_kernels(monkeypatch):
         r = call.spec.recurrence
         o, S = dsl.interpret.forward(r, {**inputs(x), **call.scalars}, chunk_size=C,
                                      initial_state=kv(call, x.get("initial_state")), cu_seqlens=x.get("cu_seqlens"))
-        return o, kv(call, S) if call.output_final_state else None, (x, call) if keep else None
+        nothing = {"plan": SimpleNamespace(saved=[]), "workspace": {}}     # the interpreter keeps no workspace
+        return o, kv(call, S) if call.output_final_state else None, nothing if keep else None
 
-    def backward(saved, do, dht):
+    def backward(x, call, workspace, do, dht):
         seen["dht"] = dht
-        x, call = saved
         grads = dsl.interpret.backward(call.spec.recurrence, {**inputs(x), **call.scalars}, do, kv(call, dht),
                                        chunk_size=C, initial_state=kv(call, x.get("initial_state")),
                                        cu_seqlens=x.get("cu_seqlens"))
@@ -63,7 +65,7 @@ def run(x: dict, op: str, **options):
     scale = {"scale": K ** -0.5 if call.opt.scale is None else call.opt.scale}
     op_call = Call(spec, scale, call.output_final_state, "vk" if call.opt.state_v_first else "kv", x.get("cu_seqlens"))
     tensors = {n: x[n] for n in (*r.token_inputs, *r.head_params)}
-    return autograd.apply(op_call, tensors, x.get("initial_state")), call
+    return apply(op_call, tensors, x.get("initial_state")), call
 
 
 def leaves(x: dict) -> dict:
@@ -152,7 +154,7 @@ def test_in_place_edit_between_forward_and_backward_is_caught(reference_kernels)
 
 def test_a_missing_gradient_is_an_error(reference_kernels, monkeypatch):
     x = leaves(make_inputs(reference.Options(op="kda"), T=20, H=1, K=8, V=8, generator=torch.Generator().manual_seed(7)))
-    monkeypatch.setattr(autograd, "kernel_backward", lambda saved, do, dht: {"q": torch.zeros_like(x["q"])})
+    monkeypatch.setattr(autograd, "kernel_backward", lambda x_, call, ws, do, dht: {"q": torch.zeros_like(x["q"])})
     (o, _), _ = run(x, "kda")
     with pytest.raises(RuntimeError, match="no gradient for k"):
         o.sum().backward()

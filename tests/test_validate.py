@@ -172,8 +172,13 @@ OPTION_CASES = [
     ("cp-gdn", "gdn", dict(cp_context=object()), NotImplementedError, "cp_context"),
     ("intermediate-states", "kda", dict(return_intermediate_states=True), NotImplementedError,
      "return_intermediate_states"),
-    ("use-graph", "kda", dict(use_graph=True), NotImplementedError, "use_graph"),
-    ("max-num-seqs", "kda", dict(max_num_seqs=4), NotImplementedError, "max_num_seqs"),
+    ("max-num-seqs-without-graph", "kda", dict(max_num_seqs=4), ValueError, "max_num_seqs is only used with use_graph"),
+    ("max-num-seqs-without-cu", "kda", dict(use_graph=True, max_num_seqs=4), ValueError,
+     "without cu_seqlens it would be ignored"),
+    ("max-num-seqs-count", "kda", dict(use_graph=True, max_num_seqs=4, cu_seqlens=torch.tensor([0, 20])), ValueError,
+     r"max_num_seqs \+ 1 = 5 entries"),
+    ("max-num-seqs-type", "kda", dict(use_graph=True, max_num_seqs=0, cu_seqlens=torch.tensor([0, 20])), ValueError,
+     "max_num_seqs must be a positive int"),
 ]
 
 
@@ -188,7 +193,7 @@ def test_option_errors_name_the_option(op, changes, error, message):
         run(op, kw)
 
 
-HINTS = [("kda", dict(chunk_size=32)), ("kda", dict(disable_recompute=True)),
+HINTS = [("kda", dict(chunk_size=32)), ("kda", dict(disable_recompute=True)), ("kda", dict(use_graph=True)),
          ("kda", dict(safe_gate=True, lower_bound=-5.0)), ("gdn", dict(chunk_size=16)),
          ("gdn", dict(chunk_indices=torch.zeros(2, 2, dtype=torch.int64)))]
 

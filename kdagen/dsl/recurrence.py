@@ -27,11 +27,12 @@ class Recurrence(GraphBuilder):
 
     allow_backward_ops = False
 
-    def __init__(self, name: str = "recurrence", learned_scalars=()):
+    def __init__(self, name: str = "recurrence", learned_scalars=(), per_token=()):
         super().__init__(name)
         self.core: str | None = None
         self._checked = False
         self._learned_scalars = frozenset(learned_scalars)
+        self._per_token = frozenset(per_token)
 
     def _changed(self):
         self._checked = False
@@ -59,14 +60,17 @@ class Recurrence(GraphBuilder):
         return self._leaf("token_input", name, dim, "a token input", bounds, dtype)
 
     def head_param(self, name: str, dim: str | None = None, *, bounds=None, dtype: str = "f32"):
-        """A per-head parameter [HV(,dim)], broadcast over tokens; its gradient is summed over tokens."""
+        """A per-head parameter [HV(,dim)], broadcast over tokens; its gradient is summed over tokens. (Built with
+        it among `per_token`, a token input instead: its gradient per token, what testing reads.)"""
+        if name in self._per_token:
+            return self.token_input(name, dim, bounds=bounds, dtype=dtype)
         return self._leaf("head_param", name, dim, "a per-head parameter", bounds, dtype)
 
     def scalar(self, name: str, *, bounds=None):
         """A number given per call (e.g. the attention scale); no gradient — unless the recurrence was built with
         it among `learned_scalars`: then it is a per-head parameter of shape () that the caller fills with one
         value, and whose per-head gradients it sums."""
-        if name in self._learned_scalars:
+        if name in self._learned_scalars or name in self._per_token:
             return self.head_param(name, None, bounds=bounds)
         return self._leaf("scalar", name, None, "a scalar", bounds, "f32")
 
@@ -199,14 +203,16 @@ def _check_bounds(name: str, bounds):
     return (lo, hi)
 
 
-def build(fn, name: str | None = None, learned_scalars=(), **options) -> Recurrence:
-    """Run fn(r, **options) on a fresh Recurrence and return it checked; `learned_scalars` names scalars to
-    declare as per-head parameters (see Recurrence.scalar)."""
-    r = Recurrence(name or fn.__name__, learned_scalars)
+def build(fn, name: str | None = None, learned_scalars=(), per_token=(), **options) -> Recurrence:
+    """Run fn(r, **options) on a fresh Recurrence and return it checked. `learned_scalars` names scalars to
+    declare as per-head parameters (see Recurrence.scalar); `per_token` names head parameters or scalars to declare
+    as token inputs, whose gradients then come per token (kdagen.testing measures cancellation with them)."""
+    r = Recurrence(name or fn.__name__, learned_scalars, per_token)
     fn(r, **options)
-    unknown = sorted(r._learned_scalars - set(r.head_params))
+    unknown = sorted(r._learned_scalars - set(r.head_params) - set(r.token_inputs)) + \
+        sorted(r._per_token - set(r.token_inputs))
     if unknown:
-        raise DSLError(None, f"learned_scalars {unknown}: recurrence {r.name!r} declares no such scalar")
+        raise DSLError(None, f"{unknown}: recurrence {r.name!r} declares no such scalar or head parameter")
     return r.check()
 
 

@@ -8,8 +8,10 @@ plus the few settings that only steer the kernels. Options FLA accepts are handl
   precomputed g: the caller's promise that g ∈ [lower_bound, 0), passed on as `Call.gate_bound`),
   `cu_seqlens_cpu` (a host copy of cu_seqlens that spares a sync; trusted, as in FLA),
   `chunk_indices` (FLA's chunk list for its own chunk size; kdagen builds its own);
+- `use_graph` / `max_num_seqs` (cu_seqlens padded to a static count for CUDA-graph capture): accepted with FLA's
+  meaning; kdagen never reads cu_seqlens on the host then (nor while torch.compile traces or a graph captures);
 - different outputs or semantics → NotImplementedError naming the option: `cp_context`,
-  `return_intermediate_states`, `use_graph` / `max_num_seqs` (CUDA-graph capture: needs no host sync);
+  `return_intermediate_states`;
 - meaningless here (nothing would read it) → ValueError, so nothing is silently ignored:
   `A_log` / `dt_bias` without `use_gate_in_kernel`, `lower_bound` without the in-kernel gate or safe_gate,
   and GDN's `head_first` (removed from FLA, which raises on it too);
@@ -38,6 +40,7 @@ class Call:
     chunk_size: int                  # FLA's requested tile; kdagen's planner picks its own
     gate_bound: float | None         # safe_gate's promise: precomputed g lies in [gate_bound, 0)
     tensors: dict = field(default_factory=dict, compare=False)   # A_log, dt_bias, initial_state, cu_seqlens[_cpu]
+    use_graph: bool = False          # FLA's use_graph: cu_seqlens' values are never read on the host
 
 
 def _pop_kwargs(op: str, kwargs: dict, state_v_first: bool) -> tuple[dict, bool]:
@@ -66,10 +69,24 @@ def _unsupported(p: dict) -> None:
         raise NotImplementedError("cp_context (context parallelism) is not supported by kdagen")
     if p.get("return_intermediate_states"):
         raise NotImplementedError("return_intermediate_states=True is not supported by kdagen")
-    if p.get("use_graph"):
-        raise NotImplementedError("use_graph=True (static-shape varlen for CUDA graphs) is not supported by kdagen")
-    if p.get("max_num_seqs") is not None:
-        raise NotImplementedError("max_num_seqs belongs to use_graph=True, which kdagen does not support")
+
+
+def _graph_options(p: dict) -> bool:
+    """FLA's use_graph / max_num_seqs: cu_seqlens padded with empty tail sequences to a static count, read by
+    no host code (kdagen never needs its values on the host: the chunk grid is an upper bound from shapes)."""
+    use_graph, max_num_seqs, cu = bool(p.get("use_graph", False)), p.get("max_num_seqs"), p.get("cu_seqlens")
+    if max_num_seqs is None:
+        return use_graph
+    if not use_graph:
+        raise ValueError("max_num_seqs is only used with use_graph=True; it would be ignored here")
+    if cu is None:
+        raise ValueError("max_num_seqs bounds the sequences of cu_seqlens; without cu_seqlens it would be ignored")
+    if isinstance(max_num_seqs, bool) or not isinstance(max_num_seqs, int) or max_num_seqs < 1:
+        raise ValueError(f"max_num_seqs must be a positive int, got {max_num_seqs!r}")
+    if isinstance(cu, torch.Tensor) and cu.dim() == 1 and cu.shape[0] - 1 != max_num_seqs:
+        raise ValueError(f"with use_graph, cu_seqlens must hold max_num_seqs + 1 = {max_num_seqs + 1} entries (pad "
+                         f"it with empty tail sequences), got {cu.shape[0]}")
+    return use_graph
 
 
 def resolve(op: str, params: dict) -> Call:
@@ -106,7 +123,7 @@ def resolve(op: str, params: dict) -> Call:
     tensors = {"A_log": kw["A_log"], "dt_bias": kw["dt_bias"], "initial_state": p["initial_state"],
                "cu_seqlens": p["cu_seqlens"], "cu_seqlens_cpu": p["cu_seqlens_cpu"]}
     gate_bound = float(lower_bound) if safe_gate and not use_gate and lower_bound is not None else None
-    return Call(opt, p["output_final_state"], kw["chunk_size"], gate_bound, tensors)
+    return Call(opt, p["output_final_state"], kw["chunk_size"], gate_bound, tensors, _graph_options(p))
 
 
 def call_params(op: str, **options) -> dict:
@@ -138,7 +155,7 @@ def recurrence_inputs(call: Call, given: dict) -> tuple:
     from .config import call_spec
     spec = call_spec(call)
     given = {**given, "A_log": call.tensors["A_log"], "dt_bias": call.tensors["dt_bias"]}
-    tensors = {n: given[n] for n in (*spec.recurrence.token_inputs, *spec.recurrence.head_params)}
+    tensors = {n: given[n] for n in spec.inputs}
     return spec, tensors, ({} if call.opt.scale is None else {"scale": call.opt.scale})
 
 
@@ -157,10 +174,10 @@ def _run(call: Call, q, k, v, g, beta):
     spec, tensors, scalars = recurrence_inputs(call, {"q": q, "k": k, "v": v, "g": g, "beta": beta})
     t = call.tensors
     return run(spec, tensors, scalars, initial_state=t["initial_state"], output_final_state=call.output_final_state,
-               cu_seqlens=t["cu_seqlens"], cu_seqlens_cpu=t["cu_seqlens_cpu"], state_v_first=call.opt.state_v_first)
+               cu_seqlens=t["cu_seqlens"], cu_seqlens_cpu=t["cu_seqlens_cpu"], state_v_first=call.opt.state_v_first,
+               use_graph=call.use_graph)
 
 
-@torch.compiler.disable
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
               allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
@@ -176,7 +193,6 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     return _run(resolve("kda", locals()), q, k, v, g, beta)
 
 
-@torch.compiler.disable
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False,
                            allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,

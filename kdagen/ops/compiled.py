@@ -11,10 +11,12 @@ docs/recurrences.md walks from writing a gate to training with it.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .. import dsl
-from .config import INFERENCE, TRAINING, Spec, config_for, default_arch
+from .config import INFERENCE, SPECS, TRAINING, Spec, config_for, constant_when_compiled, default_arch
 from .run import run
 
 CALL_OPTIONS = ("initial_state", "output_final_state", "cu_seqlens", "cu_seqlens_cpu", "state_v_first")
@@ -24,17 +26,13 @@ class RecurrenceOp:
     """A compiled recurrence: call it like `op(q, k, v, g, beta, w=w, scale=0.1, initial_state=h0,
     output_final_state=True)`. `inputs` and `scalars` list what it reads."""
 
-    def __init__(self, spec: Spec, family: str | None, emulate: bool, builder=None):
+    def __init__(self, spec: Spec, family: str | None, emulate: bool):
         self.spec, self.family, self.emulate = spec, family, emulate
-        self._builder = builder              # (fn, options) that built the recurrence, to rebuild it with scalars learned
-        self._learning = {}                  # learned scalar names -> Spec
-        r = spec.recurrence
-        self.inputs = (*r.token_inputs, *r.head_params)
-        self.scalars = tuple(r.scalars)
+        self.inputs, self.scalars = spec.inputs, spec.scalars
         clash = sorted(set(self.inputs + self.scalars) & set(CALL_OPTIONS))
         if clash:
-            raise ValueError(f"recurrence {r.name!r}: inputs named {clash} would shadow the op's own arguments; "
-                             "rename them")
+            raise ValueError(f"recurrence {spec.recurrence.name!r}: inputs named {clash} would shadow the op's own "
+                             "arguments; rename them")
 
     def __repr__(self) -> str:
         r = self.spec.recurrence
@@ -57,27 +55,12 @@ class RecurrenceOp:
                                if isinstance(s, torch.Tensor) and s.requires_grad and s.dim() == 0))
         value = tensors.get(spec.value)
         if learned and isinstance(value, torch.Tensor) and value.dim() == 4:
-            spec = self._learned(learned)
+            spec = learned_spec(spec.key, ",".join(learned))
             for name in learned:      # one value for every value head; autograd sums the heads' gradients
                 tensors[name] = scalars.pop(name).float().reshape(1).expand(value.shape[2]).contiguous()
         return run(spec, tensors, scalars, initial_state=initial_state, output_final_state=output_final_state,
                    cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, state_v_first=state_v_first,
                    family=self.family, emulate=self.emulate)
-
-    def _learned(self, names: tuple) -> Spec:
-        """The recurrence rebuilt with these scalars as per-head parameters of shape (), so they get gradients."""
-        if names not in self._learning:
-            if self._builder is None:
-                raise ValueError(f"scalars {list(names)} require grad, but this op was compiled from a built "
-                                 "Recurrence; compile the function that builds it to learn scalars")
-            fn, options = self._builder
-            try:
-                r = dsl.build(fn, self.spec.recurrence.name, learned_scalars=names, **options)
-            except dsl.DSLError as e:
-                raise ValueError(f"scalars {list(names)} require grad, but one of them cannot be learned: {e} "
-                                 "(the core's scale takes no gradient)") from None
-            self._learning[names] = Spec.of(r, f"{self.spec.name}_learn_{'_'.join(names)}")
-        return self._learning[names]
 
     def config(self, head_dim: int = 128, *, gva: int = 1, varlen: bool = False, state_v_first: bool = False,
                inference: bool = False, dtypes: dict | None = None, arch: str | None = None):
@@ -98,6 +81,32 @@ class RecurrenceOp:
         arch, kind = target(config.arch)
         found = kernel_sources(config)
         return compile_modules(found, arch, kind, jobs=len(found), cold=False)
+
+
+BUILDERS: dict[str, tuple] = {}     # Spec.key -> (fn, options) that built it: to rebuild it with scalars learned
+
+
+@constant_when_compiled
+def learned_spec(spec_key: str, names: str) -> Spec:
+    """The recurrence of spec_key rebuilt with the scalars `names` (comma-separated) as per-head parameters of
+    shape (), so they get gradients (plain arguments: see constant_when_compiled)."""
+    return _learned_spec(spec_key, names)
+
+
+@functools.lru_cache(maxsize=64)
+def _learned_spec(spec_key: str, names: str) -> Spec:
+    learned = tuple(names.split(","))
+    if spec_key not in BUILDERS:
+        raise ValueError(f"scalars {list(learned)} require grad, but this op was compiled from a built Recurrence; "
+                         "compile the function that builds it to learn scalars")
+    fn, options = BUILDERS[spec_key]
+    spec = SPECS[spec_key]
+    try:
+        r = dsl.build(fn, spec.recurrence.name, learned_scalars=learned, **options)
+    except dsl.DSLError as e:
+        raise ValueError(f"scalars {list(learned)} require grad, but one of them cannot be learned: {e} "
+                         "(the core's scale takes no gradient)") from None
+    return Spec.of(r, f"{spec.name}_learn_{'_'.join(learned)}")
 
 
 def compile(recurrence, *, name: str | None = None, family: str | None = None, emulate: bool = False,
@@ -124,4 +133,7 @@ def compile(recurrence, *, name: str | None = None, family: str | None = None, e
     if family is not None:
         from ..plan.families import family as known_family
         family = known_family(family).name
-    return RecurrenceOp(Spec.of(r, tag), family, bool(emulate), builder)
+    spec = Spec.of(r, tag)
+    if builder is not None:
+        BUILDERS.setdefault(spec.key, builder)
+    return RecurrenceOp(spec, family, bool(emulate))

@@ -24,17 +24,6 @@ TRAINING = ("forward", "backward")
 INFERENCE = ("forward",)
 
 
-def plan_options(call):
-    """The Options the recurrence is built from: safe_gate's promise (g in [gate_bound, 0)) becomes the
-    precomputed gate's declared lower bound, which lets the planner prove the factored form. The scale is a
-    run-time argument of the kernels, not something they are specialised on: one plan serves every scale."""
-    opt = dataclasses.replace(call.opt, scale=None)
-    bound = getattr(call, "gate_bound", None)
-    if bound is not None and not opt.use_gate_in_kernel:
-        opt = dataclasses.replace(opt, lower_bound=bound)
-    return opt
-
-
 def default_arch(device=None) -> str:
     """The arch kernels are planned for: KDAGEN_ARCH, else the GPU's, else sm_90a (CPU emulation, emit)."""
     from .. import runtime
@@ -52,31 +41,81 @@ class Spec:
     graph_sha: str
     value: str = dataclasses.field(compare=False)          # the token input that is the core's value
     qk: tuple = dataclasses.field(compare=False)           # the token inputs on the q/k heads
+    token_inputs: tuple = dataclasses.field(compare=False)
+    head_params: tuple = dataclasses.field(compare=False)
+    scalars: tuple = dataclasses.field(compare=False)
+    rows: dict = dataclasses.field(compare=False)          # input -> its row dim ("K", "V") or None
+    declared: dict = dataclasses.field(compare=False)      # token input -> its declared dtype
+    roles: dict = dataclasses.field(compare=False)         # core operand node -> role
+    inputs: tuple = dataclasses.field(compare=False)       # token inputs then head parameters: the kernels' order
+    key: str = dataclasses.field(compare=False)            # name|graph_sha: how the custom ops find it (SPECS)
 
     @staticmethod
     def of(recurrence, name: str | None = None) -> "Spec":
-        """Read once what every call needs from the graph (the per-call path never walks it)."""
-        recurrence.check()
-        return Spec(recurrence, name or recurrence.name, recurrence_facts(recurrence)["graph_sha"],
-                    recurrence.core_operands()["value"], tuple(qk_inputs(recurrence)))
+        """Read once what every call needs from the graph — the per-call path (traced by torch.compile) never
+        walks it — and register the Spec under its key (the custom ops find it there)."""
+        r = recurrence.check()
+        nodes = r.graph.nodes
+        inputs = (*r.token_inputs, *r.head_params)
+        tag, sha = name or r.name, recurrence_facts(r)["graph_sha"]
+        spec = Spec(r, tag, sha, r.core_operands()["value"], tuple(qk_inputs(r)), tuple(r.token_inputs),
+                    tuple(r.head_params), tuple(r.scalars),
+                    {n: (nodes[n]["shape"][0] if nodes[n]["shape"] else None) for n in inputs},
+                    {n: nodes[n]["dtype"] for n in r.token_inputs},
+                    {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}")
+        return SPECS.setdefault(spec.key, spec)
+
+
+SPECS: dict[str, Spec] = {}      # Spec.key -> Spec, every one this process made
+
+
+def constant_when_compiled(fn):
+    """Mark fn as torch.compiler.assume_constant_result does: torch.compile calls it while tracing (with Python
+    arguments only) and keeps its result as a constant, so the graph never holds the recurrence building it does.
+    Set directly so that `import kdagen` does not import torch._dynamo (1.4 s); tests/test_library.py checks the
+    mark is the one the public decorator sets."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@constant_when_compiled
+def fla_spec(op: str, use_qk_l2norm_in_kernel: bool, use_gate_in_kernel: bool, use_beta_sigmoid_in_kernel: bool,
+             allow_neg_eigval: bool, lower_bound, has_A_log: bool, has_dt_bias: bool) -> Spec:
+    """The Spec of chunk_kda / chunk_gated_delta_rule with these options (plain values: see
+    constant_when_compiled), once per process."""
+    return _fla_spec(op, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
+                     lower_bound, has_A_log, has_dt_bias)
 
 
 @functools.lru_cache(maxsize=64)
-def options_spec(opt, has_A_log: bool = True, has_dt_bias: bool = True) -> Spec:
-    """The Spec of chunk_kda / chunk_gated_delta_rule with these Options (after plan_options), once per process."""
+def _fla_spec(op, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
+              lower_bound, has_A_log, has_dt_bias) -> Spec:
+    from ..reference import Options
+    opt = Options(op=op, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, use_gate_in_kernel=use_gate_in_kernel,
+                  use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+                  lower_bound=lower_bound)
     return Spec.of(*options_recurrence(opt, has_A_log, has_dt_bias))
+
+
+def options_spec(opt, has_A_log: bool = True, has_dt_bias: bool = True, gate_bound=None) -> Spec:
+    """The Spec of chunk_kda / chunk_gated_delta_rule with these Options. The scale and the state layout are
+    call-time values, not part of what the kernels compute. safe_gate's promise (a precomputed g in
+    [gate_bound, 0)) becomes g's declared lower bound, which lets the planner prove the factored form."""
+    lower_bound = opt.lower_bound if opt.use_gate_in_kernel or gate_bound is None else gate_bound
+    return fla_spec(opt.op, opt.use_qk_l2norm_in_kernel, opt.use_gate_in_kernel, opt.use_beta_sigmoid_in_kernel,
+                    opt.allow_neg_eigval, lower_bound, has_A_log, has_dt_bias)
 
 
 def call_spec(call) -> Spec:
     """The Spec a chunk_kda / chunk_gated_delta_rule Call runs."""
     t = call.tensors
-    return options_spec(plan_options(call), t.get("A_log") is not None, t.get("dt_bias") is not None)
+    return options_spec(call.opt, t.get("A_log") is not None, t.get("dt_bias") is not None, call.gate_bound)
 
 
 def options_config(opt, K: int, V: int, arch: str, *, has_A_log: bool, has_dt_bias: bool, G: int = 1,
                    varlen: bool = False, g_dtype: str = "bf16", beta_dtype: str = "bf16") -> "Config":
     """The Config of a training call of chunk_kda / chunk_gated_delta_rule with these Options (tests, probes)."""
-    spec = options_spec(dataclasses.replace(opt, scale=None), has_A_log, has_dt_bias)
+    spec = options_spec(opt, has_A_log, has_dt_bias)
     return Config(spec, K, V, arch, G, varlen, g_dtype, beta_dtype, "vk" if opt.state_v_first else "kv")
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 
 from ..plan import Plan
-from ..runtime import env as runtime_env
 from ..plan.families.base import PASSED_DTYPE_INPUTS
+from ..runtime import env as runtime_env
 from .config import INFERENCE, TRAINING, config_for, default_arch, loader_for
 from .launcher import (allocate, check_inputs, check_operand, check_scalars, input_values, planned_sizes, poisoned,
                        run_kernels, sequence_layout, state_shape)
@@ -36,11 +36,30 @@ def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_fin
     check_scalars(recurrence, scalars, "forward")
     alloc = poisoned if poison else torch.empty
     ws = allocate(plan.produced_in("forward"), sizes, device, alloc)
+    for name in plan.saved:
+        if plan.workspace(name).shape[0] == "chunks":
+            # The chunk dim is an upper bound (chunks = B·T // C + N ≥ the real count, which only the device
+            # knows); the surplus, at most the last N entries, is never written. Zeroed first, what the forward
+            # keeps for the backward (an output of kdagen::recurrence_forward) is defined everywhere.
+            ws[name][ws[name].shape[0] - seq["N"]:].zero_()
     o = alloc(v.shape, dtype=v.dtype, device=device)
     ht = alloc(state_shape(plan, seq["N"], HV), dtype=torch.float32, device=device) if output_final_state else None
     values = {**input_values(x, scalars), **ws, **seq, "v": v, "h0": x.get("initial_state"), "o": o, "ht": ht}
     run_kernels(plan.direction("forward"), module, values, sizes)
     return o, ht, ws
+
+
+def call_config(x: dict, call, keep: bool):
+    """The Config of a call from its tensors' shapes and dtypes alone (the fake implementations read it too)."""
+    v = x[call.spec.value]
+    ref = x[call.spec.qk[0]] if call.spec.qk else v
+    # the kernels are specialised on these sizes: under dynamic shapes int() makes them static (B, T, N stay free)
+    H, K, HV, V = int(ref.shape[2]), int(ref.shape[3]), int(v.shape[2]), int(v.shape[3])
+    if HV % H:
+        raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
+    dtypes = {n: x[n].dtype for n in PASSED_DTYPE_INPUTS if x.get(n) is not None}
+    return config_for(call.spec, K, V, HV // H, x.get("cu_seqlens") is not None, dtypes, default_arch(v.device),
+                      state_layout=call.state_layout, directions=TRAINING if keep else INFERENCE, family=call.family)
 
 
 def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = False, debug: dict | None = None):
@@ -51,16 +70,8 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     or the CPU emulation for an emulated call); `poison` fills every output and workspace with NaN first
     (tests; also KDAGEN_POISON=1); `debug` receives every forward workspace by plan name. Sizes come from the
     tensors: nothing here syncs with the host."""
-    qk = call.spec.qk
     v = x[call.spec.value]
-    ref = x[qk[0]] if qk else v
-    H, K, HV, V = ref.shape[2], ref.shape[3], v.shape[2], v.shape[3]
-    if HV % H:
-        raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
-    dtypes = {n: x[n].dtype for n in PASSED_DTYPE_INPUTS if x.get(n) is not None}
-    config = config_for(call.spec, K, V, HV // H, x.get("cu_seqlens") is not None, dtypes, default_arch(v.device),
-                        state_layout=call.state_layout, directions=TRAINING if keep else INFERENCE,
-                        family=call.family)
+    config = call_config(x, call, keep)
     plan, recurrence = config.planned()
     tensors = {n: t for n, t in x.items() if t is not None}
     module = (loader or loader_for(call.emulate))(config, v.device, "forward")

@@ -125,13 +125,13 @@ def _layout(heads: str, row: str | None) -> tuple[str, ...]:
     return ("B", "T", heads) + ((row,) if row else ())
 
 
-def _expected_dtypes(r, name: str, value: str) -> tuple[tuple, str]:
+def _expected_dtypes(spec, name: str) -> tuple[tuple, str]:
     """(allowed torch dtypes, who takes them) of a token input, as the planner reads it (plan.families.base)."""
-    if name == value or name in IO_INPUTS:
+    if name == spec.value or name in IO_INPUTS:
         return IO_DTYPES, "kdagen's kernels"
     if name in PASSED_DTYPE_INPUTS:
         return GATE_DTYPES, "kdagen's kernels"
-    declared = r.graph.nodes[name]["dtype"]
+    declared = spec.declared[name]
     return (TORCH_DTYPES.get(declared, torch.float32),), f"inputs declared dtype={declared!r} in the recurrence"
 
 
@@ -152,7 +152,8 @@ def check_scalar(name: str, x) -> float:
 
 
 def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqlens=None, cu_seqlens_cpu=None,
-             state_v_first: bool = False, device_type: str = "cuda") -> tuple[Dims, list[int] | None, dict]:
+             state_v_first: bool = False, device_type: str = "cuda",
+             read_seqlens: bool = True) -> tuple[Dims, list[int] | None, dict]:
     """(Dims, host copy of cu_seqlens or None, the scalars as floats) for a call of a recurrence (a
     kdagen.ops.config.Spec); raises on the first problem found, naming the argument.
 
@@ -160,24 +161,25 @@ def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqle
     "scale" is K^-0.5, as in FLA). q/k inputs (those feeding only query and key) live on H heads, the rest on
     HV = G·H; per-head parameters are [HV] or [HV·K] ([HV, K] too). cu_seqlens is read on the host (one device
     sync, the first time a given tensor is seen: see HostSeqlens) unless cu_seqlens_cpu is given, whose values
-    are then trusted to equal cu_seqlens', as in FLA. device_type: "cuda" (the GPU kernels) or "cpu" (the
-    emulator).
+    are then trusted to equal cu_seqlens', as in FLA; with read_seqlens=False (torch.compile tracing, CUDA-graph
+    capture, FLA's use_graph) only its format is checked and N is its length − 1. device_type: "cuda" (the GPU
+    kernels) or "cpu" (the emulator).
     """
-    r = spec.recurrence
-    inputs = [*r.token_inputs, *r.head_params]
+    inputs = list(spec.inputs)
     unknown = sorted(set(tensors) - set(inputs))
     if unknown:
-        raise TypeError(f"unexpected input(s) {unknown}: recurrence {r.name!r} reads {inputs} and the scalars "
-                        f"{r.scalars}")
-    unknown = sorted(set(scalars) - set(r.scalars))
+        raise TypeError(f"unexpected input(s) {unknown}: recurrence {spec.name!r} reads {inputs} and the scalars "
+                        f"{list(spec.scalars)}")
+    unknown = sorted(set(scalars) - set(spec.scalars))
     if unknown:
-        raise TypeError(f"unexpected scalar(s) {unknown}: recurrence {r.name!r} has the scalars {r.scalars}")
+        raise TypeError(f"unexpected scalar(s) {unknown}: recurrence {spec.name!r} has the scalars "
+                        f"{list(spec.scalars)}")
     value, qk = spec.value, spec.qk
     ref = qk[0] if qk else value
     for name in inputs:
         if tensors.get(name) is None:
-            kind = "token input" if name in r.token_inputs else "head parameter"
-            raise TypeError(f"missing input {name!r}: recurrence {r.name!r} reads the {kind} {name!r}")
+            kind = "token input" if name in spec.token_inputs else "head parameter"
+            raise TypeError(f"missing input {name!r}: recurrence {spec.name!r} reads the {kind} {name!r}")
         _is_tensor(name, tensors[name])
     x0 = tensors[ref]
     heads = "H" if qk else "HV"
@@ -197,25 +199,24 @@ def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqle
         raise NotImplementedError(f"value head dim V = {V} ({value}.shape[-1]) has no kernel; kdagen needs V == K = "
                                   f"{K}")
     sizes = {"B": B, "T": T, "H": H, "HV": HV, "K": K, "V": V}
-    for name in r.token_inputs:
+    for name in spec.token_inputs:
         if name in (ref, value):
             continue
-        shape = r.graph.nodes[name]["shape"]
-        layout = _layout("H" if name in qk else "HV", shape[0] if shape else None)
+        layout = _layout("H" if name in qk else "HV", spec.rows[name])
         _shape(name, tensors[name], tuple(sizes[d] for d in layout), f"[{', '.join(layout)}]")
-    for name in r.token_inputs:
-        _dtype(name, tensors[name], *_expected_dtypes(r, name, value))
+    for name in spec.token_inputs:
+        _dtype(name, tensors[name], *_expected_dtypes(spec, name))
     resolved = {name: check_scalar(name, s) for name, s in scalars.items()}
-    for name in r.scalars:
+    for name in spec.scalars:
         if name not in resolved:
             if name != "scale":
-                raise TypeError(f"missing scalar {name!r}: recurrence {r.name!r} reads it; pass {name}=<float>")
+                raise TypeError(f"missing scalar {name!r}: recurrence {spec.name!r} reads it; pass {name}=<float>")
             resolved[name] = K ** -0.5
 
-    for name in r.head_params:
-        x, row = tensors[name], bool(r.graph.nodes[name]["shape"])
+    for name in spec.head_params:
+        x, row = tensors[name], spec.rows[name] is not None
         if row:
-            if tuple(x.shape) not in ((HV * K,), (HV, K)):
+            if not (x.dim() == 1 and x.shape[0] == HV * K or x.dim() == 2 and x.shape[0] == HV and x.shape[1] == K):
                 raise ValueError(f"{name} must have shape [HV * K] = [{HV * K}] (or [HV, K]), got {list(x.shape)}")
         else:
             _shape(name, x, (HV,), "[HV]")
@@ -226,7 +227,10 @@ def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqle
         _is_tensor("cu_seqlens", cu_seqlens)
         if B != 1:
             raise ValueError(f"with cu_seqlens the batch size must be 1 (flatten the sequences), got B = {B}")
-        if cu_seqlens_cpu is None:
+        if not read_seqlens:
+            check_seqlens_format("cu_seqlens", cu_seqlens)
+            seqlens = None
+        elif cu_seqlens_cpu is None:
             seqlens = host_seqlens("cu_seqlens", cu_seqlens, T)
         else:
             check_seqlens_format("cu_seqlens", cu_seqlens)
@@ -237,7 +241,7 @@ def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqle
                 raise ValueError(f"cu_seqlens_cpu has shape {list(cu_seqlens_cpu.shape)} but cu_seqlens has "
                                  f"{list(cu_seqlens.shape)}; they must hold the same offsets")
             seqlens = check_seqlens("cu_seqlens_cpu", cu_seqlens_cpu, T)
-        N = len(seqlens) - 1
+        N = cu_seqlens.shape[0] - 1
     elif cu_seqlens_cpu is not None:
         raise ValueError("cu_seqlens_cpu was given without cu_seqlens")
 

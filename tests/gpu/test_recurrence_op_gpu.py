@@ -21,7 +21,8 @@ def test_forward_and_backward_match_the_interpreter_bitwise_deterministic(name, 
     op = compiled(name)
     x, kwargs, do, dht = testing.random_inputs(op, seed=seed, device="cuda", **CASES[name][1])
     got = testing.outputs_and_grads(op, x, kwargs, do, dht)
-    check(op, f"{name} (seed {seed})", testing.errors(got, testing.interpreter(op, x, kwargs, do, dht)))
+    check(op, f"{name} (seed {seed})", testing.errors(got, testing.interpreter(op, x, kwargs, do, dht),
+                                                      testing.reduction_scales(op, x, kwargs, do, dht)))
     again = testing.outputs_and_grads(op, x, kwargs, do, dht)
     differ = [n for n in got if not torch.equal(got[n], again[n])]
     assert not differ, f"{name} (seed {seed}): two runs differ bitwise in {differ}"
