@@ -183,12 +183,44 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
               allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
               return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
               cp_context=None, use_graph=False, max_num_seqs=None, **kwargs):
-    """KDA (per-channel decay) chunked delta rule, as `fla.ops.kda.chunk_kda` 0.6.0.
+    """KDA (Kimi Delta Attention): the chunked gated delta rule with one decay per key channel, with the
+    signature and semantics of `fla.ops.kda.chunk_kda` 0.6.0, forward and backward on kdagen's kernels.
 
-    q, k [B,T,H,K]; v [B,T,HV,V]; g [B,T,HV,K] (log decay, or the raw gate input with
-    use_gate_in_kernel, then A_log [HV] and dt_bias [HV*K] in **kwargs); beta [B,T,HV];
-    initial_state fp32 [N,HV,K,V] ([N,HV,V,K] with state_v_first). Returns (o [B,T,HV,V], final_state
-    or None). Differentiable in every tensor input. See the module docstring for the options.
+    Per token t and value head: S_t = Diag(e^{a_t}) S_{t-1} + β_t k_t (v_t − (Diag(e^{a_t}) S_{t-1})ᵀ k_t)ᵀ and
+    o_t = scale · S_tᵀ q_t (docs/math.md §1–2).
+
+    Args:
+        q, k: [B, T, H, K] bfloat16, the queries and keys (H q/k heads; K ∈ {64, 128}).
+        v: [B, T, HV, V] bfloat16, the values; HV a multiple of H (grouped value attention), V = K.
+        g: [B, T, HV, K] bfloat16 or float32: the per-step log decay a_t (≤ 0), or with use_gate_in_kernel the
+            raw gate input the decay is computed from.
+        beta: [B, T, HV] bfloat16 or float32: β, or its logits with use_beta_sigmoid_in_kernel.
+        scale: the output scale (default K^-½).
+        initial_state: float32 [N, HV, K, V] ([N, HV, V, K] with state_v_first), N = B or the sequences of
+            cu_seqlens; default zeros.
+        output_final_state: return the final states as the second output.
+        use_qk_l2norm_in_kernel: q, k ← q/‖q‖, k/‖k‖ per head.
+        use_gate_in_kernel: a = −e^{A_log}·softplus(g + dt_bias), or lower_bound·σ(e^{A_log}·(g + dt_bias)) with
+            lower_bound; A_log [HV] and dt_bias [HV·K] (float32) come in **kwargs (either may be omitted when
+            lower_bound is given).
+        use_beta_sigmoid_in_kernel: β = σ(beta); allow_neg_eigval: β = 2σ(beta) ∈ (0, 2) (needs the former).
+        safe_gate, lower_bound: as FLA: with the in-kernel gate, lower_bound ∈ [−5, 0) selects the sigmoid form;
+            without it (safe_gate=True), the caller's promise that g ∈ [lower_bound, 0) (kdagen plans the faster
+            factored form from it).
+        disable_recompute: accepted (kdagen's backward recomputes from its forward workspace either way).
+        return_intermediate_states, cp_context: not supported (NotImplementedError).
+        state_v_first: states laid out [.., V, K] (also the deprecated transpose_state_layout in **kwargs).
+        cu_seqlens: int64 [N + 1] offsets of N packed sequences along T (B = 1); cu_seqlens_cpu: a host copy
+            that spares kdagen its one read of cu_seqlens' values (trusted, as in FLA).
+        use_graph, max_num_seqs: FLA's CUDA-graph mode: cu_seqlens padded with empty tail sequences to
+            max_num_seqs + 1 entries, never read on the host; outputs of tokens past cu_seqlens[-1] are undefined.
+        **kwargs: A_log, dt_bias, chunk_size (32 or 64, as FLA validates it; kdagen picks its own tiles).
+
+    Returns:
+        (o [B, T, HV, V] bfloat16, final state float32 or None). Differentiable in every tensor argument.
+
+    Raises:
+        TypeError, ValueError, NotImplementedError naming the argument (see README "Using the ops").
     """
     return _run(resolve("kda", locals()), q, k, v, g, beta)
 
@@ -197,10 +229,23 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
                            use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False,
                            allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
                            chunk_indices=None, cp_context=None, **kwargs):
-    """Gated delta rule (one decay per head), as `fla.ops.gated_delta_rule.chunk_gated_delta_rule` 0.6.0.
+    """The gated delta rule (GDN): one decay per head and token, with the signature and semantics of
+    `fla.ops.gated_delta_rule.chunk_gated_delta_rule` 0.6.0, forward and backward on kdagen's kernels.
 
-    As chunk_kda but g is [B,T,HV]; the in-kernel gate (−e^{A_log}·softplus(g + dt_bias)) is
-    switched on by use_gate_in_kernel=True in **kwargs, with A_log [HV] and dt_bias [HV].
+    Args:
+        q, k: [B, T, H, K] bfloat16 (K ∈ {64, 128}); v: [B, T, HV, V] bfloat16, HV a multiple of H, V = K.
+        g: [B, T, HV] bfloat16 or float32: the per-step log decay (≤ 0), or with use_gate_in_kernel=True (in
+            **kwargs) the raw gate input of a = −e^{A_log}·softplus(g + dt_bias), A_log and dt_bias [HV] float32
+            in **kwargs.
+        beta: [B, T, HV] bfloat16 or float32: β, or its logits with use_beta_sigmoid_in_kernel.
+        scale, initial_state, output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
+        allow_neg_eigval, state_v_first, cu_seqlens, cu_seqlens_cpu: as in chunk_kda.
+        chunk_indices: FLA's chunk list for its own chunk size; accepted, kdagen builds its own.
+        cp_context: not supported (NotImplementedError); head_first (FLA removed it): ValueError.
+        **kwargs: use_gate_in_kernel, A_log, dt_bias, chunk_size (16, 32 or 64).
+
+    Returns:
+        (o [B, T, HV, V] bfloat16, final state float32 or None). Differentiable in every tensor argument.
     """
     return _run(resolve("gdn", locals()), q, k, v, g, beta)
 
