@@ -70,25 +70,32 @@ def outputs_and_grads(op, x: dict, kwargs: dict, do, dht) -> dict:
     return {"o": o.detach(), "final_state": ht.detach(), **dict(zip(leaves, grads))}
 
 
+def _float64(op, x: dict, kwargs: dict, do, dht) -> tuple:
+    """(inputs with the fixed scalars, the interpreter's call keywords, do, dht, flip) in float64 on the CPU:
+    what the interpreter reads; states transposed to [.., K, V] for state_v_first (`flip` transposes back)."""
+    r = op.spec.recurrence
+    flip = (lambda s: s.transpose(-1, -2)) if kwargs.get("state_v_first") else (lambda s: s)
+    learned = _learned(kwargs)
+    x64 = {n: t.detach().cpu().double() for n, t in x.items()}
+    x64.update({n: float(v) for n, v in kwargs.items() if n in r.scalars and n not in learned})
+    cu = kwargs.get("cu_seqlens")
+    call = dict(chunk_size=16, initial_state=flip(kwargs["initial_state"].detach().cpu().double()),
+                cu_seqlens=None if cu is None else cu.cpu())
+    return x64, call, do.cpu().double(), flip(dht.cpu().double()), flip
+
+
 def interpreter(op, x: dict, kwargs: dict, do, dht) -> dict:
     """The same from kdagen.dsl.interpret in float64, on exactly the values given (states transposed for
     state_v_first; a missing "scale" is K^-0.5, as in the op). Gradients come from the DSL's derived backward
     graph; those of learned scalars, which it does not have, from torch.autograd through the interpreter."""
     r = op.spec.recurrence
-    flip = (lambda s: s.transpose(-1, -2)) if kwargs.get("state_v_first") else (lambda s: s)
-    x64 = {n: t.detach().cpu().double() for n, t in x.items()}
+    x64, call, do64, dht64, flip = _float64(op, x, kwargs, do, dht)
     learned = {n: v.detach().cpu().double().requires_grad_() for n, v in _learned(kwargs).items()}
-    x64.update({n: float(v) for n, v in kwargs.items() if n in r.scalars and n not in learned})
-    h0 = flip(kwargs["initial_state"].detach().cpu().double())
-    cu = kwargs.get("cu_seqlens")
-    cu = None if cu is None else cu.cpu()
-    do64, dht64 = do.cpu().double(), flip(dht.cpu().double())
-    o, ht = dsl.interpret.forward(r, {**x64, **learned}, chunk_size=16, initial_state=h0, cu_seqlens=cu)
+    o, ht = dsl.interpret.forward(r, {**x64, **learned}, **call)
     out = {"o": o.detach(), "final_state": flip(ht.detach())}
     if learned:
         out.update(zip(learned, torch.autograd.grad((o * do64).sum() + (ht * dht64).sum(), list(learned.values()))))
-    fixed = {**x64, **{n: v.item() for n, v in learned.items()}}
-    grads = dsl.interpret.backward(r, fixed, do64, dht64, chunk_size=16, initial_state=h0, cu_seqlens=cu)
+    grads = dsl.interpret.backward(r, {**x64, **{n: v.item() for n, v in learned.items()}}, do64, dht64, **call)
     return {**out, **{n: g for n, g in grads.items() if n != "initial_state"},
             "initial_state": flip(grads["initial_state"])}
 
@@ -107,20 +114,14 @@ def reduction_scales(op, x: dict, kwargs: dict, do, dht) -> dict:
         return {}
     fn, options = BUILDERS[op.spec.key]
     per_token = dsl.build(fn, r.name, per_token=reduced, **options)
-    v = x[op.spec.value]
-    B, T, HV = v.shape[:3]
-    x64 = {n: t.detach().cpu().double() for n, t in x.items()}
+    x64, call, do64, dht64, _ = _float64(op, x, kwargs, do, dht)
+    B, T, HV = x[op.spec.value].shape[:3]
     for name in r.head_params:                       # [HV] or [HV, K] (also given as [HV * K]) -> every token
         per_head = x64[name].reshape(HV) if op.spec.rows[name] is None else x64[name].reshape(HV, -1)
         x64[name] = per_head.expand(B, T, *per_head.shape)
     for name, value in learned.items():
         x64[name] = value.detach().cpu().double().expand(B, T, HV)
-    x64.update({n: float(v) for n, v in kwargs.items() if n in r.scalars and n not in learned})
-    flip = (lambda s: s.transpose(-1, -2)) if kwargs.get("state_v_first") else (lambda s: s)
-    cu = kwargs.get("cu_seqlens")
-    grads = dsl.interpret.backward(per_token, x64, do.cpu().double(), flip(dht.cpu().double()), chunk_size=16,
-                                   initial_state=flip(kwargs["initial_state"].detach().cpu().double()),
-                                   cu_seqlens=None if cu is None else cu.cpu())
+    grads = dsl.interpret.backward(per_token, x64, do64, dht64, **call)
     scales = {n: grads[n].abs().sum(dim=(0, 1)).reshape(x[n].shape) for n in r.head_params}
     scales.update({n: grads[n].abs().sum() for n in learned})
     return scales
@@ -143,13 +144,11 @@ def errors(got: dict, want: dict, scales: dict | None = None) -> dict:
 
 def bound(op, name: str) -> float:
     """The error bound of an output or gradient (BOUNDS by the input's role in the recurrence)."""
-    r = op.spec.recurrence
     if name in BOUNDS:
         return BOUNDS[name]
-    if name in r.head_params or name in r.scalars:
+    if name in op.spec.head_params or name in op.spec.scalars:
         return BOUNDS["param"]
-    role = {node: role for role, node in r.core_operands().items()}.get(name)
-    return BOUNDS["token"] if role in ("query", "key", "value") else BOUNDS["gate"]
+    return BOUNDS["token"] if op.spec.roles.get(name) in ("query", "key", "value") else BOUNDS["gate"]
 
 
 def compare(op, *, seed: int = 0, device=None, **shape) -> dict:

@@ -53,3 +53,20 @@ def test_same_as_installed_fla_when_present():
     gdn = pytest.importorskip("fla.ops.gated_delta_rule")
     assert described(kdagen.chunk_kda) == described(kda.chunk_kda)
     assert described(kdagen.chunk_gated_delta_rule) == described(gdn.chunk_gated_delta_rule)
+
+
+@pytest.mark.parametrize("op, fn", [("kda", kdagen.chunk_kda), ("gdn", kdagen.chunk_gated_delta_rule)])
+def test_every_parameter_reaches_resolve(op, fn, monkeypatch):
+    """The ops hand `resolve` each of their parameters by name (spelled out, not locals(), which torch 2.11's
+    dynamo cannot trace), with the value given."""
+    from kdagen.ops import api
+    seen = {}
+
+    def capture(name, params):
+        seen.update(params)
+        raise StopIteration
+    monkeypatch.setattr(api, "resolve", capture)
+    names = [n for n in inspect.signature(fn).parameters if n not in ("q", "k", "v", "g", "beta", "kwargs")]
+    with pytest.raises(StopIteration):
+        fn(*"qkvgb", **{n: f"<{n}>" for n in names}, extra=1)
+    assert seen == {**{n: f"<{n}>" for n in names}, "kwargs": {"extra": 1}}

@@ -14,19 +14,11 @@ from kdagen import cli, runtime
 from kdagen.ops import precompile
 from kdagen.ops.arguments import parse_config
 from markers import needs_nvrtc
+from cli_run import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = 'extern "C" __global__ void {name}(float* y) {{ y[threadIdx.x] = {value}.f; }}'
 
-
-
-def run_main(argv, capsys) -> tuple[int, str, str]:
-    try:
-        code = cli.main(argv)
-    except SystemExit as e:          # argparse's --help and usage errors
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_subcommands_are_discovered():

@@ -7,18 +7,10 @@ import shutil
 import pytest
 import torch
 
-from kdagen import cli
 from kdagen.codegen import nvcc
+from cli_run import run_main
 
 POSITIVE = "tests/test_recurrence_op_errors.py:positive_decay"
-
-
-def run_main(argv, capsys) -> tuple[int, str]:
-    try:
-        code = cli.main(argv)
-    except SystemExit as e:
-        code = e.code
-    return code, capsys.readouterr().err
 
 
 CASES = [
@@ -61,7 +53,7 @@ def test_error_paths(argv, env, code, message, capsys, monkeypatch, tmp_path):
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
-    got, err = run_main(argv, capsys)
+    got, _, err = run_main(argv, capsys)
     assert got == code, f"exit code {got}, expected {code}: {err}"
     assert message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) <= (2 if got == 1 or "(set KDAGEN_DEBUG" in err else 30)
@@ -71,5 +63,5 @@ def test_inspect_without_nvcc_is_a_failure(capsys, monkeypatch):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setattr(nvcc, "_nvcc", lambda: (_ for _ in ()).throw(nvcc.NvccUnavailable("nvcc not found")),
                         raising=False)
-    code, err = run_main(["inspect", "--resources"], capsys)
+    code, _, err = run_main(["inspect", "--resources"], capsys)
     assert code == 1 and "nvcc" in err

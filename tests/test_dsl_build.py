@@ -96,7 +96,7 @@ def test_to_dot():
     dot = r.to_dot()
     assert dot.startswith('digraph "design_kda" {') and dot.rstrip().endswith("}")
     assert dot.count("->") == r.graph.number_of_edges()
-    assert f'"l2norm_' in dot and f'-> "{r.core}" [label="decay"]' in dot
+    assert '"l2norm_' in dot and f'-> "{r.core}" [label="decay"]' in dot
     back = dsl.autodiff.backward(r).to_dot()
     assert '"d_decay"' in back and '"grad_A_log"' in back
 

@@ -10,21 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from kdagen import cli
 from kdagen.codegen import emulate
 from kdagen.commands import init_recurrence
+from cli_run import run_main
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 REF = f"{EXAMPLES / 'sigmoid_gate.py'}:sigmoid_gate"
-
-
-def run_main(argv, capsys) -> tuple[int, str, str]:
-    try:
-        code = cli.main(argv)
-    except SystemExit as e:
-        code = e.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_the_example_is_what_init_recurrence_writes(tmp_path, capsys):

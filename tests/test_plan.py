@@ -213,7 +213,12 @@ BROKEN = [
 
 @pytest.mark.parametrize("name, breaks, message", BROKEN, ids=[b[0] for b in BROKEN])
 def test_broken_plans_are_rejected(kda_plan, name, breaks, message):
-    plan = copy.deepcopy(kda_plan)
+    assert_refused(kda_plan, name, breaks, message)
+
+
+def assert_refused(plan, name: str, breaks, message: str) -> None:
+    """A copy of the plan, broken by `breaks`, is refused by verify with `message` among its problems."""
+    plan = copy.deepcopy(plan)
     breaks(plan)
     found = problems(plan)
     assert found, f"{name}: the broken plan verified"
@@ -308,10 +313,7 @@ HOPPER_BROKEN = [
 
 @pytest.mark.parametrize("name, breaks, message", HOPPER_BROKEN, ids=[b[0] for b in HOPPER_BROKEN])
 def test_broken_hopper_plans_are_rejected(tma_plan, name, breaks, message):
-    plan = copy.deepcopy(tma_plan)
-    breaks(plan)
-    found = problems(plan)
-    assert any(message in f for f in found), found
+    assert_refused(tma_plan, name, breaks, message)
 
 
 def test_named_barrier_copies_take_one_id_each(tma_plan):

@@ -12,14 +12,9 @@ import pytest
 from kdagen.cli import main
 from kdagen.ops.arguments import parse_config
 from kdagen.plan import Plan
+from cli_run import run_main
 
 LB = ["--use-gate-in-kernel", "--lower-bound", "-5", "--use-qk-l2norm-in-kernel", "--use-beta-sigmoid-in-kernel"]
-
-
-def run(argv, capsys):
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize("command", ["emit", "plan", "inspect"])
@@ -31,7 +26,7 @@ def test_help_has_an_example(command, capsys):
 
 
 def test_emit_without_a_gpu(tmp_path, capsys):
-    code, out, err = run(["emit", "--op", "kda", *LB, "--head-dim", "128", "--arch", "sm_90a", "-o", str(tmp_path)],
+    code, out, err = run_main(["emit", "--op", "kda", *LB, "--head-dim", "128", "--arch", "sm_90a", "-o", str(tmp_path)],
                          capsys)
     assert code == 0, err
     uri = "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a"
@@ -39,12 +34,12 @@ def test_emit_without_a_gpu(tmp_path, capsys):
     assert "forward.cu" in files and "plan.json" in files
     assert Plan.from_json((tmp_path / uri / "plan.json").read_text()).uri == uri
     assert "// kdagen" in (tmp_path / uri / "forward.cu").read_text()
-    code, out, _ = run(["emit", "--op", "kda", *LB, "--arch", "sm_90a", "-o", str(tmp_path)], capsys)
+    code, out, _ = run_main(["emit", "--op", "kda", *LB, "--arch", "sm_90a", "-o", str(tmp_path)], capsys)
     assert "0 file(s) written" in out                     # unchanged: nothing rewritten
 
 
 def test_emit_options_change_the_configuration(tmp_path, capsys):
-    code, out, err = run(["emit", "--op", "kda", "--use-gate-in-kernel", "--head-dim", "64", "--gva", "2",
+    code, out, err = run_main(["emit", "--op", "kda", "--use-gate-in-kernel", "--head-dim", "64", "--gva", "2",
                           "--varlen", "--arch", "sm_80", "-o", str(tmp_path)], capsys)
     assert code == 0, err
     (d,) = list(tmp_path.iterdir())
@@ -53,36 +48,36 @@ def test_emit_options_change_the_configuration(tmp_path, capsys):
 
 
 def test_plan_prints_roles_and_barriers(capsys):
-    code, out, err = run(["plan", "--op", "kda", *LB], capsys)
+    code, out, err = run_main(["plan", "--op", "kda", *LB], capsys)
     assert code == 0, err
     for needle in ("kernel prepare", "kernel recurrence", "roles", "mma   0..3", "load  4..4", "barriers",
                    "ready    mbarrier  2       32", "free     mbarrier  2       128", "pipelines", "chunk_ring",
                    "shared memory", "steps (program order)", "workspaces", "exponent form 'factored'"):
         assert needle in out, needle
-    code, out, _ = run(["plan", "--op", "gdn", "--kernel", "recurrence_bwd"], capsys)
+    code, out, _ = run_main(["plan", "--op", "gdn", "--kernel", "recurrence_bwd"], capsys)
     assert "kernel recurrence_bwd" in out and "kernel prepare " not in out and "dhT_hi" in out
-    code, _, err = run(["plan", "--kernel", "nope"], capsys)
+    code, _, err = run_main(["plan", "--kernel", "nope"], capsys)
     assert code == 2 and "unknown kernel" in err
 
 
 def test_plan_json_and_dot(capsys):
-    code, out, _ = run(["plan", "--op", "gdn", "--json"], capsys)
+    code, out, _ = run_main(["plan", "--op", "gdn", "--json"], capsys)
     assert code == 0 and Plan.from_json(out).decay_kind == "scalar"
     strict = json.loads(out, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))   # no -Infinity
     assert strict["decay_interval"][0] == "-inf" and Plan.from_json(out).decay_interval[0] == float("-inf")
-    code, out, _ = run(["plan", "--op", "gdn", "--dot"], capsys)
+    code, out, _ = run_main(["plan", "--op", "gdn", "--dot"], capsys)
     assert code == 0 and out.startswith("digraph") and '"prepare" -> "recurrence"' in out
 
 
 def test_inspect_source(capsys):
-    code, out, _ = run(["inspect", "--op", "gdn", "--head-dim", "64"], capsys)
+    code, out, _ = run_main(["inspect", "--op", "gdn", "--head-dim", "64"], capsys)
     assert code == 0 and " prepare(" in out and " recurrence(" in out
 
 
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_inspect_resources(capsys):
-    code, out, err = run(["inspect", "--op", "kda", "--head-dim", "64", "--resources", "--arch", "sm_80"], capsys)
+    code, out, err = run_main(["inspect", "--op", "kda", "--head-dim", "64", "--resources", "--arch", "sm_80"], capsys)
     assert code == 0, err
     lines = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
     assert set(lines) == {"prepare", "recurrence"}
@@ -102,7 +97,7 @@ def test_module_entry_point():
     (["plan", "--kernel", "no_such_kernel"], "unknown kernel"),
 ])
 def test_options_that_would_be_ignored_are_refused(argv, message, capsys):
-    code, _, err = run(argv, capsys)
+    code, _, err = run_main(argv, capsys)
     assert code == 2 and message in err
 
 
@@ -110,19 +105,19 @@ def test_the_same_flags_name_the_same_kernels(capsys):
     """`kdagen plan` and `kdagen compile` (and KDAGEN_PRECOMPILE) read one set of flags: the same words give the
     plan the ops run for such a call."""
     words = ["--op", "gdn", "--head-dim", "64", "--use-gate-in-kernel", "--gva", "2", "--arch", "sm_80"]
-    code, out, err = run(["plan", *words, "--json"], capsys)
+    code, out, err = run_main(["plan", *words, "--json"], capsys)
     assert code == 0, err
     planned, _ = parse_config(" ".join(words)).config().planned()
     assert Plan.from_json(out).uri == planned.uri == "gdn_sp_k64v64_bf16_gbf16_bbf16_gva2_mma16_sm80"
 
 
 def test_plan_json_names_the_family(capsys, monkeypatch):
-    code, out, err = run(["plan", "--op", "kda", "--head-dim", "128", "--json"], capsys)
+    code, out, err = run_main(["plan", "--op", "kda", "--head-dim", "128", "--json"], capsys)
     assert code == 0, err
     plan = json.loads(out)
     assert plan["family"] == "mma16" and plan["uri"].endswith("_mma16_sm90a") and plan["chunk"] == 16
-    code, _, err = run(["plan", "--op", "kda", "--family", "nope"], capsys)
+    code, _, err = run_main(["plan", "--op", "kda", "--family", "nope"], capsys)
     assert code != 0 and "family 'nope': known families are" in err
     monkeypatch.setenv("KDAGEN_FAMILY", "nope")
-    code, _, err = run(["plan", "--op", "kda"], capsys)
+    code, _, err = run_main(["plan", "--op", "kda"], capsys)
     assert code != 0 and "KDAGEN_FAMILY='nope': known families are" in err

@@ -33,9 +33,11 @@ class Recurrence(GraphBuilder):
         self._checked = False
         self._learned_scalars = frozenset(learned_scalars)
         self._per_token = frozenset(per_token)
+        self._leaves: dict[str, list[str]] = {}      # leaf op -> names, until the graph changes
 
     def _changed(self):
         self._checked = False
+        self._leaves = {}
 
     # ---- leaves ---------------------------------------------------------------------------
     def _leaf(self, op: str, name: str, dim, what: str, bounds, dtype: str):
@@ -113,7 +115,10 @@ class Recurrence(GraphBuilder):
         return interval(self, self.core_operands()["decay"], dims)
 
     def _names(self, op: str) -> list[str]:
-        return [n for n, a in self.graph.nodes(data=True) if a["op"] == op]
+        """The leaves of an op in declaration order (read at every launch: kept until the graph changes)."""
+        if op not in self._leaves:
+            self._leaves[op] = [n for n, a in self.graph.nodes(data=True) if a["op"] == op]
+        return list(self._leaves[op])
 
     @property
     def token_inputs(self) -> list[str]:

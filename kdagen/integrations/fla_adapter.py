@@ -16,6 +16,7 @@ BACKEND_TYPE = "kdagen"
 PRIORITY = 1                        # FLA runs the lowest first; FLA_KDAGEN=1 means "use kdagen where it can"
 PARAMS = ("A_log", "dt_bias")       # fp32 head parameters
 FUNCTIONS = {"kda": "chunk_kda", "gdn": "chunk_gated_delta_rule"}
+QKVGB = ("q", "k", "v", "g", "beta")
 
 
 def _kdagen_function(op: str):
@@ -41,20 +42,16 @@ def adapt(op: str, args: tuple, kwargs: dict) -> dict:
 
 def verdict(op: str, args: tuple, kwargs: dict, device_type: str = "cuda") -> tuple[bool, str | None]:
     """(True, None) when kdagen serves this call, else (False, why): kdagen's own option resolution and input
-    checks, run on the adapted arguments without launching anything."""
-    from ..ops.api import call_params, recurrence_inputs, resolve
-    from ..ops.run import host_reads_allowed
-    from ..ops.validate import validate
+    checks, run on the adapted arguments without launching anything; device_type "cpu" checks them as the CPU
+    emulation would take them (tests)."""
+    from ..ops.api import call_params, resolve, run_arguments
+    from ..ops.run import checked
     from ..plan import PlanError
     try:
         named = adapt(op, args, kwargs)
-        call = resolve(op, call_params(op, **{n: v for n, v in named.items()
-                                              if n not in ("q", "k", "v", "g", "beta")}))
-        spec, tensors, scalars = recurrence_inputs(call, {n: named[n] for n in ("q", "k", "v", "g", "beta")})
-        t = call.tensors
-        validate(spec, tensors, scalars, initial_state=t["initial_state"], cu_seqlens=t["cu_seqlens"],
-                 cu_seqlens_cpu=t["cu_seqlens_cpu"], state_v_first=call.opt.state_v_first, device_type=device_type,
-                 read_seqlens=not call.use_graph and host_reads_allowed())
+        call = resolve(op, call_params(op, **{n: v for n, v in named.items() if n not in QKVGB}))
+        spec, tensors, scalars, options = run_arguments(call, {n: named[n] for n in QKVGB})
+        checked(spec, tensors, scalars, **options, emulate=device_type == "cpu")
     except (NotImplementedError, PlanError, TypeError, ValueError) as e:
         return False, f"kdagen: {e}"
     return True, None

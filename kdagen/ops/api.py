@@ -169,13 +169,21 @@ def kernel_call(call: Call, given: dict, *, family: str | None = None, emulate: 
                    call.tensors["cu_seqlens"], family, emulate), tensors
 
 
+def run_arguments(call: Call, given: dict) -> tuple:
+    """(Spec, tensors, scalars, options) of kdagen.ops.run.run (or .checked) for a chunk_kda /
+    chunk_gated_delta_rule call; `given`: q, k, v, g, beta."""
+    spec, tensors, scalars = recurrence_inputs(call, given)
+    t = call.tensors
+    options = dict(initial_state=t["initial_state"], output_final_state=call.output_final_state,
+                   cu_seqlens=t["cu_seqlens"], cu_seqlens_cpu=t["cu_seqlens_cpu"],
+                   state_v_first=call.opt.state_v_first, use_graph=call.use_graph)
+    return spec, tensors, scalars, options
+
+
 def _run(call: Call, q, k, v, g, beta):
     from .run import run
-    spec, tensors, scalars = recurrence_inputs(call, {"q": q, "k": k, "v": v, "g": g, "beta": beta})
-    t = call.tensors
-    return run(spec, tensors, scalars, initial_state=t["initial_state"], output_final_state=call.output_final_state,
-               cu_seqlens=t["cu_seqlens"], cu_seqlens_cpu=t["cu_seqlens_cpu"], state_v_first=call.opt.state_v_first,
-               use_graph=call.use_graph)
+    spec, tensors, scalars, options = run_arguments(call, {"q": q, "k": k, "v": v, "g": g, "beta": beta})
+    return run(spec, tensors, scalars, **options)
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -222,7 +230,14 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
     Raises:
         TypeError, ValueError, NotImplementedError naming the argument (see README "Using the ops").
     """
-    return _run(resolve("kda", locals()), q, k, v, g, beta)
+    params = dict(scale=scale, initial_state=initial_state, output_final_state=output_final_state,
+                  use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, use_gate_in_kernel=use_gate_in_kernel,
+                  use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+                  safe_gate=safe_gate, lower_bound=lower_bound, disable_recompute=disable_recompute,
+                  return_intermediate_states=return_intermediate_states, state_v_first=state_v_first,
+                  cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, cp_context=cp_context, use_graph=use_graph,
+                  max_num_seqs=max_num_seqs, kwargs=kwargs)     # not locals(): torch 2.11's dynamo cannot trace it
+    return _run(resolve("kda", params), q, k, v, g, beta)
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -247,7 +262,12 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     Returns:
         (o [B, T, HV, V] bfloat16, final state float32 or None). Differentiable in every tensor argument.
     """
-    return _run(resolve("gdn", locals()), q, k, v, g, beta)
+    params = dict(scale=scale, initial_state=initial_state, output_final_state=output_final_state,
+                  use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                  use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+                  state_v_first=state_v_first, cu_seqlens=cu_seqlens,
+                  cu_seqlens_cpu=cu_seqlens_cpu, chunk_indices=chunk_indices, cp_context=cp_context, kwargs=kwargs)
+    return _run(resolve("gdn", params), q, k, v, g, beta)
 
 
 chunk_gdn = chunk_gated_delta_rule

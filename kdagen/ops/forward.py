@@ -36,12 +36,12 @@ def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_fin
     check_scalars(recurrence, scalars, "forward")
     alloc = poisoned if poison else torch.empty
     ws = allocate(plan.produced_in("forward"), sizes, device, alloc)
-    for name in plan.saved:
-        if plan.workspace(name).shape[0] == "chunks":
-            # The chunk dim is an upper bound (chunks = B·T // C + N ≥ the real count, which only the device
-            # knows); the surplus, at most the last N entries, is never written. Zeroed first, what the forward
-            # keeps for the backward (an output of kdagen::recurrence_forward) is defined everywhere.
-            ws[name][ws[name].shape[0] - seq["N"]:].zero_()
+    # The chunk dim is an upper bound (chunks = B·T // C + N ≥ the real count, which only the device knows); the
+    # surplus, at most the last N entries, is never written. Zeroed first (one multi-tensor launch), what the
+    # forward keeps for the backward (an output of kdagen::recurrence_forward) is defined everywhere.
+    tails = [ws[n][ws[n].shape[0] - seq["N"]:] for n in plan.saved if plan.workspace(n).shape[0] == "chunks"]
+    if tails:
+        torch._foreach_zero_(tails)
     o = alloc(v.shape, dtype=v.dtype, device=device)
     ht = alloc(state_shape(plan, seq["N"], HV), dtype=torch.float32, device=device) if output_final_state else None
     values = {**input_values(x, scalars), **ws, **seq, "v": v, "h0": x.get("initial_state"), "o": o, "ht": ht}

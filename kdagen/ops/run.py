@@ -34,12 +34,12 @@ def host_reads_allowed() -> bool:
     return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
-def run(spec: Spec, tensors: dict, scalars: dict, *, initial_state=None, output_final_state: bool = False,
-        cu_seqlens=None, cu_seqlens_cpu=None, state_v_first: bool = False, family: str | None = None,
-        emulate: bool = False, use_graph: bool = False):
-    """(o [B,T,HV,V], final state [N,HV,K,V] ([N,HV,V,K] with state_v_first) or None) of the recurrence on
-    these inputs; differentiable in every tensor of `tensors` and in initial_state. use_graph: cu_seqlens may
-    end with empty sequences padding it to a static count, and its values are not checked on the host."""
+def checked(spec: Spec, tensors: dict, scalars: dict, *, initial_state=None, output_final_state: bool = False,
+            cu_seqlens=None, cu_seqlens_cpu=None, state_v_first: bool = False, family: str | None = None,
+            emulate: bool = False, use_graph: bool = False) -> Call:
+    """The Call of these arguments once every input check passed (errors name the argument). use_graph:
+    cu_seqlens may end with empty sequences padding it to a static count, and its values are not checked on the
+    host."""
     if not isinstance(output_final_state, bool):
         raise TypeError(f"output_final_state must be a bool, got {type(output_final_state).__name__}")
     if not isinstance(state_v_first, bool):
@@ -48,8 +48,14 @@ def run(spec: Spec, tensors: dict, scalars: dict, *, initial_state=None, output_
                               cu_seqlens_cpu=cu_seqlens_cpu, state_v_first=state_v_first,
                               device_type="cpu" if emulate else "cuda",
                               read_seqlens=not use_graph and host_reads_allowed())
-    call = Call(spec, resolved, output_final_state, "vk" if state_v_first else "kv", cu_seqlens, family, emulate)
-    return apply(call, tensors, initial_state)
+    return Call(spec, resolved, output_final_state, "vk" if state_v_first else "kv", cu_seqlens, family, emulate)
+
+
+def run(spec: Spec, tensors: dict, scalars: dict, *, initial_state=None, **options):
+    """(o [B,T,HV,V], final state [N,HV,K,V] ([N,HV,V,K] with state_v_first) or None) of the recurrence on
+    these inputs (options: those of `checked`); differentiable in every tensor of `tensors` and in
+    initial_state."""
+    return apply(checked(spec, tensors, scalars, initial_state=initial_state, **options), tensors, initial_state)
 
 
 def apply(call: Call, tensors: dict, initial_state):

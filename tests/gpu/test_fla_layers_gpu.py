@@ -17,8 +17,9 @@ import torch
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 fla_layers = pytest.importorskip("fla.layers", reason="flash-linear-attention is not installed")
 
-import kdagen.integrations.fla  # noqa: E402,F401  (registers the backends)
+from kdagen.integrations import fla as kdagen_backend  # noqa: E402  (importing registers the backends)
 
+assert kdagen_backend.__name__
 B, T, HIDDEN = 2, 512, 512
 
 
