@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 128 threads, 104192 B smem), recurrence (grid ['N', 'HV'], 384 threads, 184832 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 106240 B smem), recurrence (grid ['N', 'HV'], 384 threads, 184832 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -932,14 +932,14 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 
 #line 5 "templates/wgmma64/prepare.cu.j2"
 // ===== prepare: "prepare", chunk 64 in 16-row blocks (vector decay) =====
-// grid (chunks, HV): one CTA per (chunk, value head), 128 threads. Every decay factor is a product of
+// grid (chunks, HV): one CTA per (chunk, value head), 256 threads. Every decay factor is a product of
 // per-token decays α = e^a ≤ 1, so nothing overflows whatever the gate: inside a 16-row block the factor of a pair
 // is the running product of α between them; across blocks it splits at the block boundaries into
 // E_i = e^(Γi − Γ_in(I)) (row side), F_j = e^(Γ_out(J) − Γj) (key side) and the totals of the blocks in between.
 // Writes the chunk's workspace (bf16 unless noted, rows past the chunk's end zero): ws_q_decayed = scale·q̂⊙e^Γ,
 // ws_k_decayed = k̂⊙e^Γ, ws_k_to_end = k̂⊙e^(Γl−Γ) [C,K]; ws_decay_total = e^Γl (fp32); ws_A = (I + Mkk)⁻¹,
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
-extern "C" __global__ void __launch_bounds__(128, 2) prepare(
+extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
 #line 945 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
@@ -959,13 +959,16 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
     float* __restrict__ ws_beta) {
 #line 15 "templates/wgmma64/prepare.cu.j2"
   constexpr int C = 64, B = 16, NB = C / B, K = 128, KD = 128, G = 1, DW = 128;
-  constexpr int LANES = 4, KPT = 32, THREADS = 128;
-  constexpr int ROWS_PER_PASS = THREADS / LANES;
+  constexpr int LANES = 8, KPT = 16, THREADS = 256;
+  constexpr int ROWS_PER_PASS = THREADS / LANES, PASSES = C / ROWS_PER_PASS, WARPS = THREADS / 32;
+  constexpr int PARTS = THREADS / K, BLOCKS_PER_PART = NB / PARTS;  // decay_columns, factors: threads per channel
   constexpr float LOG2E = 1.4426950408889634f;
-  static_assert(LANES * KPT == K && ROWS_PER_PASS * 2 == C && THREADS == 128 && K <= THREADS && K % 16 == 0,
-                "prologue: two passes of 32 rows; factors: a thread per channel");
-#line 968 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 104192 B, dynamic (above the static limit)
+  static_assert(LANES * KPT == K && ROWS_PER_PASS * PASSES == C && KPT % 4 == 0 && THREADS == 256,
+                "prologue: whole rows per pass, 16-byte shared stores");
+  static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
+                "decay_columns, factors: PARTS threads per channel, whole blocks each");
+#line 971 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+  // shared memory: 106240 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 128, alias q_then_A
   [[maybe_unused]] constexpr int ld_q_hat = 128;
@@ -976,7 +979,9 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 98304);  // beta [64] f32, ld 64
   float* const s_between = reinterpret_cast<float*>(smem_raw + 98560);  // between [3 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_between = 128;
-  float* const s_Mkk_diag = reinterpret_cast<float*>(smem_raw + 100096);  // Mkk_diag [4 x 16 x 16] f32, ld 16
+  float* const s_D = reinterpret_cast<float*>(smem_raw + 100096);  // D [4 x 128] f32, ld 128
+  [[maybe_unused]] constexpr int ld_D = 128;
+  float* const s_Mkk_diag = reinterpret_cast<float*>(smem_raw + 102144);  // Mkk_diag [4 x 16 x 16] f32, ld 16
   [[maybe_unused]] constexpr int ld_Mkk_diag = 16;
   float* const s_k_out = reinterpret_cast<float*>(smem_raw + 65536);  // k_out [64 x 128] f32, ld 128, alias rows
   [[maybe_unused]] constexpr int ld_k_out = 128;
@@ -985,7 +990,7 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 64, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 64;
 
-#line 23 "templates/wgmma64/prepare.cu.j2"
+#line 26 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
@@ -997,32 +1002,32 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
   auto alpha_at = [&](int r, int c) { return s_alpha[r * KD + (KD == 1 ? 0 : c)]; };
 
 #line 15 "templates/skeleton.j2"
-  // ---- step prologue (all, row): emitted from the DSL graph, two passes of 32 rows: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β ----
-#line 34 "templates/wgmma64/prepare.cu.j2"
-  // two passes of 32 rows, LANES threads per row, KPT channels each
+  // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β ----
+#line 37 "templates/wgmma64/prepare.cu.j2"
+  // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each
   float scale = 0.f;  // the core's scale, a per-call scalar of the emitted block
   {
     [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES>(x); };
     const int sub = tid % LANES, ch0 = sub * KPT;
-    for (int pass = 0; pass < 2; ++pass) {
+    for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + tid / LANES;
       const bool valid = row < L;
       const long long tok = t0 + (valid ? row : 0);
-#line 47 "templates/wgmma64/prepare.cu.j2"
-      const float* in_A_log_row = in_A_log + h;
-#line 45 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_beta_row = in_beta + (tok * HV + h);
-#line 47 "templates/wgmma64/prepare.cu.j2"
-      const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
-#line 45 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_g_row = in_g + (tok * HV + h) * K + ch0;
-#line 45 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 45 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 50 "templates/wgmma64/prepare.cu.j2"
+      const float* in_A_log_row = in_A_log + h;
+#line 48 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_beta_row = in_beta + (tok * HV + h);
+#line 50 "templates/wgmma64/prepare.cu.j2"
+      const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
+#line 48 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_g_row = in_g + (tok * HV + h) * K + ch0;
+#line 48 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
+#line 48 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
+#line 53 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1026 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1031 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1095,20 +1100,30 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
       const float beta_val = n_sigmoid_8;
       const float scale_val = n_scale;
 
-#line 52 "templates/wgmma64/prepare.cu.j2"
+#line 55 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
-      // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0
-#pragma unroll
-      for (int j = 0; j < KPT; ++j) {
-        s_q_hat[row * K + ch0 + j] = valid ? q_hat[j] : 0.f;
-        s_k_hat[row * K + ch0 + j] = valid ? k_hat[j] : 0.f;
+      // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
+      // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
 #line 60 "templates/wgmma64/prepare.cu.j2"
-        s_alpha[row * K + ch0 + j] = valid ? exp2f(decay[j] * LOG2E) : 1.f;
-#line 62 "templates/wgmma64/prepare.cu.j2"
+      float alpha_row[KPT];
+#pragma unroll
+      for (int j = 0; j < KPT; ++j) alpha_row[j] = valid ? exp2f(decay[j] * LOG2E) : 1.f;
+#line 64 "templates/wgmma64/prepare.cu.j2"
+#pragma unroll
+      for (int j = 0; j < KPT; j += 4) {
+        const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+        *reinterpret_cast<float4*>(&s_q_hat[row * K + ch0 + j]) =
+            valid ? make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]) : zero;
+        *reinterpret_cast<float4*>(&s_k_hat[row * K + ch0 + j]) =
+            valid ? make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]) : zero;
+#line 72 "templates/wgmma64/prepare.cu.j2"
+        *reinterpret_cast<float4*>(&s_alpha[row * K + ch0 + j]) =
+            make_float4(alpha_row[j], alpha_row[j + 1], alpha_row[j + 2], alpha_row[j + 3]);
+#line 75 "templates/wgmma64/prepare.cu.j2"
       }
       if (sub == 0) {
-#line 67 "templates/wgmma64/prepare.cu.j2"
+#line 80 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1116,18 +1131,19 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
-  // ---- step diagonal (all, pair_rows): the diagonal 16×16 blocks per pair: row i walks j from i down, f ← f·α_j (any decay) ----
-#line 74 "templates/wgmma64/prepare.cu.j2"
+  // ---- step diagonal (all, pair_rows): the diagonal 16×16 blocks per pair, a thread per (row, quarter of K): j from i down, f ← f·α_j ----
+#line 87 "templates/wgmma64/prepare.cu.j2"
   // the four 16×16 diagonal blocks, per pair on CUDA cores
-  // Thread (row i, half of the channels) walks j = i, i−1, ..., the block's first row: the factor e^(Γi−Γj)
+  // Thread (row i, quarter of the channels) walks j = i, i−1, ..., the block's first row: the factor e^(Γi−Γj)
   // starts at 1 and takes α_j on each step down (exact for any decay, every factor ≤ 1).
   {
-    const int i = tid >> 1, half = tid & 1, s = i & ~(B - 1), li = i - s;
-    constexpr int HALF = K / 2, GROUP = 16;
+    const int i = tid >> 2, part = tid & 3, s = i & ~(B - 1), li = i - s;
+    constexpr int PART = K / 4, GROUP = 16;
+    static_assert(THREADS == 4 * C && PART % GROUP == 0, "diagonal: four threads per row");
     float dq[B], dk[B];
 #pragma unroll
     for (int jj = 0; jj < B; ++jj) dq[jj] = dk[jj] = 0.f;
-    for (int g0 = half * HALF; g0 < (half + 1) * HALF; g0 += GROUP) {
+    for (int g0 = part * PART; g0 < (part + 1) * PART; g0 += GROUP) {
       float qi[GROUP], ki[GROUP], f[GROUP];
 #pragma unroll
       for (int e = 0; e < GROUP; ++e) {
@@ -1155,8 +1171,10 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
     for (int jj = 0; jj < B; ++jj) {
       dq[jj] += __shfl_xor_sync(0xffffffffu, dq[jj], 1);
       dk[jj] += __shfl_xor_sync(0xffffffffu, dk[jj], 1);
+      dq[jj] += __shfl_xor_sync(0xffffffffu, dq[jj], 2);
+      dk[jj] += __shfl_xor_sync(0xffffffffu, dk[jj], 2);
     }
-    if (half == 0) {
+    if (part == 0) {
       const float bi = s_beta[i];
       bf16* const mqk_row = ws_Mqk + (ws_ch * C + i) * C + s;
 #pragma unroll
@@ -1169,51 +1187,56 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
-  // ---- step decay_columns (all, column): a thread per channel: its 64 α into registers, the block totals D, the decays between blocks ----
-#line 125 "templates/wgmma64/prepare.cu.j2"
-  // a thread per channel reads its α column, block totals D
-  const int c = tid;                  // the channel of steps decay_columns and factors (K <= THREADS)
-  float alpha_col[C];
-  float D[NB];
-  if (c < K) {
+  // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D ----
+#line 141 "templates/wgmma64/prepare.cu.j2"
+  // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
+  // and shares their totals D with the channel's other threads
+  const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
+  float alpha_col[BLOCKS_PER_PART * B];
 #pragma unroll
-    for (int r = 0; r < C; ++r) alpha_col[r] = alpha_at(r, c);
+  for (int r = 0; r < BLOCKS_PER_PART * B; ++r) alpha_col[r] = alpha_at(I0 * B + r, c);
 #pragma unroll
-    for (int I = 0; I < NB; ++I) {
-      float d = 1.f;
+  for (int b = 0; b < BLOCKS_PER_PART; ++b) {
+    float d = 1.f;
 #pragma unroll
-      for (int r = 0; r < B; ++r) d *= alpha_col[I * B + r];
-      D[I] = d;
-    }
-    if (c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): d_IJ = Π D of blocks J < M < I
+    for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
+    if (c < KD) s_D[(I0 + b) * KD + c] = d;
+  }
+  __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
+
+#line 15 "templates/skeleton.j2"
+  // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs ----
+#line 157 "templates/wgmma64/prepare.cu.j2"
+  // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
+  {
+    float D[NB];
+#pragma unroll
+    for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
+    if (part == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
       s_between[0 * KD + c] = D[1];
       s_between[1 * KD + c] = D[2];
       s_between[2 * KD + c] = D[1] * D[2];
     }
-  }
-  __syncthreads();  // barrier "sync": α is in registers; its region now takes k_out
-
-#line 15 "templates/skeleton.j2"
-  // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs ----
-#line 148 "templates/wgmma64/prepare.cu.j2"
-  // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs
-  if (c < K) {
-    float before = 1.f;               // Π D of the blocks before I: e^Γ_in(I)
-    float after[NB];                  // Π D of the blocks after J: e^(Γl − Γ_out(J))
-    after[NB - 1] = 1.f;
 #pragma unroll
-    for (int I = NB - 2; I >= 0; --I) after[I] = after[I + 1] * D[I + 1];
+    for (int b = 0; b < BLOCKS_PER_PART; ++b) {
+      const int I = I0 + b;
+      // Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))); selects, not indexing by I,
+      // which depends on the thread and would put D in local memory
+      float before = 1.f, after = 1.f;
 #pragma unroll
-    for (int I = 0; I < NB; ++I) {
+      for (int M = 0; M < NB; ++M) {
+        before *= M < I ? D[M] : 1.f;
+        after *= M > I ? D[M] : 1.f;
+      }
       float E[B], F[B];
       float e = 1.f;
 #pragma unroll
-      for (int r = 0; r < B; ++r) E[r] = (e *= alpha_col[I * B + r]);
+      for (int r = 0; r < B; ++r) E[r] = (e *= alpha_col[b * B + r]);
       float f = 1.f;
 #pragma unroll
       for (int r = B - 1; r >= 0; --r) {
         F[r] = f;
-        f *= alpha_col[I * B + r];
+        f *= alpha_col[b * B + r];
       }
 #pragma unroll
       for (int r = 0; r < B; ++r) {
@@ -1225,24 +1248,28 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
-        ws_k_to_end[o] = __float2bfloat16_rn(k * F[r] * after[I]);
+        ws_k_to_end[o] = __float2bfloat16_rn(k * F[r] * after);
       }
-      before *= D[I];
     }
-    if (c < DW) ws_decay_total[ws_ch * DW + c] = c < KD ? before : 0.f;
+    if (part == 0 && c < DW) {
+      float total = 1.f;
+#pragma unroll
+      for (int M = 0; M < NB; ++M) total *= D[M];
+      ws_decay_total[ws_ch * DW + c] = c < KD ? total : 0.f;
+    }
   }
   if (tid < C) ws_beta[ws_ch * C + tid] = s_beta[tid];
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between ----
-#line 187 "templates/wgmma64/prepare.cu.j2"
+#line 212 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, bf16x3
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
-  // totals of the blocks strictly between J and I (`between`). Warp w takes tiles w, w + 4, w + 8 of the twelve.
+  // totals of the blocks strictly between J and I (`between`). Warp w takes tiles w, w + WARPS, ... of the twelve.
   constexpr int PAIRS = NB * (NB - 1) / 2;
   constexpr int TILES = 2 * PAIRS;
-  constexpr int PER_WARP = (TILES + 3) / 4;
+  constexpr int PER_WARP = (TILES + WARPS - 1) / WARPS;
   // block pair p = I(I−1)/2 + J, in the order (1,0) (2,0) (2,1) (3,0) (3,1) (3,2)
   auto pair_rows = [](int p) { int I = 1; while (p >= I) { p -= I; ++I; } return I; };
   auto pair_cols = [](int p) { int I = 1; while (p >= I) { p -= I; ++I; } return p; };
@@ -1250,26 +1277,26 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
   {
 #pragma unroll
     for (int n = 0; n < PER_WARP; ++n) {
-      const int tile = warp + 4 * n;
+      const int tile = warp + WARPS * n;
       if (tile >= TILES) break;
       const int pair = tile % PAIRS, is_k = tile / PAIRS, I = pair_rows(pair), J = pair_cols(pair);
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * K;
       const int gap = I - J == 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
-#line 210 "templates/wgmma64/prepare.cu.j2"
+#line 235 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
         kdg::FragA ah, al;
         kdg::load_frag_a_split(ah, al, left + kk * 16, K, lane);
         kdg::FragB bh[2], bl[2];
-#line 216 "templates/wgmma64/prepare.cu.j2"
+#line 241 "templates/wgmma64/prepare.cu.j2"
         if (gap >= 0) {
           kdg::load_frag_b_nk_split_scaled(bh, bl, s_k_out + J * B * K + kk * 16, K, s_between + gap * K + kk * 16, lane);
         } else {
           kdg::load_frag_b_nk_split(bh, bl, s_k_out + J * B * K + kk * 16, K, lane);
         }
-#line 224 "templates/wgmma64/prepare.cu.j2"
+#line 249 "templates/wgmma64/prepare.cu.j2"
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
@@ -1297,12 +1324,12 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk's off-diagonal blocks from the accumulators, the diagonal blocks copied beside them ----
-#line 250 "templates/wgmma64/prepare.cu.j2"
+#line 275 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I > J), the diagonal blocks and zeros above
   {
 #pragma unroll
     for (int n = 0; n < PER_WARP; ++n) {
-      const int tile = warp + 4 * n;
+      const int tile = warp + WARPS * n;
       if (tile >= TILES || tile / PAIRS == 0) continue;
       const int I = pair_rows(tile % PAIRS), J = pair_cols(tile % PAIRS);
 #pragma unroll
@@ -1324,10 +1351,10 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level ----
-#line 275 "templates/wgmma64/prepare.cu.j2"
+#line 300 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks
-  // (a) warp w: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
-  if (lane < B) {
+  // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
+  if (warp < NB && lane < B) {
     const int I = warp, j = lane;
     float col[B];
 #pragma unroll
@@ -1345,27 +1372,29 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
     if ((idx % C) / B > (idx / C) / B) s_A[idx] = 0.f;
   }
   __syncthreads();  // barrier "sync"
-  // (b) level by level (J = I − lvl): A_IJ = −A_II · Σ_{M=J}^{I−1} Mkk_IM · A_MJ; warp w takes block I = lvl + w
+  // (b) level by level (J = I − lvl): A_IJ = −A_II · Σ_{M=J}^{I−1} Mkk_IM · A_MJ. A column of A_IJ needs only
+  // the same column of T = Σ_M Mkk_IM · A_MJ, so warp w takes the eight columns 8·(w % 2).. of block I = lvl + w / 2
+  static_assert(WARPS == 2 * NB, "inverse: two warps per 16-row block");
   for (int lvl = 1; lvl < NB; ++lvl) {
-    const int I = lvl + warp, J = I - lvl;
+    const int I = lvl + warp / 2, J = I - lvl;
     if (I < NB) {
-      float Tm[8];  // T = Σ_M Mkk_IM · A_MJ, this lane's 8 of the 16×16: rows r, column lane % 16
-      const int cc = lane % B, r0 = lane / B;  // rows r0, r0 + 2, ..., r0 + 14
+      constexpr int ROWS = B * 8 / 32;  // rows per lane: r0, r0 + 4, r0 + 8, r0 + 12
+      float Tm[ROWS];
+      const int cc = (warp % 2) * 8 + lane % 8, r0 = lane / 8;
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const int r = r0 + 2 * n;
+      for (int n = 0; n < ROWS; ++n) {
+        const int r = r0 + 4 * n;
         float acc = 0.f;
         for (int m = J * B; m < I * B; ++m) acc += s_Mkk[(I * B + r) * C + m] * s_A[m * C + J * B + cc];
         Tm[n] = acc;
       }
-      __syncwarp();
-      // A_IJ = −A_II · T: T goes through the (still zero) A_IJ tile, which only this warp touches
+      // A_IJ = −A_II · T: T goes through this warp's (still zero) columns of the A_IJ tile
 #pragma unroll
-      for (int n = 0; n < 8; ++n) s_A[(I * B + r0 + 2 * n) * C + J * B + cc] = Tm[n];
+      for (int n = 0; n < ROWS; ++n) s_A[(I * B + r0 + 4 * n) * C + J * B + cc] = Tm[n];
       __syncwarp();
 #pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const int r = r0 + 2 * n;
+      for (int n = 0; n < ROWS; ++n) {
+        const int r = r0 + 4 * n;
         float acc = 0.f;
 #pragma unroll
         for (int m = 0; m <= r; ++m) acc += s_A[(I * B + r) * C + I * B + m] * s_A[(I * B + m) * C + J * B + cc];
@@ -1373,14 +1402,14 @@ extern "C" __global__ void __launch_bounds__(128, 2) prepare(
       }
       __syncwarp();
 #pragma unroll
-      for (int n = 0; n < 8; ++n) s_A[(I * B + r0 + 2 * n) * C + J * B + cc] = Tm[n];
+      for (int n = 0; n < ROWS; ++n) s_A[(I * B + r0 + 4 * n) * C + J * B + cc] = Tm[n];
     }
     __syncthreads();  // barrier "sync": level lvl complete
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 329 "templates/wgmma64/prepare.cu.j2"
+#line 356 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1442,7 +1471,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1446 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1475 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1457,7 +1486,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1461 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1490 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 184832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1510,7 +1539,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1514 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1543 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1540,7 +1569,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1544 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1573 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

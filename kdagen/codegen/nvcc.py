@@ -71,8 +71,9 @@ def resources(source: str, arch: str, options=()) -> dict[str, Resources]:
     return parse_report(report)
 
 
-def ptx(source: str, arch: str) -> str:
-    return _run(["-ptx", f"-arch={arch}"], source, ".ptx")[1].decode()
+def ptx(source: str, arch: str, options=()) -> str:
+    """The PTX of a unit; `options` go to nvcc (e.g. ("-lineinfo",) for template line numbers)."""
+    return _run(["-ptx", f"-arch={arch}", *options], source, ".ptx")[1].decode()
 
 
 def sass(source: str, arch: str) -> str:

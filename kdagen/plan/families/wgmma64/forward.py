@@ -1,12 +1,16 @@
 """wgmma64 forward kernels: a token-parallel "prepare" at chunk 64 and a head-parallel "recurrence" on
 bulk tensor copies and wgmma. docs/kernels.md §3, docs/math.md §6.
 
-prepare, per (64-token chunk, value head), 4 warps, two CTAs per SM:
-  prologue   rows in two passes of 32 (4 lanes per row): the emitted DSL block -> q̂, k̂, α = e^a, β
-  diagonal   the four 16×16 diagonal blocks of Mqk and Mkk per pair on CUDA cores: row i walks j = i..start
-             of its block, the decay factor a running product of α (exact for any decay, nothing overflows)
-  factors    a thread per channel walks the 64 rows: block totals D, then in place q̂ -> q̂·E (E = e^(Γi−Γ_in)),
-             k̂ -> k̂·E, α -> k̂·F (F = e^(Γ_out−Γj)), and the outputs q_decayed, k_decayed, k_to_end, decay_total
+prepare, per (64-token chunk, value head), 8 warps, two CTAs per SM (16 warps: the steps are chains of
+dependent shared-memory reads and products, so latency hiding needs warps):
+  prologue   16 channels per thread (K/16 lanes per row), 256/(K/16) rows per pass: the emitted DSL block ->
+             q̂, k̂, α = e^a, β, stored to shared memory in 16-byte pieces
+  diagonal   the four 16×16 diagonal blocks of Mqk and Mkk per pair on CUDA cores, a thread per (row, quarter
+             of the channels): row i walks j = i..start of its block, the decay factor a running product of α
+             (exact for any decay, nothing overflows)
+  decay_columns, factors   256/K threads per channel, each over its own 16-row blocks: block totals D (shared
+             between a channel's threads), then in place q̂ -> q̂·E (E = e^(Γi−Γ_in)), k̂ -> k̂·E, k_out = k̂·F
+             (F = e^(Γ_out−Γj)), and the outputs q_decayed, k_decayed, k_to_end, decay_total
   blocks     the six off-diagonal 16×16 blocks on tensor cores (bf16x3), the key side scaled by the totals of
              the blocks in between; Mqk to the workspace, Mkk beside the diagonal blocks
   inverse    A = (I + Mkk)⁻¹ by 16-row blocks: forward substitution on the diagonal, then block products
@@ -22,8 +26,9 @@ from ..base import Facts, seq_params, token_parallel, workspace_params
 
 CHUNK = 64
 BLOCK = 16                   # sub-block rows: the diagonal blocks and the inverse's blocks
-PREPARE_WARPS = 4
-PREPARE_LANES_PER_ROW = 4    # prologue: 32 rows per pass
+PREPARE_WARPS = 8
+PREPARE_REGS = 128           # 2 CTAs × 256 threads × 128 registers = the register file
+PREPARE_KPT = 16             # prologue channels per thread: K/16 lanes per row
 DECAY_TOTAL_MIN = 4          # floats per (chunk, head) of decay_total: a bulk copy moves multiples of 16 bytes
 BETWEEN = 3                  # block pairs with blocks in between: (2,0), (3,1), (3,0)
 
@@ -67,20 +72,21 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     # and Mkk take turns in one region (α is read into registers before k_out is written).
     buffers = [Buffer("q_hat", (C, K), "f32", alias="q_then_A"), Buffer("k_hat", (C, K), "f32"),
                Buffer("alpha", (C, KD), "f32", alias="rows"), Buffer("beta", (C,), "f32"),
-               Buffer("between", (BETWEEN, KD), "f32"),
+               Buffer("between", (BETWEEN, KD), "f32"), Buffer("D", (C // BLOCK, KD), "f32"),
                Buffer("Mkk_diag", (C // BLOCK, BLOCK, BLOCK), "f32"),
                Buffer("k_out", (C, K), "f32", alias="rows"), Buffer("Mkk", (C, C), "f32", alias="rows"),
                Buffer("A", (C, C), "f32", alias="q_then_A")]
     steps = [
         Step("prologue", "all", "row", writes=["q_hat", "k_hat", "alpha", "beta"],
              global_reads=[p.name for p in f.leaves],
-             note="emitted from the DSL graph, two passes of 32 rows: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"),
+             note="emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"),
         Step("diagonal", "all", "pair_rows", reads=["q_hat", "k_hat", "alpha", "beta"], writes=["Mkk_diag"],
              waits=["sync"], global_writes=["ws_Mqk"],
-             note="the diagonal 16×16 blocks per pair: row i walks j from i down, f ← f·α_j (any decay)"),
-        Step("decay_columns", "all", "column", reads=["alpha"], writes=["between"], waits=["sync"],
-             note="a thread per channel: its 64 α into registers, the block totals D, the decays between blocks"),
-        Step("factors", "all", "column", reads=["q_hat", "k_hat"], writes=["q_hat", "k_hat", "k_out"], waits=["sync"],
+             note="the diagonal 16×16 blocks per pair, a thread per (row, quarter of K): j from i down, f ← f·α_j"),
+        Step("decay_columns", "all", "column", reads=["alpha"], writes=["D"], waits=["sync"],
+             note="256/K threads per channel, each its blocks' α into registers and their totals D"),
+        Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"], writes=["q_hat", "k_hat", "k_out", "between"],
+             waits=["sync"],
              global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
              note="in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs"),
         Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "k_out", "between", "beta"],
@@ -94,8 +100,8 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
              note="A as bf16, rows and columns past the chunk's end zero"),
     ]
     return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
-                          warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=255, buffers=buffers, steps=steps,
-                          options=Prepare64Options(PREPARE_LANES_PER_ROW, K // PREPARE_LANES_PER_ROW, f.decay_kind,
+                          warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
+                          options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
                                                    varlen, decay_width(KD)),
                           barrier_phases=8)
 

@@ -1,0 +1,64 @@
+"""The wgmma64 forward family (chunk 64: TMA, mbarrier transaction counts, wgmma, named barriers, setmaxnreg),
+rendered exactly as for an H200, run on the CPU through kdagen.codegen.emulate against the float64 references:
+o and the final state, and the prepare workspace term by term (rows past a chunk's end zero). Outputs and
+workspaces are poisoned with NaN first. This is where a change to templates/wgmma64/ is first checked without a
+GPU; tests/gpu/test_forward_kernels.py repeats it on the device."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kdagen.codegen import emulate
+from kdagen.ops.api import kernel_call, make_call
+from kdagen.ops.forward import forward
+from kdagen.reference import Options, chunked
+from kdagen.reference.workspace import workspace_errors
+from test_codegen_emulated import kernel_inputs, rel
+
+pytestmark = pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
+
+# bf16 terms at bf16 rounding; fp32 ones exact up to fp32 arithmetic
+TOL = {"bf16": 5e-3, "f32": 1e-3, "ws_decay_total": 1e-5, "ws_beta": 1e-6}
+
+CASES = {
+    # per-channel decay, lower-bound gate; varlen with an empty and a length-1 sequence and one of two chunks; GVA 2
+    "kda_lb_varlen_gva2_k64": ("kda", dict(use_gate_in_kernel=True, lower_bound=-5.0, use_qk_l2norm_in_kernel=True,
+                                           use_beta_sigmoid_in_kernel=True),
+                               dict(H=1, G=2, K=64, V=64, cu_seqlens=[0, 0, 1, 90, 90, 101])),
+    # per-head decay (GDN), K = V = 128, a partial chunk
+    "gdn_softplus_k128": ("gdn", dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True,
+                                      use_beta_sigmoid_in_kernel=True), dict(T=70, H=1, K=128, V=128)),
+    # an unbounded per-channel gate (softplus), state_v_first: the running products keep every factor ≤ 1
+    "kda_softplus_vfirst_k64": ("kda", dict(use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                                            state_v_first=True), dict(B=2, T=65, H=1, K=64, V=64)),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def case(request):
+    op, options, shape = CASES[request.param]
+    opt = Options(op=op, **options)
+    xk, xr = kernel_inputs(opt, seed=11, **shape)
+    call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
+                     cu_seqlens=xk.get("cu_seqlens"), A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
+    kcall, tensors = kernel_call(call, xk, emulate=True, family="wgmma64")
+    ws = {}
+    o, ht, _ = forward({**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": xk.get("cu_seqlens")},
+                       kcall, keep=False, poison=True, debug=ws)
+    return request.param, o, ht, ws, xr, opt
+
+
+def test_forward_matches_the_reference(case):
+    name, o, ht, _, xr, opt = case
+    o_ref, ht_ref = chunked(xr, opt, 16)
+    assert not torch.isnan(o).any() and not torch.isnan(ht).any(), f"{name}: NaN left in the outputs"
+    assert rel(o, o_ref) <= 0.005 and rel(ht, ht_ref) <= 0.005, f"{name}: o {rel(o, o_ref):.2e}, state {rel(ht, ht_ref):.2e}"
+
+
+def test_prepare_workspace_term_by_term(case):
+    name, _, _, ws, xr, opt = case
+    errors = workspace_errors(ws, xr, opt, 64)
+    tail = errors.pop("tail_max")
+    tol = {n: TOL.get(n, TOL["bf16" if w.dtype == torch.bfloat16 else "f32"]) for n, w in ws.items()}
+    bad = {k: f"{e:.2e}" for k, e in errors.items() if not e <= tol[k]}
+    assert tail == 0 and not bad, f"{name}: workspace errors {bad}, tail rows max |x| {tail}"
