@@ -24,9 +24,12 @@ class Wgmma64(Family):
                    forward.recurrence(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen,
                                       state_layout=problem.state_layout, ws=ws)]
         lo, hi = f.decay_interval
-        return Planned(kernels=kernels, workspaces=ws, saved=[], exponent_form="relative",
-                       notes=[f"decay {f.decay_kind} in [{lo}, {hi}]: every factor a product of per-token decays "
-                              f"≤ 1 (16-row sub-blocks), any bound"])
+        mma = forward.diagonal_form(f) == "mma"
+        how = ("the diagonal 16-row blocks factored at their start on tensor cores (the bound keeps e^(Γ_in−Γj) "
+               "in range), the blocks between them split at block boundaries" if mma else
+               "every factor a product of per-token decays ≤ 1 (16-row sub-blocks), any bound")
+        return Planned(kernels=kernels, workspaces=ws, saved=[], exponent_form="factored" if mma else "relative",
+                       notes=[f"decay {f.decay_kind} in [{lo}, {hi}]: {how}"])
 
 
 FAMILY = Wgmma64(name="wgmma64", chunk=forward.CHUNK, archs=("sm_90a",), head_dims=(64, 128),

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model import Barrier, Buffer, Kernel, Param, Role, Step, Workspace, kernel_options
-from ..base import Facts, seq_params, token_parallel, workspace_params
+from ..base import Facts, form_of, seq_params, token_parallel, workspace_params
 
 CHUNK = 64
 BLOCK = 16                   # sub-block rows: the diagonal blocks and the inverse's blocks
@@ -41,6 +41,14 @@ class Prepare64Options:
     decay_kind: str
     varlen: bool
     decay_width: int         # floats per (chunk, head) in ws_decay_total
+    diagonal: str            # the diagonal blocks: "mma" (factored, tensor cores) | "running" (CUDA cores)
+
+
+def diagonal_form(f: Facts) -> str:
+    """"mma" when a per-channel decay is proven bounded enough for the factored form over one 16-row block
+    (k̂·e^(Γ_in−Γj) stays in the normal fp32 range: the exponent-form rule at chunk 16), so the diagonal blocks
+    are tensor-core tiles like the others; "running" (exact running products on CUDA cores) otherwise."""
+    return "mma" if form_of(f, BLOCK) == "factored" else "running"
 
 
 def decay_width(KD: int) -> int:
@@ -67,43 +75,55 @@ PREPARE_OUTPUTS = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_tota
 
 
 def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
-    C, KD = CHUNK, f.KD
+    C, KD, NB = CHUNK, f.KD, CHUNK // BLOCK
+    diagonal = diagonal_form(f)
+    mma = diagonal == "mma"
     # Two CTAs fit an SM at K = 128: A takes q̂'s tile once the products are done; α, the key-side operand k_out
     # and Mkk take turns in one region (α is read into registers before k_out is written).
     buffers = [Buffer("q_hat", (C, K), "f32", alias="q_then_A"), Buffer("k_hat", (C, K), "f32"),
                Buffer("alpha", (C, KD), "f32", alias="rows"), Buffer("beta", (C,), "f32"),
-               Buffer("between", (BETWEEN, KD), "f32"), Buffer("D", (C // BLOCK, KD), "f32"),
-               Buffer("Mkk_diag", (C // BLOCK, BLOCK, BLOCK), "f32"),
+               Buffer("between", (BETWEEN, KD), "f32"), Buffer("D", (NB, KD), "f32"),
+               Buffer("inv_D", (NB, KD), "f32") if mma else Buffer("Mkk_diag", (NB, BLOCK, BLOCK), "f32"),
                Buffer("k_out", (C, K), "f32", alias="rows"), Buffer("Mkk", (C, C), "f32", alias="rows"),
                Buffer("A", (C, C), "f32", alias="q_then_A")]
-    steps = [
+    steps = _prepare_steps(f, mma)
+    return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
+                          warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
+                          options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
+                                                   varlen, decay_width(KD), diagonal),
+                          barrier_phases=8)
+
+
+def _prepare_steps(f: Facts, mma: bool) -> list[Step]:
+    diagonal = ("; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i)"
+                if mma else "")
+    running = [] if mma else [
+        Step("diagonal", "all", "pair_rows", reads=["q_hat", "k_hat", "alpha", "beta"], writes=["Mkk_diag"],
+             waits=["sync"], global_writes=["ws_Mqk"],
+             note="the diagonal 16×16 blocks per pair, a thread per (row, quarter of K): j from i down, f ← f·α_j")]
+    return [
         Step("prologue", "all", "row", writes=["q_hat", "k_hat", "alpha", "beta"],
              global_reads=[p.name for p in f.leaves],
              note="emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"),
-        Step("diagonal", "all", "pair_rows", reads=["q_hat", "k_hat", "alpha", "beta"], writes=["Mkk_diag"],
-             waits=["sync"], global_writes=["ws_Mqk"],
-             note="the diagonal 16×16 blocks per pair, a thread per (row, quarter of K): j from i down, f ← f·α_j"),
+        *running,
         Step("decay_columns", "all", "column", reads=["alpha"], writes=["D"], waits=["sync"],
              note="256/K threads per channel, each its blocks' α into registers and their totals D"),
-        Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"], writes=["q_hat", "k_hat", "k_out", "between"],
+        Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"],
+             writes=["q_hat", "k_hat", "k_out", "between"] + (["inv_D"] if mma else []),
              waits=["sync"],
              global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
-             note="in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs"),
-        Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "k_out", "between", "beta"],
-             waits=["sync"], global_writes=["ws_Mqk"],
-             note="the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between"),
-        Step("assemble", "all", "mma:block_pairs", reads=["Mkk_diag"], writes=["Mkk"], waits=["sync"],
-             note="Mkk's off-diagonal blocks from the accumulators, the diagonal blocks copied beside them"),
+             note="in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs"
+                  + ("; 1/D per block" if mma else "")),
+        Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "k_out", "between", "beta"]
+             + (["inv_D"] if mma else []), waits=["sync"], global_writes=["ws_Mqk"],
+             note="the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between" + diagonal),
+        Step("assemble", "all", "mma:block_pairs", reads=[] if mma else ["Mkk_diag"], writes=["Mkk"], waits=["sync"],
+             note="Mkk from the accumulators" + ("" if mma else ", the diagonal blocks copied beside them")),
         Step("inverse", "all", "blocks16", reads=["Mkk"], writes=["A"], waits=["sync"],
              note="diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level"),
         Step("store_inverse", "all", "thread", reads=["A"], waits=["sync"], global_writes=["ws_A"],
              note="A as bf16, rows and columns past the chunk's end zero"),
     ]
-    return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
-                          warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
-                          options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
-                                                   varlen, decay_width(KD)),
-                          barrier_phases=8)
 
 
 @kernel_options
