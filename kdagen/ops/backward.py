@@ -13,8 +13,8 @@ import torch
 from ..plan import Plan
 from ..runtime import env as runtime_env
 from .config import Config, loader_for
-from .launcher import (TORCH_DTYPES, allocate, check_inputs, check_operand, check_scalars, grad_values, input_values,
-                       planned_sizes, poisoned, run_kernels, sequence_layout, state_shape, workspace_shape)
+from .launcher import (Schedule, allocate, check_operand, check_scalars, grad_values, input_values, poisoned,
+                       run_kernels, scheduled)
 
 
 def _require(d: dict, key: str, where: str):
@@ -32,29 +32,34 @@ def launch(plan: Plan, recurrence, module, x: dict, workspace: dict, scalars: di
     plan name (plan.saved), in the plan's shapes and dtypes; scalars: the recurrence's scalars by name.
     `alloc(shape, dtype=, device=)` makes every output and workspace (tests poison them); `debug` receives
     the backward's own workspaces by plan name."""
-    p = plan.problem
-    dims = planned_sizes(plan, x, "backward")
-    v = x[p["value_input"]]
+    return launch_scheduled(Schedule(plan, recurrence, "backward"), module, x, workspace, scalars, do, dht,
+                            alloc=alloc, debug=debug)
+
+
+def launch_scheduled(schedule: Schedule, module, x: dict, workspace: dict, scalars: dict, do: torch.Tensor,
+                     dht: torch.Tensor | None, *, alloc, debug: dict | None) -> dict:
+    """`launch` with the plan read once (kdagen.ops.launcher.scheduled caches it per Config)."""
+    v = x[schedule.value]
     device = v.device
-    seq, sizes = sequence_layout(plan, x.get("cu_seqlens"), dims["B"], dims["T"], dims["H"], dims["HV"], device)
-    check_inputs(plan, recurrence, x, dims, "backward", device)
+    B, T, H, HV, N = schedule.dims(x)
+    sized = schedule.at(B, T, H, HV, N)
+    schedule.check_inputs(x, sized, device)
     check_operand("backward", "do", do, v.dtype, v.shape, device)
     h0 = x.get("initial_state")
     for name, t in (("initial_state", h0), ("dht", dht)):
         if t is not None:
-            check_operand("backward", name, t, torch.float32, state_shape(plan, seq["N"], dims["HV"]), device)
-    for name in plan.saved:
-        w = plan.workspace(name)
-        check_operand("backward", f"workspace[{name!r}]", _require(workspace, name, "workspace"),
-                      TORCH_DTYPES[w.dtype], workspace_shape(w, sizes), device)
-    check_scalars(recurrence, scalars, "backward")
-    ws = allocate(plan.produced_in("backward"), sizes, device, alloc)
-    inputs = [*recurrence.token_inputs, *recurrence.head_params]
-    grads = {n: alloc(tuple(x[n].shape), dtype=x[n].dtype, device=device) for n in inputs}
-    grad_h0 = None if h0 is None else alloc(tuple(h0.shape), dtype=h0.dtype, device=device)
-    values = {**input_values({n: x[n] for n in inputs}, scalars), **workspace, **ws, **grad_values(grads), **seq,
-              "v": v, "grad_v": grads[p["value_input"]], "h0": h0, "grad_h0": grad_h0, "dout": do, "dht": dht}
-    run_kernels(plan.direction("backward"), module, values, sizes)
+            check_operand("backward", name, t, torch.float32, sized.state, device)
+    for name, shape, dtype in sized.saved:
+        check_operand("backward", f"workspace[{name!r}]", _require(workspace, name, "workspace"), dtype, shape,
+                      device)
+    check_scalars(schedule.recurrence, scalars, "backward")
+    ws = allocate(sized.workspaces, device, alloc)
+    grads = {n: alloc(x[n].shape, dtype=x[n].dtype, device=device) for n in schedule.names}
+    grad_h0 = None if h0 is None else alloc(h0.shape, dtype=h0.dtype, device=device)
+    values = {**input_values({n: x[n] for n in schedule.names}, scalars), **workspace, **ws, **grad_values(grads),
+              **schedule.layout_values(sized, x.get("cu_seqlens"), B, T, device),
+              "v": v, "grad_v": grads[schedule.value], "h0": h0, "grad_h0": grad_h0, "dout": do, "dht": dht}
+    run_kernels(sized.launches, module, values, "backward")
     if debug is not None:
         debug.update(ws)
     return {**grads, "initial_state": grad_h0}
@@ -68,12 +73,12 @@ def backward(saved: dict, do: torch.Tensor, dht: torch.Tensor | None = None, *, 
     on (default: the runtime's, or the CPU emulation for an emulated call; tests pass a signature checker).
     `alloc` makes outputs and workspaces (default: NaN-filled under KDAGEN_POISON=1, else torch.empty)."""
     config: Config = _require(saved, "config", "saved")
-    plan, recurrence = config.planned()
+    schedule = scheduled(config, "backward")
     x = {n: t for n, t in _require(saved, "x", "saved").items() if t is not None}
     ws = _require(saved, "workspace", "saved")
-    workspace = {name: _require(ws, name, "workspace") for name in plan.saved}
+    workspace = {name: _require(ws, name, "workspace") for name in schedule.plan.saved}
     module = (loader or loader_for(saved.get("emulate", False)))(config, do.device, "backward")
     if alloc is None:
         alloc = poisoned if runtime_env.poison() else torch.empty
-    return launch(plan, recurrence, module, x, workspace, _require(saved, "scalars", "saved"), do, dht,
-                  alloc=alloc, debug=debug)
+    return launch_scheduled(schedule, module, x, workspace, _require(saved, "scalars", "saved"), do, dht,
+                            alloc=alloc, debug=debug)

@@ -10,56 +10,78 @@ plan names in `saved`.
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from ..plan import Plan
+from ..plan.families import ENV as FAMILY_ENV
 from ..plan.families.base import PASSED_DTYPE_INPUTS
 from ..runtime import env as runtime_env
 from .config import INFERENCE, TRAINING, config_for, default_arch, loader_for
-from .launcher import (allocate, check_inputs, check_operand, check_scalars, input_values, planned_sizes, poisoned,
-                       run_kernels, sequence_layout, state_shape)
+from .launcher import (Schedule, allocate, check_operand, check_scalars, input_values, poisoned, run_kernels,
+                       scheduled)
 
 
 def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_final_state: bool = True,
-           poison: bool = False):
+           poison: bool = False, keep: bool = True):
     """Run the plan's forward kernels on the inputs x (the recurrence's tensors by name, plus
-    initial_state and cu_seqlens): returns (o, final state or None, every forward workspace by plan name)."""
-    p = plan.problem
-    dims = planned_sizes(plan, x, "forward")
-    B, T, H, HV = dims["B"], dims["T"], dims["H"], dims["HV"]
-    v = x[p["value_input"]]
+    initial_state and cu_seqlens): returns (o, final state or None, every forward workspace by plan name).
+    `keep`: a backward will read the saved workspaces (their surplus chunk rows are zeroed)."""
+    return launch_scheduled(Schedule(plan, recurrence, "forward"), module, x, scalars,
+                            output_final_state=output_final_state, alloc=poisoned if poison else torch.empty, keep=keep)
+
+
+def launch_scheduled(schedule: Schedule, module, x: dict, scalars: dict, *, output_final_state: bool, alloc,
+                     keep: bool):
+    """`launch` with the plan read once (kdagen.ops.launcher.scheduled caches it per Config)."""
+    v = x[schedule.value]
     device = v.device
-    seq, sizes = sequence_layout(plan, x.get("cu_seqlens"), B, T, H, HV, device)
-    check_inputs(plan, recurrence, x, dims, "forward", device)
-    check_operand("forward", "initial_state", x.get("initial_state"), torch.float32, state_shape(plan, seq["N"], HV),
-                  device)
-    check_scalars(recurrence, scalars, "forward")
-    alloc = poisoned if poison else torch.empty
-    ws = allocate(plan.produced_in("forward"), sizes, device, alloc)
+    B, T, H, HV, N = schedule.dims(x)
+    sized = schedule.at(B, T, H, HV, N)
+    schedule.check_inputs(x, sized, device)
+    check_operand("forward", "initial_state", x.get("initial_state"), torch.float32, sized.state, device)
+    check_scalars(schedule.recurrence, scalars, "forward")
+    ws = allocate(sized.workspaces, device, alloc)
     # The chunk dim is an upper bound (chunks = B·T // C + N ≥ the real count, which only the device knows); the
     # surplus, at most the last N entries, is never written. Zeroed first (one multi-tensor launch), what the
     # forward keeps for the backward (an output of kdagen::recurrence_forward) is defined everywhere.
-    tails = [ws[n][ws[n].shape[0] - seq["N"]:] for n in plan.saved if plan.workspace(n).shape[0] == "chunks"]
-    if tails:
-        torch._foreach_zero_(tails)
+    if keep and sized.tails:
+        torch._foreach_zero_([ws[name][start:] for name, start in sized.tails])
     o = alloc(v.shape, dtype=v.dtype, device=device)
-    ht = alloc(state_shape(plan, seq["N"], HV), dtype=torch.float32, device=device) if output_final_state else None
-    values = {**input_values(x, scalars), **ws, **seq, "v": v, "h0": x.get("initial_state"), "o": o, "ht": ht}
-    run_kernels(plan.direction("forward"), module, values, sizes)
+    ht = alloc(sized.state, dtype=torch.float32, device=device) if output_final_state else None
+    values = {**input_values(x, scalars), **ws, **schedule.layout_values(sized, x.get("cu_seqlens"), B, T, device),
+              "v": v, "h0": x.get("initial_state"), "o": o, "ht": ht}
+    run_kernels(sized.launches, module, values, "forward")
     return o, ht, ws
 
 
+_CONFIGS: dict[tuple, object] = {}      # call_config's memo, by everything a Config is made of
+_CACHED_CONFIGS = 256
+
+
 def call_config(x: dict, call, keep: bool):
-    """The Config of a call from its tensors' shapes and dtypes alone (the fake implementations read it too)."""
-    v = x[call.spec.value]
-    ref = x[call.spec.qk[0]] if call.spec.qk else v
+    """The Config of a call from its tensors' shapes and dtypes alone (the fake implementations read it too),
+    memoised on what makes it: the Spec, the head counts and dims, varlen, the dtypes of g and beta, the device
+    (its arch), the state layout, the directions, the family and the KDAGEN_FAMILY / KDAGEN_ARCH settings."""
+    spec = call.spec
+    v = x[spec.value]
+    ref = x[spec.qk[0]] if spec.qk else v
     # the kernels are specialised on these sizes: under dynamic shapes int() makes them static (B, T, N stay free)
     H, K, HV, V = int(ref.shape[2]), int(ref.shape[3]), int(v.shape[2]), int(v.shape[3])
-    if HV % H:
-        raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
     dtypes = {n: x[n].dtype for n in PASSED_DTYPE_INPUTS if x.get(n) is not None}
-    return config_for(call.spec, K, V, HV // H, x.get("cu_seqlens") is not None, dtypes, default_arch(v.device),
-                      state_layout=call.state_layout, directions=TRAINING if keep else INFERENCE, family=call.family)
+    key = (spec, H, K, HV, V, x.get("cu_seqlens") is not None, *dtypes.items(), v.device, call.state_layout, keep,
+           call.family, os.environ.get(FAMILY_ENV), runtime_env.arch_override())
+    config = _CONFIGS.get(key)
+    if config is None:
+        if HV % H:
+            raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
+        config = config_for(spec, K, V, HV // H, key[5], dtypes, default_arch(v.device), state_layout=call.state_layout,
+                            directions=TRAINING if keep else INFERENCE, family=call.family)
+        if len(_CONFIGS) >= _CACHED_CONFIGS:
+            _CONFIGS.clear()
+        _CONFIGS[key] = config
+    return config
 
 
 def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = False, debug: dict | None = None):
@@ -72,16 +94,17 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     tensors: nothing here syncs with the host."""
     v = x[call.spec.value]
     config = call_config(x, call, keep)
-    plan, recurrence = config.planned()
+    schedule = scheduled(config, "forward")
     tensors = {n: t for n, t in x.items() if t is not None}
     module = (loader or loader_for(call.emulate))(config, v.device, "forward")
-    poison = poison or runtime_env.poison()
-    o, ht, ws = launch(plan, recurrence, module, tensors, call.scalars, output_final_state=call.output_final_state,
-                       poison=poison)
+    alloc = poisoned if poison or runtime_env.poison() else torch.empty
+    o, ht, ws = launch_scheduled(schedule, module, tensors, call.scalars, output_final_state=call.output_final_state,
+                                 alloc=alloc, keep=keep)
     if debug is not None:
         debug.update(ws)
     saved = None
     if keep:
-        saved = {"config": config, "plan": plan, "recurrence": recurrence, "x": dict(x), "scalars": call.scalars,
-                 "workspace": {n: ws[n] for n in plan.saved}, "emulate": call.emulate}
+        plan = schedule.plan
+        saved = {"config": config, "plan": plan, "recurrence": schedule.recurrence, "x": dict(x),
+                 "scalars": call.scalars, "workspace": {n: ws[n] for n in plan.saved}, "emulate": call.emulate}
     return o, ht, saved

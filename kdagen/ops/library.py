@@ -7,12 +7,17 @@ The schema holds only tensors, numbers and strings, so what a call is specialise
 as `key` (`call_key`): the recurrence (a Spec of this process, by its key), the state layout, the requested
 family and whether the kernels are emulated. Every op (chunk_kda, chunk_gated_delta_rule,
 kdagen.compile) makes its Spec, and so its key, before any call.
+
+The ops are registered through torch.library's Library (schema, CompositeExplicitAutograd kernel, fake kernel,
+Autograd kernel) rather than the torch.library.custom_op decorator, whose generic autograd wrapper (pytree
+flattening of the arguments, a generated Function, an aliasing check per call) cost more host time per eager
+call than the rest of the forward: the Autograd kernel here is an autograd.Function over the flattened tensors,
+entered only where an input requires grad.
 """
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -73,13 +78,21 @@ def _no_state(like: torch.Tensor) -> torch.Tensor:
     return like.new_empty(0, dtype=torch.float32)
 
 
-@torch.library.custom_op("kdagen::recurrence_forward", mutates_args=())
-def recurrence_forward(key: str, inputs: list[torch.Tensor], initial_state: Optional[torch.Tensor],
-                       cu_seqlens: Optional[torch.Tensor], scalars: list[float], output_final_state: bool,
-                       keep: bool) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-    """(o, the final state — empty when not requested —, the workspaces the plan saves for the backward — none
-    unless `keep`). `inputs`: the recurrence's token inputs then head parameters, in declaration order;
-    `scalars`: its scalars in declaration order."""
+_LIB = torch.library.Library("kdagen", "DEF")
+_LIB.define("recurrence_forward(str key, Tensor[] inputs, Tensor? initial_state, Tensor? cu_seqlens, float[] scalars, "
+            "bool output_final_state, bool keep) -> (Tensor, Tensor, Tensor[])", tags=(torch.Tag.pt2_compliant_tag,))
+_LIB.define("recurrence_backward(str key, Tensor[] inputs, Tensor? initial_state, Tensor? cu_seqlens, "
+            "float[] scalars, Tensor[] saved, Tensor do, Tensor? dht) -> Tensor[]", tags=(torch.Tag.pt2_compliant_tag,))
+_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+recurrence_forward = torch.ops.kdagen.recurrence_forward.default
+recurrence_backward = torch.ops.kdagen.recurrence_backward.default
+
+
+def _forward_impl(key: str, inputs: list, initial_state, cu_seqlens, scalars: list, output_final_state: bool,
+                  keep: bool):
+    """kdagen::recurrence_forward: (o, the final state — empty when not requested —, the workspaces the plan saves
+    for the backward — none unless `keep`). `inputs`: the recurrence's token inputs then head parameters, in
+    declaration order; `scalars`: its scalars in declaration order."""
     from . import autograd
     x = _inputs(key, inputs, initial_state, cu_seqlens)
     o, ht, saved = autograd.kernel_forward(x, _call(key, scalars, output_final_state, cu_seqlens), keep)
@@ -87,8 +100,7 @@ def recurrence_forward(key: str, inputs: list[torch.Tensor], initial_state: Opti
     return o, _no_state(o) if ht is None else ht, ws
 
 
-@recurrence_forward.register_fake
-def _(key, inputs, initial_state, cu_seqlens, scalars, output_final_state, keep):
+def _forward_fake(key, inputs, initial_state, cu_seqlens, scalars, output_final_state, keep):
     x = _inputs(key, inputs, initial_state, cu_seqlens)
     v = x[entry(key).spec.value]
     plan = call_config(x, _call(key, scalars, output_final_state, cu_seqlens), keep).planned()[0]
@@ -100,17 +112,13 @@ def _(key, inputs, initial_state, cu_seqlens, scalars, output_final_state, keep)
     return torch.empty_like(v), ht, ws
 
 
-@torch.library.custom_op("kdagen::recurrence_backward", mutates_args=())
-def recurrence_backward(key: str, inputs: list[torch.Tensor], initial_state: Optional[torch.Tensor],
-                        cu_seqlens: Optional[torch.Tensor], scalars: list[float], saved: list[torch.Tensor],
-                        do: torch.Tensor, dht: Optional[torch.Tensor]) -> list[torch.Tensor]:
-    """The gradients of Σ o⊙do + Σ final_state⊙dht for every input, then the initial state's (empty without
-    one); `saved`: what recurrence_forward kept."""
+def _backward_impl(key: str, inputs: list, initial_state, cu_seqlens, scalars: list, saved: list, do, dht) -> list:
+    """kdagen::recurrence_backward: the gradients of Σ o⊙do + Σ final_state⊙dht for every input, then the initial
+    state's (empty without one); `saved`: what recurrence_forward kept."""
     from . import autograd
     x = _inputs(key, inputs, initial_state, cu_seqlens)
-    e = entry(key)
+    names = entry(key).spec.inputs
     grads = autograd.kernel_backward(x, _call(key, scalars, dht is not None, cu_seqlens), saved, do, dht)
-    names = e.spec.inputs
     missing = [n for n in names if grads.get(n) is None] + \
         (["initial_state"] if initial_state is not None and grads.get("initial_state") is None else [])
     if missing:
@@ -118,39 +126,98 @@ def recurrence_backward(key: str, inputs: list[torch.Tensor], initial_state: Opt
     return [grads[n] for n in names] + [_no_state(do) if initial_state is None else grads["initial_state"]]
 
 
-@recurrence_backward.register_fake
-def _(key, inputs, initial_state, cu_seqlens, scalars, saved, do, dht):
+def _backward_fake(key, inputs, initial_state, cu_seqlens, scalars, saved, do, dht):
     return [torch.empty_like(t) for t in inputs] + \
         [_no_state(do) if initial_state is None else torch.empty_like(initial_state)]
 
 
-def _setup_context(ctx, inputs, output):
-    key, tensors, initial_state, cu_seqlens, scalars, output_final_state, keep = inputs
-    _, _, saved = output
-    ctx.key, ctx.scalars, ctx.output_final_state, ctx.n = key, scalars, output_final_state, len(tensors)
-    ctx.keep = keep
-    ctx.o_like = (output[0].shape, output[0].dtype, output[0].device)
-    ctx.set_materialize_grads(False)         # an unused final state gives dht = None, not a tensor of zeros
-    ctx.has_state, ctx.has_cu = initial_state is not None, cu_seqlens is not None
-    ctx.save_for_backward(*tensors, *([initial_state] if ctx.has_state else []),
-                          *([cu_seqlens] if ctx.has_cu else []), *saved)
+class _Forward(torch.autograd.Function):
+    """recurrence_forward's autograd formula: the inputs (token inputs, head parameters, initial state) flattened
+    into arguments, the saved workspaces non-differentiable outputs, the backward kdagen::recurrence_backward."""
+
+    @staticmethod
+    def forward(ctx, keyset, key, scalars, output_final_state, keep, initial_state, cu_seqlens, *inputs):
+        with torch._C._AutoDispatchBelowAutograd():
+            o, ht, saved = recurrence_forward.redispatch(keyset & _AFTER_AUTOGRAD, key, list(inputs), initial_state,
+                                                         cu_seqlens, scalars, output_final_state, keep)
+        ctx.key, ctx.scalars, ctx.output_final_state, ctx.keep, ctx.n = key, scalars, output_final_state, keep, \
+            len(inputs)
+        ctx.o_like = (o.shape, o.dtype, o.device)
+        ctx.set_materialize_grads(False)     # an unused final state gives dht = None, not a tensor of zeros
+        ctx.has_state, ctx.has_cu = initial_state is not None, cu_seqlens is not None
+        ctx.save_for_backward(*inputs, *([initial_state] if ctx.has_state else []),
+                              *([cu_seqlens] if ctx.has_cu else []), *saved)
+        ctx.mark_non_differentiable(*saved)
+        return (o, ht, *saved)
+
+    @staticmethod
+    def backward(ctx, grad_o, grad_ht, *grad_saved):
+        if not ctx.keep:
+            raise RuntimeError("kdagen::recurrence_forward ran with keep=False, so it kept nothing a backward needs "
+                               "(kdagen.ops.run.apply sets keep when an input requires grad)")
+        stored = list(ctx.saved_tensors)
+        tensors, rest = stored[:ctx.n], stored[ctx.n:]
+        initial_state = rest.pop(0) if ctx.has_state else None
+        cu_seqlens = rest.pop(0) if ctx.has_cu else None
+        if grad_o is None:                   # only the final state was used
+            shape, dtype, device = ctx.o_like
+            grad_o = torch.zeros(shape, dtype=dtype, device=device)
+        dht = grad_ht if ctx.output_final_state and grad_ht is not None else None
+        grads = dispatch(recurrence_backward, (ctx.key, tensors, initial_state, cu_seqlens, ctx.scalars, rest,
+                                               grad_o.contiguous(), None if dht is None else dht.contiguous()),
+                         torch.is_grad_enabled())
+        return (None, None, None, None, None, grads[-1] if ctx.has_state else None, None, *grads[:-1])
 
 
-def _backward(ctx, grad_o, grad_ht, grad_saved):
-    if not ctx.keep:
-        raise RuntimeError("kdagen::recurrence_forward ran with keep=False, so it kept nothing a backward needs "
-                           "(kdagen.ops.run.apply sets keep when an input requires grad)")
-    stored = list(ctx.saved_tensors)
-    tensors, rest = stored[:ctx.n], stored[ctx.n:]
-    initial_state = rest.pop(0) if ctx.has_state else None
-    cu_seqlens = rest.pop(0) if ctx.has_cu else None
-    if grad_o is None:                      # only the final state was used
-        shape, dtype, device = ctx.o_like
-        grad_o = torch.zeros(shape, dtype=dtype, device=device)
-    dht = grad_ht if ctx.output_final_state and grad_ht is not None else None
-    grads = recurrence_backward(ctx.key, tensors, initial_state, cu_seqlens, ctx.scalars, rest,
-                                grad_o.contiguous(), None if dht is None else dht.contiguous())
-    return None, list(grads[:-1]), grads[-1] if ctx.has_state else None, None, None, None, None
+def _forward_autograd(keyset, key, inputs, initial_state, cu_seqlens, scalars, output_final_state, keep):
+    """The forward's Autograd kernel: the autograd formula where an input requires grad, else straight to the
+    implementation (no autograd.Function, no argument flattening: the eager inference path)."""
+    if torch.is_grad_enabled() and torch._C._any_requires_grad(inputs, initial_state):
+        o, ht, *saved = _Forward.apply(keyset, key, scalars, output_final_state, keep, initial_state, cu_seqlens,
+                                       *inputs)
+        return o, ht, saved
+    with torch._C._AutoDispatchBelowAutograd():
+        return recurrence_forward.redispatch(keyset & _AFTER_AUTOGRAD, key, inputs, initial_state, cu_seqlens,
+                                             scalars, output_final_state, keep)
 
 
-recurrence_forward.register_autograd(_backward, setup_context=_setup_context)
+class _NoDerivative(torch.autograd.Function):
+    """recurrence_backward called where its outputs would need a gradient (double backward): refused when that
+    gradient is asked for."""
+
+    @staticmethod
+    def forward(ctx, keyset, key, scalars, n, initial_state, cu_seqlens, do, dht, *tensors):
+        with torch._C._AutoDispatchBelowAutograd():
+            return tuple(recurrence_backward.redispatch(keyset & _AFTER_AUTOGRAD, key, list(tensors[:n]),
+                                                        initial_state, cu_seqlens, scalars, list(tensors[n:]), do, dht))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("kdagen::recurrence_backward has no derivative: a double backward through kdagen's ops "
+                           "is not supported")
+
+
+def _backward_autograd(keyset, key, inputs, initial_state, cu_seqlens, scalars, saved, do, dht):
+    if torch.is_grad_enabled() and torch._C._any_requires_grad(inputs, initial_state, saved, do, dht):
+        return list(_NoDerivative.apply(keyset, key, scalars, len(inputs), initial_state, cu_seqlens, do, dht,
+                                        *inputs, *saved))
+    with torch._C._AutoDispatchBelowAutograd():
+        return recurrence_backward.redispatch(keyset & _AFTER_AUTOGRAD, key, inputs, initial_state, cu_seqlens,
+                                              scalars, saved, do, dht)
+
+
+def dispatch(op, args: tuple, grad: bool):
+    """op(*args); where no gradient is asked for (`grad` false) and nothing traces, past the op's Autograd kernel,
+    as that kernel would go, without a second trip through the dispatcher (the eager inference path)."""
+    if grad or torch.compiler.is_compiling():
+        return op(*args)
+    with torch._C._AutoDispatchBelowAutograd():
+        return op(*args)
+
+
+_LIB.impl("recurrence_forward", _forward_impl, "CompositeExplicitAutograd")
+_LIB.impl("recurrence_backward", _backward_impl, "CompositeExplicitAutograd")
+_LIB.impl("recurrence_forward", _forward_autograd, "Autograd", with_keyset=True)
+_LIB.impl("recurrence_backward", _backward_autograd, "Autograd", with_keyset=True)
+torch.library.register_fake("kdagen::recurrence_forward", _forward_fake, lib=_LIB)
+torch.library.register_fake("kdagen::recurrence_backward", _backward_fake, lib=_LIB)

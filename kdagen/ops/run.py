@@ -47,7 +47,7 @@ def checked(spec: Spec, tensors: dict, scalars: dict, *, initial_state=None, out
     _, _, resolved = validate(spec, tensors, scalars, initial_state=initial_state, cu_seqlens=cu_seqlens,
                               cu_seqlens_cpu=cu_seqlens_cpu, state_v_first=state_v_first,
                               device_type="cpu" if emulate else "cuda",
-                              read_seqlens=not use_graph and host_reads_allowed())
+                              read_seqlens=cu_seqlens is not None and not use_graph and host_reads_allowed())
     return Call(spec, resolved, output_final_state, "vk" if state_v_first else "kv", cu_seqlens, family, emulate)
 
 
@@ -64,7 +64,7 @@ def apply(call: Call, tensors: dict, initial_state):
     spec = call.spec
     inputs = [tensors[n] for n in spec.inputs]
     keep = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (*inputs, initial_state))
-    key = library.call_key(spec, call.state_layout, call.family, call.emulate)
-    o, ht, _ = library.recurrence_forward(key, inputs, initial_state, call.cu_seqlens,
-                                          [call.scalars[n] for n in spec.scalars], call.output_final_state, keep)
+    args = (library.call_key(spec, call.state_layout, call.family, call.emulate), inputs, initial_state,
+            call.cu_seqlens, [call.scalars[n] for n in spec.scalars], call.output_final_state, keep)
+    o, ht, _ = library.dispatch(library.recurrence_forward, args, keep)
     return o, ht if call.output_final_state else None

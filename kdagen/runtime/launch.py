@@ -7,6 +7,7 @@ kernel reads 32 bits. The CPU emulator (kdagen.codegen.emulate) packs through th
 from __future__ import annotations
 
 import ctypes
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -82,6 +83,7 @@ def args_device(args) -> torch.device | None:
     return devices.pop() if devices else None
 
 
+@functools.cache
 def _driver():
     from cupy.cuda import driver
     return driver
@@ -149,7 +151,7 @@ class Module:
             if smem_bytes > _SMEM_DEFAULT_LIMIT and self._smem_set.get((index, kernel_name), 0) < smem_bytes:
                 driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes)
                 self._smem_set[(index, kernel_name)] = smem_bytes
-            stream = torch.cuda.current_stream(index).cuda_stream
+            stream = torch._C._cuda_getCurrentRawStream(index)     # torch.cuda.current_stream(index).cuda_stream
             driver.launchKernel(fn.ptr, *grid, *block, smem_bytes, stream, ctypes.addressof(pointers), 0)
 
     def attributes(self, kernel_name: str, device_index: int | None = None) -> dict:
