@@ -3,8 +3,8 @@
 A module kdagen/commands/<name>.py joins the CLI as `kdagen <name>` ('_' written '-') by exposing
 `register(subparsers)`, which adds its parser (with help and an example) and sets `func` to a function of the parsed args returning an
 exit code. `kdagen`, `python -m kdagen` and `python cli.py` all run `main`. Errors a user can act on
-(bad configuration, no GPU, no compiler...) print one line; KDAGEN_DEBUG=1 shows the traceback. Exit codes:
-0 success, 2 usage errors, 1 failures (kdagen.commands says which is which).
+(bad configuration, no GPU, no compiler, a file that cannot be written...) print one line; KDAGEN_DEBUG=1
+shows the traceback. Exit codes: 0 success, 2 usage errors, 1 failures (kdagen.commands says which is which).
 """
 from __future__ import annotations
 
@@ -58,8 +58,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except (ImportError, NotImplementedError, RuntimeError, TypeError, ValueError) as e:
-        if env.debug():
+    except (ImportError, NotImplementedError, OSError, RuntimeError, TypeError, ValueError) as e:
+        show_traceback, hint = _debug()
+        if show_traceback:
             raise
-        print(f"kdagen {args.command}: error: {e}\n(set KDAGEN_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(f"kdagen {args.command}: error: {e}\n({hint})", file=sys.stderr)
         return 2 if isinstance(e, commands.UsageError) else 1
+
+
+def _debug() -> tuple[bool, str]:
+    """(KDAGEN_DEBUG, the hint under a one-line error), read while an error is handled: a value that is not 0/1
+    goes into the hint instead of replacing the error it was read for."""
+    try:
+        return env.debug(), "set KDAGEN_DEBUG=1 for the traceback"
+    except ValueError as e:
+        return False, f"{e}; set it to 1 for the traceback"

@@ -1,6 +1,8 @@
-"""The on-disk cache: hits, misses, corrupt entries rebuilt, atomic writes, concurrent processes on one key."""
+"""The on-disk cache: hits, misses, corrupt entries rebuilt, atomic writes, concurrent processes on one key, and a
+cache that cannot be written (read-only, a folder at an entry's path) costing a compile rather than the call."""
 from __future__ import annotations
 
+import errno
 import multiprocessing
 import os
 import time
@@ -8,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kdagen.runtime import cache
+from kdagen.runtime import UnsupportedArchError, cache, fetch_image, loader
+from markers import needs_nvrtc
 
 IMAGE = b"\x7fELF" + bytes(range(256)) * 4
 
@@ -134,3 +137,42 @@ def test_entries_and_clear(tmp_path):
     assert cache.clear(tmp_path, "kda") == 2
     assert {e.uri for e in cache.entries(tmp_path)} == {"gdn_b"}
     assert cache.clear(tmp_path) == 2 and cache.entries(tmp_path) == []
+
+
+def test_a_read_only_cache_reads_its_entries_and_compiles_the_rest_in_memory(tmp_path, monkeypatch, read_only,
+                                                                            warned_afresh):
+    monkeypatch.setenv("KDAGEN_CACHE_DIR", str(tmp_path))
+    cached = cache.Entry("sm_80", "kda_a", "0123", "cubin").path(tmp_path)
+    cache.fetch(cached, lambda: IMAGE)
+    read_only(tmp_path)
+    calls = []
+    with pytest.warns(RuntimeWarning) as warned:
+        assert cache.fetch(cached, counting_build(calls)) == (IMAGE, "disk")
+        for uri, key in [("kda_a", "4567"), ("gdn_b", "89ab")]:       # an entry folder that exists, one that does not
+            path = cache.Entry("sm_80", uri, key, "cubin").path(tmp_path)
+            assert cache.fetch(path, counting_build(calls)) == (IMAGE, "memory") and not path.exists()
+    assert len(calls) == 2
+    [message] = [str(w.message) for w in warned]                               # once, not once per entry
+    assert f"kernel cache {tmp_path} " in message and os.strerror(errno.EROFS) in message
+    monkeypatch.setenv("KDAGEN_DISABLE_JIT", "1")
+    with pytest.raises(cache.JitDisabledError):
+        cache.fetch(cache.Entry("sm_80", "gdn_b", "cdef", "cubin").path(tmp_path), counting_build(calls))
+
+
+def test_an_entry_path_that_is_a_folder_costs_a_compile_not_the_call(tmp_path, monkeypatch, warned_afresh):
+    monkeypatch.setenv("KDAGEN_CACHE_DIR", str(tmp_path))
+    path = cache.Entry("sm_90a", "kda_a", "0123", "cubin").path(tmp_path)
+    (path / "stray").mkdir(parents=True)
+    assert cache.read(path) is None
+    with pytest.warns(RuntimeWarning, match="Is a directory"):
+        assert cache.fetch(path, counting_build([])) == (IMAGE, "memory")
+    assert path.is_dir() and not list(path.parent.glob("*.tmp"))
+
+
+@needs_nvrtc
+def test_fetch_image_refuses_an_arch_name_the_cache_does_not_use(tmp_path, monkeypatch):
+    monkeypatch.setenv("KDAGEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(loader, "compile_source", lambda *a, **k: pytest.fail("compiled for an unknown arch name"))
+    with pytest.raises(UnsupportedArchError, match="'sm_90'"):
+        fetch_image("tiny", 'extern "C" __global__ void k() {}', "sm_90")
+    assert not (tmp_path / "sm_90").exists()

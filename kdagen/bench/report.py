@@ -174,6 +174,21 @@ def markdown(result: dict) -> str:
     return "\n".join(lines)
 
 
+RUN_PARTS = {"env": dict, "settings": dict, "timer": str, "ceilings": list, "cases": list, "accuracy": list}
+_JSON_NAMES = {dict: "an object", list: "an array", str: "a string"}
+
+
+def check_run(run) -> dict:
+    """A loaded JSON file as a saved run, else ValueError naming what it lacks (--compare and --render read files
+    the user names, which may be any JSON)."""
+    if not isinstance(run, dict):
+        raise ValueError("not a kdagen bench run: the JSON is not an object")
+    wrong = [f"{key} ({_JSON_NAMES[kind]})" for key, kind in RUN_PARTS.items() if not isinstance(run.get(key), kind)]
+    if wrong:
+        raise ValueError(f"not a kdagen bench run: it lacks {', '.join(wrong)}")
+    return run
+
+
 def compare(a: dict, b: dict) -> list[dict]:
     """Cells measured in both runs, and whether their medians agree within the larger spread."""
     cases_b = {_key(c): c for c in b["cases"]}

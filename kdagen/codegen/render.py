@@ -151,6 +151,8 @@ def render_unit(plan: Plan, recurrence, direction: str) -> str:
 
 
 def render(plan: Plan, recurrence, directions=DIRECTIONS) -> dict:
-    """{file name: text} for the requested directions."""
+    """{file name: text} for the requested directions (one direction may be given as its name)."""
+    if isinstance(directions, str):
+        directions = [directions]
     return {unit_name(d): render_unit(plan, recurrence, d) for d in directions}
 

@@ -147,7 +147,7 @@ def _load(paths) -> list[dict]:
     runs = []
     for path in paths:
         try:
-            runs.append(json.loads(Path(path).read_text()))
+            runs.append(report.check_run(json.loads(Path(path).read_text())))
         except (OSError, ValueError) as e:
             raise ValueError(f"cannot read {path}: {e}") from None
     return runs

@@ -15,7 +15,7 @@ EXAMPLE = """examples:
 def run_list(args) -> int:
     from ..runtime import cache, cache_dir
     root = cache_dir()
-    listed = cache.entries(root) if root.is_dir() else []
+    listed = cache.entries(root)
     if args.json:
         print(json.dumps([{"arch": e.arch, "uri": e.uri, "file": e.path.name, "bytes": e.bytes,
                            "mtime": e.mtime, "intact": e.intact} for e in listed], indent=2))
@@ -32,7 +32,7 @@ def run_list(args) -> int:
 def run_clear(args) -> int:
     from ..runtime import cache, cache_dir
     root = cache_dir()
-    removed = cache.clear(root, args.uri) if root.is_dir() else 0
+    removed = cache.clear(root, args.uri)
     print(f"removed {removed} image(s) from {root}")
     return 0
 

@@ -9,6 +9,7 @@ ops load for such a call on that arch.
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 
 EXAMPLE = """examples:
@@ -41,8 +42,15 @@ def run(args) -> int:
     return 0
 
 
+def positive_int(text: str) -> int:
+    """-j: a count of threads, so at least 1 (argparse reports anything else as a usage error)."""
+    if not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def register(subparsers) -> None:
     from . import configuration_parser
     p = configuration_parser(subparsers, "compile", "compile a configuration's kernels; print cold and cached times",
                              __doc__, EXAMPLE, run)
-    p.add_argument("-j", "--jobs", type=int, default=4, help="parallel NVRTC compiles (default 4)")
+    p.add_argument("-j", "--jobs", type=positive_int, default=4, help="parallel NVRTC compiles (default 4)")

@@ -38,7 +38,7 @@ def _devices() -> list[dict] | str:
 def _cache() -> dict:
     from ..runtime import cache, cache_dir
     root = cache_dir()
-    listed = cache.entries(root) if root.is_dir() else []
+    listed = cache.entries(root)
     return {"dir": str(root), "images": len(listed), "bytes": sum(e.bytes for e in listed)}
 
 

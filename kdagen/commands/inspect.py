@@ -30,11 +30,15 @@ def resource_table(plan, report) -> str:
 def run(args) -> int:
     from ..codegen import nvcc
     from ..ops.arguments import config_from_args
+    from . import UsageError
     config = config_from_args(args).config()
     plan, _ = config.planned()
     direction = args.direction
     if args.kernel:
-        direction = plan.kernel(args.kernel).direction
+        known = {k.name: k.direction for k in plan.kernels}
+        if args.kernel not in known:
+            raise UsageError(f"unknown kernel {args.kernel!r}; plan {plan.uri} has {list(known)}")
+        direction = known[args.kernel]
     if not plan.direction(direction):
         print(f"kdagen inspect: plan {plan.uri} has no {direction} kernels (family {plan.family})", file=sys.stderr)
         return 2

@@ -44,8 +44,10 @@ def _tensor(x: dict, name: str, what: str) -> torch.Tensor:
     return x[name]
 
 
-def _call(r, x: dict, scale, initial_state, cu_seqlens) -> _Call:
+def _call(r, x: dict, scale, chunk_size, initial_state, cu_seqlens) -> _Call:
     r.check()
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise DSLError(None, f"chunk_size must be a positive int, got {chunk_size!r}")
     names = r.token_inputs + r.head_params + r.scalars
     unknown = sorted(set(x) - set(names) - set(CALL_KEYS))
     if unknown:
@@ -137,7 +139,7 @@ def _core_operands(r, vals: dict, dims: dict) -> dict:
 
 def forward(r, x: dict, *, scale=None, chunk_size: int = 64, initial_state=None, cu_seqlens=None):
     """(o [B,T,HV,V], final state [N,HV,K,V]) of recurrence r on inputs x."""
-    call = _call(r, x, scale, initial_state, cu_seqlens)
+    call = _call(r, x, scale, chunk_size, initial_state, cu_seqlens)
     vals = run(r.graph, call.leaves, call.dims, call.dtype)
     return core.forward(r.core, _core_operands(r, vals, call.dims), call.h0, chunk_size, call.cu_seqlens)
 
@@ -149,7 +151,7 @@ def backward(r, x: dict, do, dht=None, *, scale=None, chunk_size: int = 64, init
     Keyed by input and parameter name (each in its input's shape) plus "initial_state" (None
     without one). The backward graph gets only the saved forward values; it recomputes the rest.
     """
-    call = _call(r, x, scale, initial_state, cu_seqlens)
+    call = _call(r, x, scale, chunk_size, initial_state, cu_seqlens)
     vals = run(r.graph, call.leaves, call.dims, call.dtype)
     seeds, dh0 = core.backward(r.core, _core_operands(r, vals, call.dims), call.h0, chunk_size,
                                call.cu_seqlens, do, dht)

@@ -30,24 +30,36 @@ class Recurrence(GraphBuilder):
     def __init__(self, name: str = "recurrence", learned_scalars=(), per_token=()):
         super().__init__(name)
         self.core: str | None = None
-        self._checked = False
+        self._checked_as = None                      # the graph as check() last passed it (_snapshot)
         self._learned_scalars = frozenset(learned_scalars)
         self._per_token = frozenset(per_token)
         self._leaves: dict[str, list[str]] = {}      # leaf op -> names, until the graph changes
 
     def _changed(self):
-        self._checked = False
+        self._checked_as = None
         self._leaves = {}
+
+    def _snapshot(self) -> tuple:
+        """The graph as plain data. check() keeps the one it passed, so that an edit made to `r.graph` directly,
+        past the builder, is noticed and checked again instead of failing later inside networkx."""
+        nodes = tuple((n, tuple(sorted(a.items()))) for n, a in self.graph.nodes(data=True))
+        edges = tuple((u, v, tuple(sorted(a.items()))) for u, v, a in self.graph.edges(data=True))
+        return self.core, nodes, edges
 
     # ---- leaves ---------------------------------------------------------------------------
     def _leaf(self, op: str, name: str, dim, what: str, bounds, dtype: str):
         if not isinstance(name, str) or not name.isidentifier():
             raise DSLError(str(name), f"{what} name must be an identifier, got {name!r}")
+        if not name.isascii():
+            raise DSLError(name, f"{what} name must be an ASCII identifier, got {name!r}: the kernels carry it "
+                                 "into CUDA, whose compiler (NVRTC) takes only ASCII names")
         if name in RESERVED_NAMES or _RESERVED_ID.match(name):
             raise DSLError(name, f"{what} name {name!r} is reserved (call arguments {RESERVED_NAMES}, "
                                  "op ids <op>_<n>, backward ids d_*, grad_*)")
         if name in self.graph:
             raise DSLError(name, f"{what} {name!r} is declared twice")
+        if op != "scalar":
+            _check_row_pointer(self.graph, name)
         if dtype not in DTYPES:
             raise DSLError(name, f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
         try:
@@ -138,10 +150,14 @@ class Recurrence(GraphBuilder):
             raise DSLError(None, f"recurrence {self.name!r} has no core: call delta_rule(...) once")
 
     def check(self) -> "Recurrence":
-        """Validate the whole graph (core, cycles, shapes, dead nodes) and mark saved nodes."""
-        if self._checked:
+        """Validate the whole graph (core, cycles, shapes, dead nodes) and mark saved nodes; again whenever the
+        graph has changed since."""
+        if self._checked_as is not None and self._checked_as == self._snapshot():
             return self
+        self._changed()
         self._need_core()
+        if self.core not in self.graph:
+            raise DSLError(self.core, "the core is no longer in the graph (removed from r.graph after building)")
         try:
             cycle = nx.find_cycle(self.graph)
         except nx.NetworkXNoCycle:
@@ -160,18 +176,24 @@ class Recurrence(GraphBuilder):
                 raise DSLError(node_id, f"{what}: it does not reach the core {self.core!r}")
         from .autodiff import mark_saved
         mark_saved(self)
-        self._checked = True
+        self._checked_as = self._snapshot()
         return self
 
     def _recheck(self, node_id: str):
         """Re-derive one node's type from its operands: catches graphs edited after building."""
         a = self.graph.nodes[node_id]
+        missing = [key for key in ("op", "args", "shape", "kind") if key not in a]
+        if missing:
+            raise DSLError(node_id, f"has no {', '.join(missing)}: a node added to r.graph directly, not by the "
+                                    "builder")
         if set(self.graph.predecessors(node_id)) != set(a["args"]):
             raise DSLError(node_id, f"edges {sorted(self.graph.predecessors(node_id))} disagree with "
                                     f"its operands {list(a['args'])}")
-        if a["op"] in LEAF_OPS:
-            return
-        if a["op"] == core.CORE_OP:
+        if a["op"] == "const":
+            derived = {"kind": "const", "shape": ()}
+        elif a["op"] in LEAF_OPS:
+            derived = {"kind": op_kind(a["op"]), "name": node_id}
+        elif a["op"] == core.CORE_OP:
             derived = self._core_rule(node_id, a["args"])
         elif a["op"] in OPS:
             derived = self.infer(node_id, a["op"], a["args"], a)
@@ -194,6 +216,17 @@ class Recurrence(GraphBuilder):
 
 def op_kind(op: str) -> str:
     return {"token_input": "token", "head_param": "head", "scalar": "scalar"}[op]
+
+
+def _check_row_pointer(graph, name: str) -> None:
+    """Refuse inputs `x` and `x_row` side by side: a kernel reads input x through a pointer named in_x_row
+    (kdagen.codegen.expr), which is input x_row's own parameter — a redeclaration in one kernel, a shadowed pointer
+    (a silently wrong read) in another."""
+    for base, row in ((name, f"{name}_row"), (name.removesuffix("_row"), name)):
+        other = row if base == name else base
+        if other != name and graph.nodes.get(other, {}).get("op") in ("token_input", "head_param"):
+            raise DSLError(name, f"inputs {base!r} and {row!r} cannot both be declared: the kernels read {base!r} "
+                                 f"through a pointer named in_{row}, the name of {row!r}'s own parameter; rename one")
 
 
 def _check_bounds(name: str, bounds):

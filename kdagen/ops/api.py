@@ -15,13 +15,18 @@ plus the few settings that only steer the kernels. Options FLA accepts are handl
 - meaningless here (nothing would read it) → ValueError, so nothing is silently ignored:
   `A_log` / `dt_bias` without `use_gate_in_kernel`, `lower_bound` without the in-kernel gate or safe_gate,
   and GDN's `head_first` (removed from FLA, which raises on it too);
-- anything else in **kwargs → TypeError naming it.
+- anything else in **kwargs → TypeError naming it;
+- a value of the wrong kind, before it can reach the recurrence → TypeError / ValueError naming the option: a
+  flag that is not a bool (FLA types them so; 'False' would read as true), a lower_bound that is not a finite
+  negative number (it bounds a decay that must stay ≤ 0).
 """
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
 from dataclasses import dataclass, field
+from numbers import Real
 
 import torch
 
@@ -30,6 +35,9 @@ from ..reference import Options
 KDA_CHUNK_SIZES = (32, 64)
 GDN_CHUNK_SIZES = (16, 32, 64)
 SAFE_GATE_RANGE = (-5.0, 0.0)        # FLA: lower_bound in [-5, 0) with safe_gate and the in-kernel gate
+BOOL_OPTIONS = ("use_qk_l2norm_in_kernel", "use_gate_in_kernel", "use_beta_sigmoid_in_kernel", "allow_neg_eigval",
+                "safe_gate", "disable_recompute", "return_intermediate_states", "state_v_first", "use_graph",
+                "transpose_state_layout")
 
 
 @dataclass(frozen=True)
@@ -50,7 +58,7 @@ def _pop_kwargs(op: str, kwargs: dict, state_v_first: bool) -> tuple[dict, bool]
         if state_v_first:
             raise ValueError("pass either state_v_first or the deprecated transpose_state_layout, not both")
         warnings.warn("transpose_state_layout is deprecated; use state_v_first", DeprecationWarning, stacklevel=5)
-        state_v_first = bool(kwargs.pop("transpose_state_layout"))
+        state_v_first = kwargs.pop("transpose_state_layout")
     if op == "gdn" and "head_first" in kwargs:
         raise ValueError("head_first was removed from FLA; pass q, k, v as [B, T, H, D] and drop head_first")
     read = {"A_log": None, "dt_bias": None, "chunk_size": 64}
@@ -89,13 +97,48 @@ def _graph_options(p: dict) -> bool:
     return use_graph
 
 
+def _check_bools(options: dict) -> None:
+    """FLA types these options as bool: anything else is refused, or a string such as 'False' would act as true."""
+    for name in BOOL_OPTIONS:
+        value = options.get(name, False)
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+
+
+def _lower_bound(lower_bound, use_gate: bool, safe_gate: bool) -> float | None:
+    """lower_bound as a float, checked here: it becomes a constant (the in-kernel gate lb·σ(·)) or a declared
+    bound (safe_gate's precomputed g ∈ [lb, 0)) of the recurrence, where a bad value would surface as an error
+    about an internal node, or as a positive decay whose kernels overflow."""
+    if lower_bound is None:
+        if safe_gate and use_gate:
+            raise ValueError(f"safe_gate=True with use_gate_in_kernel=True needs lower_bound in "
+                             f"[{SAFE_GATE_RANGE[0]}, {SAFE_GATE_RANGE[1]}), got None")
+        return None
+    if not (use_gate or safe_gate):
+        raise ValueError("lower_bound only acts with use_gate_in_kernel=True or safe_gate=True; it would be ignored")
+    if isinstance(lower_bound, bool) or not isinstance(lower_bound, Real):
+        raise TypeError(f"lower_bound must be a float, got {type(lower_bound).__name__} {lower_bound!r}")
+    lower_bound = float(lower_bound)
+    if not math.isfinite(lower_bound) or lower_bound >= 0:
+        raise ValueError(f"lower_bound must be a finite negative number (the decay lies in [lower_bound, 0]; a "
+                         f"positive one would grow the state), got {lower_bound}")
+    lo, hi = SAFE_GATE_RANGE
+    if safe_gate and use_gate and not lo <= lower_bound < hi:
+        raise ValueError(f"safe_gate=True with use_gate_in_kernel=True needs lower_bound in [{lo}, {hi}), "
+                         f"got {lower_bound}")
+    return lower_bound
+
+
 def resolve(op: str, params: dict) -> Call:
     """A call's parameters by name (q … beta excluded or ignored, `kwargs` the **kwargs dict) → Call."""
     p = dict(params)
+    _check_bools(p)
+    _check_bools(p.get("kwargs", {}))
     _unsupported(p)
     kw, state_v_first = _pop_kwargs(op, p.pop("kwargs", {}), p.get("state_v_first", False))
     use_gate = p["use_gate_in_kernel"] if op == "kda" else kw["use_gate_in_kernel"]
-    lower_bound, safe_gate = p.get("lower_bound"), p.get("safe_gate", False)
+    safe_gate = p.get("safe_gate", False)
+    lower_bound = _lower_bound(p.get("lower_bound"), use_gate, safe_gate)
     sizes = KDA_CHUNK_SIZES if op == "kda" else GDN_CHUNK_SIZES
     if kw["chunk_size"] not in sizes:
         raise ValueError(f"chunk_size must be one of {sizes} for {op.upper()}, got {kw['chunk_size']!r}")
@@ -109,20 +152,13 @@ def resolve(op: str, params: dict) -> Call:
         for name in ("A_log", "dt_bias"):
             if kw[name] is not None:
                 raise ValueError(f"{name} is only used with use_gate_in_kernel=True; it would be ignored here")
-    if safe_gate and use_gate:
-        lo, hi = SAFE_GATE_RANGE
-        if lower_bound is None or not lo <= lower_bound < hi:
-            raise ValueError(f"safe_gate=True with use_gate_in_kernel=True needs lower_bound in [{lo}, {hi}), "
-                             f"got {lower_bound}")
-    if lower_bound is not None and not (use_gate or safe_gate):
-        raise ValueError("lower_bound only acts with use_gate_in_kernel=True or safe_gate=True; it would be ignored")
-    opt = Options(op=op, scale=p["scale"], use_qk_l2norm_in_kernel=bool(p["use_qk_l2norm_in_kernel"]),
-                  use_gate_in_kernel=bool(use_gate), use_beta_sigmoid_in_kernel=bool(p["use_beta_sigmoid_in_kernel"]),
-                  allow_neg_eigval=bool(p["allow_neg_eigval"]),
-                  lower_bound=lower_bound if use_gate else None, state_v_first=bool(state_v_first))
+    opt = Options(op=op, scale=p["scale"], use_qk_l2norm_in_kernel=p["use_qk_l2norm_in_kernel"],
+                  use_gate_in_kernel=use_gate, use_beta_sigmoid_in_kernel=p["use_beta_sigmoid_in_kernel"],
+                  allow_neg_eigval=p["allow_neg_eigval"], lower_bound=lower_bound if use_gate else None,
+                  state_v_first=state_v_first)
     tensors = {"A_log": kw["A_log"], "dt_bias": kw["dt_bias"], "initial_state": p["initial_state"],
                "cu_seqlens": p["cu_seqlens"], "cu_seqlens_cpu": p["cu_seqlens_cpu"]}
-    gate_bound = float(lower_bound) if safe_gate and not use_gate and lower_bound is not None else None
+    gate_bound = lower_bound if safe_gate and not use_gate else None
     return Call(opt, p["output_final_state"], kw["chunk_size"], gate_bound, tensors, _graph_options(p))
 
 

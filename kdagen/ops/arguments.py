@@ -106,6 +106,9 @@ def _fla_call(args, op: str, HV: int, K: int):
         options["lower_bound"] = args.lower_bound
     if args.safe_gate:
         options["safe_gate"] = True
+    ignored = [f for f, on in (("--no-A-log", args.no_A_log), ("--no-dt-bias", args.no_dt_bias)) if on]
+    if ignored and not args.use_gate_in_kernel:
+        raise ValueError(f"{', '.join(ignored)} acts only with --use-gate-in-kernel; it would be ignored here")
     if args.use_gate_in_kernel:
         if not args.no_A_log:
             options["A_log"] = torch.empty(HV, **meta)

@@ -39,8 +39,8 @@ class RecurrenceOp:
         return (f"RecurrenceOp({self.spec.name!r}, inputs={list(self.inputs)}, scalars={list(self.scalars)}, "
                 f"decay {r.decay_kind}{', emulated' if self.emulate else ''})")
 
-    def __call__(self, *args, initial_state=None, output_final_state: bool = False, cu_seqlens=None,
-                 cu_seqlens_cpu=None, state_v_first: bool = False, **named):
+    def __call__(self, /, *args, initial_state=None, output_final_state: bool = False, cu_seqlens=None,
+                 cu_seqlens_cpu=None, state_v_first: bool = False, **named):     # `/`: an input may be named self
         if len(args) > len(self.inputs):
             raise TypeError(f"{self.spec.name}() takes at most {len(self.inputs)} positional inputs "
                             f"({', '.join(self.inputs)}), got {len(args)}")

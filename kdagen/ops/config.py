@@ -16,7 +16,7 @@ from ..codegen import render_unit
 from ..plan import Dtypes, Plan, Problem, make_plan, verify
 from ..plan.configs import options_recurrence
 from ..plan.families import requested
-from ..plan.problem import qk_inputs, recurrence_facts
+from ..plan.problem import check_input_dtypes, qk_inputs, recurrence_facts
 from ..runtime import env as runtime_env
 
 _DTYPE = {torch.bfloat16: "bf16", torch.float32: "f32"}
@@ -49,12 +49,16 @@ class Spec:
     roles: dict = dataclasses.field(compare=False)         # core operand node -> role
     inputs: tuple = dataclasses.field(compare=False)       # token inputs then head parameters: the kernels' order
     key: str = dataclasses.field(compare=False)            # name|graph_sha: how the custom ops find it (SPECS)
+    uri_hash: bool = dataclasses.field(default=True, compare=False)   # the URIs end with the graph hash (Problem)
 
     @staticmethod
-    def of(recurrence, name: str | None = None) -> "Spec":
+    def of(recurrence, name: str | None = None, uri_hash: bool = True) -> "Spec":
         """Read once what every call needs from the graph — the per-call path (traced by torch.compile) never
-        walks it — and register the Spec under its key (the custom ops find it there)."""
+        walks it — and register the Spec under its key (the custom ops find it there). A declared dtype no kernel
+        reads is refused here, before a call's tensors are checked against it. `uri_hash=False`: the name
+        determines the graph (the shipped ops' tags), so the URIs need not carry its hash."""
         r = recurrence.check()
+        check_input_dtypes(r)
         nodes = r.graph.nodes
         inputs = (*r.token_inputs, *r.head_params)
         tag, sha = name or r.name, recurrence_facts(r)["graph_sha"]
@@ -62,7 +66,7 @@ class Spec:
                     tuple(r.head_params), tuple(r.scalars),
                     {n: (nodes[n]["shape"][0] if nodes[n]["shape"] else None) for n in inputs},
                     {n: nodes[n]["dtype"] for n in r.token_inputs},
-                    {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}")
+                    {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}", uri_hash)
         return SPECS.setdefault(spec.key, spec)
 
 
@@ -94,7 +98,7 @@ def _fla_spec(op, use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_
     opt = Options(op=op, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, use_gate_in_kernel=use_gate_in_kernel,
                   use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
                   lower_bound=lower_bound)
-    return Spec.of(*options_recurrence(opt, has_A_log, has_dt_bias))
+    return Spec.of(*options_recurrence(opt, has_A_log, has_dt_bias), uri_hash=False)
 
 
 def options_spec(opt, has_A_log: bool = True, has_dt_bias: bool = True, gate_bound=None) -> Spec:
@@ -137,7 +141,7 @@ class Config:
     def problem(self) -> Problem:
         return Problem(self.spec.recurrence, self.spec.name, self.K, self.V,
                        dtypes=Dtypes(g=self.g_dtype, beta=self.beta_dtype), arch=self.arch, gva_ratio=self.G,
-                       varlen=self.varlen, state_layout=self.state_layout)
+                       varlen=self.varlen, state_layout=self.state_layout, uri_hash=self.spec.uri_hash)
 
     def planned(self):
         """(verified plan, recurrence), once per process."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -24,28 +25,36 @@ def sources(config) -> list[tuple[str, str]]:
 def compile_modules(sources: list[tuple[str, str]], arch: str, kind: str, jobs: int, progress=None,
                     cold: bool = True) -> list[Timing]:
     """Compile (cold: always; else only on a cache miss) in `jobs` threads (NVRTC releases the GIL), then time a
-    cached load of each; progress.advance(uri) after each compile."""
-    from ..runtime import fetch_image
+    cached load of each (reading and checking its entry); progress.advance(uri) after each compile. A cold
+    compile is for the cache, so a cache that cannot take the images fails before compiling."""
+    from ..runtime import cache, env, fetch_image, versions
+    if cold:
+        cache.check_writable(env.cache_dir())
+    # Resolved here, before the threads: its first call imports kdagen, which a worker thread would wait for
+    # forever while `import kdagen` runs KDAGEN_PRECOMPILE in this one.
+    versions()
 
-    def build(uri: str, source: str) -> tuple[str, float]:
+    def build(uri: str, source: str) -> tuple[str, Path, float]:
         start = time.perf_counter()
-        fetch_image(uri, source, arch, kind, rebuild=cold)
-        return uri, time.perf_counter() - start
+        _, _, path = fetch_image(uri, source, arch, kind, rebuild=cold)
+        return uri, path, time.perf_counter() - start
 
-    compile_s = {}
+    built = {}
     with ThreadPoolExecutor(max_workers=max(jobs, 1)) as pool:
         for future in as_completed([pool.submit(build, uri, src) for uri, src in sources]):
-            uri, seconds = future.result()
-            compile_s[uri] = seconds
+            uri, path, seconds = future.result()
+            built[uri] = path, seconds
             if progress is not None:
                 progress.advance(uri)
     timings = []
-    for uri, source in sources:
+    for uri, _ in sources:
+        path, compile_s = built[uri]
         start = time.perf_counter()
-        image, how, path = fetch_image(uri, source, arch, kind)
-        if how != "disk":
-            raise RuntimeError(f"{uri}: compiled, but {path} could not be read back from the cache")
-        timings.append(Timing(uri, compile_s[uri], time.perf_counter() - start, len(image)))
+        image = cache.read(path)
+        if image is None:
+            raise RuntimeError(f"{uri}: compiled, but {path} could not be stored in the cache and read back "
+                               "(the warning above, or KDAGEN_VERBOSE=1, says why)")
+        timings.append(Timing(uri, compile_s, time.perf_counter() - start, len(image)))
     return timings
 
 

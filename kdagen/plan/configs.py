@@ -18,13 +18,20 @@ DEFAULT_ARCHS = ("sm_90a", "sm_80")
 DEFAULT_HEAD_DIM = 128
 
 
+def _bound_tag(x: float) -> str:
+    """A lower bound in letters and digits, exactly (repr round-trips), so that distinct bounds name distinct
+    configurations: -5 → "5", -0.25 → "0p25", -1e-05 → "1em05"; a bound ≥ 0 starts "pos"."""
+    text = repr(abs(float(x))).removesuffix(".0").replace(".", "p").replace("e-", "em").replace("e+", "e")
+    return text if x < 0 else f"pos{text}"
+
+
 def options_tag(opt: Options) -> str:
     """A readable name for the recurrence an Options describes: kda_lb5_l2_bsig, gdn_sp_l2, kda_g ..."""
     parts = [opt.op]
     if opt.use_gate_in_kernel:
-        parts.append("sp" if opt.lower_bound is None else f"lb{abs(opt.lower_bound):g}".replace(".", "p"))
+        parts.append("sp" if opt.lower_bound is None else f"lb{_bound_tag(opt.lower_bound)}")
     elif opt.lower_bound is not None:
-        parts.append(f"glb{abs(opt.lower_bound):g}".replace(".", "p"))
+        parts.append(f"glb{_bound_tag(opt.lower_bound)}")
     else:
         parts.append("g")
     if opt.use_qk_l2norm_in_kernel:

@@ -52,10 +52,16 @@ class Dtypes:
         return f"{self.io}_g{self.g}_b{self.beta}"
 
 
+def _positive_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0
+
+
 @dataclass(frozen=True)
 class Problem:
     """One configuration to plan. `name` is a readable tag for the recurrence and its options
-    (e.g. "kda_lb5_l2_bsig"); it starts the configuration's URI."""
+    (e.g. "kda_lb5_l2_bsig"); it starts the configuration's URI. `uri_hash`: the name alone does not determine
+    the recurrence (a user's function, whose options or file may change it), so the URI ends with the graph
+    hash; the shipped ops' names spell out every option and leave it off."""
     recurrence: object = field(compare=False, repr=False)
     name: str
     K: int
@@ -65,23 +71,31 @@ class Problem:
     gva_ratio: int = 1
     varlen: bool = False
     state_layout: str = "kv"               # "kv": [N,HV,K,V] (FLA default); "vk": state_v_first
+    uri_hash: bool = False
 
     def __post_init__(self):
+        from ..dsl import Recurrence
         checks = [
-            (isinstance(self.K, int) and self.K > 0, f"K={self.K!r}: a positive head dim"),
-            (isinstance(self.V, int) and self.V > 0, f"V={self.V!r}: a positive head dim"),
+            (isinstance(self.recurrence, Recurrence), f"recurrence must be a kdagen.dsl.Recurrence (build a function "
+                                                      f"with kdagen.dsl.build), got {type(self.recurrence).__name__}"),
+            (_positive_int(self.K), f"K={self.K!r}: a positive head dim"),
+            (_positive_int(self.V), f"V={self.V!r}: a positive head dim"),
+            (self.K == self.V, f"K={self.K}, V={self.V}: the kernels need V == K"),
             (self.arch in ARCHS, f"arch={self.arch!r}: known archs are {sorted(ARCHS)}"),
-            (self.gva_ratio >= 1, f"gva_ratio={self.gva_ratio}: must be >= 1"),
+            (_positive_int(self.gva_ratio), f"gva_ratio={self.gva_ratio!r}: an int >= 1"),
+            (isinstance(self.varlen, bool), f"varlen={self.varlen!r}: a bool"),
             (self.state_layout in ("kv", "vk"), f"state_layout={self.state_layout!r}: 'kv' or 'vk'"),
             (self.dtypes.io == "bf16", f"dtypes.io={self.dtypes.io!r}: only bf16 kernels are planned"),
             (self.dtypes.g in ("bf16", "f32"), f"dtypes.g={self.dtypes.g!r}: bf16 or f32"),
             (self.dtypes.beta in ("bf16", "f32"), f"dtypes.beta={self.dtypes.beta!r}: bf16 or f32"),
             (self.dtypes.state == "f32", f"dtypes.state={self.dtypes.state!r}: states are fp32"),
-            (self.name.replace("_", "").isalnum(), f"name={self.name!r}: letters, digits and '_' only"),
+            (isinstance(self.name, str) and self.name.replace("_", "").isalnum(),
+             f"name={self.name!r}: letters, digits and '_' only"),
         ]
         for ok, msg in checks:
             if not ok:
                 raise PlanError(f"Problem: {msg}")
+        check_input_dtypes(self.recurrence.check())    # check(): a graph edited since it was built is checked again
 
     @property
     def arch_spec(self) -> ArchSpec:
@@ -95,6 +109,8 @@ class Problem:
         if self.state_layout == "vk":
             parts.append("vfirst")
         parts += [family, self.arch.replace("_", "")]
+        if self.uri_hash:
+            parts.append(recurrence_facts(self.recurrence)["graph_sha"][:8])
         return "_".join(parts)
 
     def describe(self) -> dict:
@@ -106,6 +122,25 @@ class Problem:
                 "state_layout": self.state_layout, "value_input": self.recurrence.core_operands()["value"],
                 "qk_inputs": qk_inputs(self.recurrence),
                 "recurrence": facts}
+
+
+KERNEL_DTYPES = ("bf16", "f32")     # what the kernels read a token input as
+
+
+def check_input_dtypes(r) -> None:
+    """Refuse a declared dtype no kernel reads (token inputs bf16 or f32, head parameters f32): a tensor of that
+    dtype read through a pointer of another type would be garbage, and the declaration would be silently
+    overridden otherwise (q/k/v, g and beta are read as the call passes them)."""
+    for n in r.token_inputs:
+        dtype = r.graph.nodes[n]["dtype"]
+        if dtype not in KERNEL_DTYPES:
+            raise PlanError(f"token input {n!r}: declared dtype {dtype!r}; the kernels read token inputs in bf16 or "
+                            "f32")
+    for n in r.head_params:
+        dtype = r.graph.nodes[n]["dtype"]
+        if dtype != "f32":
+            raise PlanError(f"head parameter {n!r}: declared dtype {dtype!r}; the kernels read head parameters in "
+                            "f32")
 
 
 def recurrence_facts(r) -> dict:

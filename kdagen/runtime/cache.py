@@ -5,15 +5,19 @@ hashes everything the image depends on (source, arch, options, kdagen, NVRTC and
 Each file is MAGIC + sha256(image) + image: a truncated or damaged entry fails the check and is
 rebuilt instead of being handed to the driver. Writes go to a temporary file in the same
 directory and are renamed into place (atomic on POSIX), under a per-entry file lock so that
-processes racing on one key compile it once.
+processes racing on one key compile it once. A cache that cannot take an entry (read-only, a
+file where a folder should be, full) costs a compile, never the call: the image is used from
+memory and a warning says so once.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -21,6 +25,7 @@ from typing import Callable
 from filelock import FileLock
 
 from . import env
+from .arch import ARCHES, UnsupportedArchError
 
 MAGIC = b"KDAGEN-IMAGE-1\n"
 _DIGEST_LEN = 64
@@ -31,12 +36,25 @@ class JitDisabledError(RuntimeError):
     """KDAGEN_DISABLE_JIT is set and the cache lacks the kernel."""
 
 
+class CacheNotWritableError(RuntimeError):
+    """The cache folder cannot take new entries, and filling it is what was asked (`kdagen compile`)."""
+
+
 @dataclass(frozen=True)
 class Entry:
     arch: str
     uri: str
     key: str
     kind: str
+
+    def __post_init__(self):
+        """Only the arch names kdagen loads with (arch.ARCHES): another spelling ('90a', 'sm_90') would fill
+        the cache with images no load finds."""
+        if self.arch not in ARCHES:
+            raise UnsupportedArchError(f"cache entry for arch {self.arch!r}: expected one of {', '.join(ARCHES)} "
+                                       "(runtime.normalize_arch gives the name of an alias)")
+        if self.kind not in KINDS:
+            raise ValueError(f"cache entry of kind {self.kind!r}: expected one of {', '.join(KINDS)}")
 
     def path(self, root: Path) -> Path:
         return root / self.arch / self.uri / f"{self.key}.{self.kind}"
@@ -64,10 +82,13 @@ def unpack(blob: bytes) -> bytes | None:
 
 
 def read(path: Path) -> bytes | None:
-    """The cached image at path; None when absent or corrupt (noted, so that a rebuild is explained)."""
+    """The cached image at path; None when absent, unreadable or corrupt (noted, so that a rebuild is explained)."""
     try:
         blob = path.read_bytes()
     except FileNotFoundError:
+        return None
+    except OSError as e:
+        env.note(f"cannot read cache entry {path} ({e}); compiling it")
         return None
     image = unpack(blob)
     if image is None:
@@ -92,26 +113,80 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def fetch(path: Path, build: Callable[[], bytes], *, rebuild: bool = False) -> tuple[bytes, str]:
-    """(image, 'disk' | 'built'): read the entry, else build it once under the entry's lock.
+    """(image, 'disk' | 'built' | 'memory'): read the entry, else build it once under the entry's lock;
+    'memory' when the cache could not store what was built.
 
     The second read under the lock is what makes racing processes compile once: the losers find
     the winner's entry. `rebuild` forces a compile (used to time cold compiles).
     """
     if not rebuild and (image := read(path)) is not None:
         return image, "disk"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path) + ".lock")
+        lock.acquire()
+    except OSError as e:
+        image = _build(path, build)
+        _not_stored(path, e)
+        return image, "memory"
+    try:
         if not rebuild and (image := read(path)) is not None:
             return image, "disk"
-        if env.jit_disabled():
-            raise JitDisabledError(f"KDAGEN_DISABLE_JIT is set and {path} is not in the cache; "
-                                   f"run `kdagen compile` for this configuration or unset KDAGEN_DISABLE_JIT")
-        env.note(f"compiling {path.parent.name} for {path.parent.parent.name} (first use; cached in {path.parent})")
-        start = time.perf_counter()
-        image = build()
-        atomic_write(path, pack(image))
-        env.note(f"compiled {path.parent.name} ({path.parent.parent.name}) in {time.perf_counter() - start:.2f} s")
+        image = _build(path, build)
+        try:
+            for orphan in path.parent.glob(f".{path.name}.*.tmp"):   # of a writer killed mid-write: we hold the lock
+                orphan.unlink(missing_ok=True)
+            atomic_write(path, pack(image))
+        except OSError as e:
+            _not_stored(path, e)
+            return image, "memory"
         return image, "built"
+    finally:
+        lock.release()
+
+
+def _build(path: Path, build: Callable[[], bytes]) -> bytes:
+    """The compile of a missing entry: refused under KDAGEN_DISABLE_JIT, logged with its time."""
+    if env.jit_disabled():
+        raise JitDisabledError(f"KDAGEN_DISABLE_JIT is set and {path} is not in the cache; "
+                               f"run `kdagen compile` for this configuration or unset KDAGEN_DISABLE_JIT")
+    env.note(f"compiling {path.parent.name} for {path.parent.parent.name} (first use; cached in {path.parent})")
+    start = time.perf_counter()
+    image = build()
+    env.note(f"compiled {path.parent.name} ({path.parent.parent.name}) in {time.perf_counter() - start:.2f} s")
+    return image
+
+
+_warned_not_writable: set[Path] = set()
+
+
+def _not_stored(path: Path, error: OSError) -> None:
+    """Every process now compiles what it uses again: noted per entry, and a warning once per cache folder."""
+    env.note(f"cannot store {path} ({error}); using the image compiled in memory")
+    root = env.cache_dir()
+    if root not in _warned_not_writable:
+        _warned_not_writable.add(root)
+        warnings.warn(f"kdagen cannot write its kernel cache {root} ({error}); kernels are compiled in memory, "
+                      "again in every process. Set KDAGEN_CACHE_DIR to a writable folder", RuntimeWarning)
+
+
+def check_writable(root: Path) -> None:
+    """CacheNotWritableError unless a file can be created (and removed) in root: asked before compiling for the
+    cache, so that a cache that cannot take the images fails at once, not after the compiles."""
+    try:
+        _check_folder(root)
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=root, prefix=".probe.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise CacheNotWritableError(f"cannot fill the kernel cache: {e}; set KDAGEN_CACHE_DIR to a writable folder"
+                                    ) from None
+
+
+def _check_folder(root: Path) -> None:
+    if root.exists() and not root.is_dir():
+        raise NotADirectoryError(errno.ENOTDIR, "the kernel cache is not a folder", str(root))
 
 
 @dataclass(frozen=True)
@@ -125,7 +200,9 @@ class Listed:
 
 
 def entries(root: Path) -> list[Listed]:
-    """Every image under root, sorted by arch then uri."""
+    """Every image under root, sorted by arch then uri; none when root does not exist, NotADirectoryError when
+    it is not a folder (listing nothing there would read as an empty cache)."""
+    _check_folder(root)
     found = []
     for kind in KINDS:
         for p in root.glob(f"*/*/*.{kind}"):

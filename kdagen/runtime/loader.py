@@ -16,6 +16,7 @@ from .nvrtc import compile_source, compiler_version, cupy_version
 _URI = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _memo: dict[tuple, Module] = {}
 _memo_lock = threading.Lock()
+_loaded: dict[tuple, Module] = {}    # load_module's arguments (arch given, device by index) -> the memo's Module
 
 
 @functools.cache
@@ -38,7 +39,10 @@ def target_kind(arch: str, device=None) -> str:
 
 def fetch_image(uri: str, source: str, arch: str, kind: str = "cubin", options=(),
                 rebuild: bool = False) -> tuple[bytes, str, Path]:
-    """(image, 'disk' | 'built', cache path) for one translation unit; `rebuild` times a cold compile."""
+    """(image, how, cache path) for one translation unit, how: 'disk' (read from the cache), 'built' (compiled
+    and stored) or 'memory' (compiled; the cache could not be written, which kdagen.runtime.cache says once).
+    `rebuild` times a cold compile; `arch` is one of the cache's arch names (normalize_arch accepts '90a' too)."""
+    arch = normalize_arch(arch)
     check_uri(uri)
     key = cache.entry_key(source, arch, kind, options, versions())
     path = cache.Entry(arch, uri, key, kind).path(env.cache_dir())
@@ -51,7 +55,12 @@ def fetch_image(uri: str, source: str, arch: str, kind: str = "cubin", options=(
 
 def load_module(uri: str, source: str, arch: str | None = None, *, options=(), device=None) -> Module:
     """The Module for `source` compiled for `arch` (default: detect_arch(device)), compiled at most once per
-    process and once per cache directory."""
+    process and once per cache directory. A call naming the arch and a device by index (what the ops pass)
+    finds a module it loaded before by its arguments alone, skipping the arch and image-kind resolution."""
+    given = (uri, arch, tuple(options), device, source) if arch is not None and _indexed(device) else None
+    module = _loaded.get(given) if given is not None else None
+    if module is not None:
+        return module
     arch = detect_arch(device) if arch is None else normalize_arch(arch)
     kind = target_kind(arch, device)
     memo_key = (check_uri(uri), arch, kind, tuple(options), source)   # str hashes are cached: cheap per call
@@ -60,10 +69,18 @@ def load_module(uri: str, source: str, arch: str | None = None, *, options=(), d
         image, _, _ = fetch_image(uri, source, arch, kind, options)
         with _memo_lock:
             module = _memo.setdefault(memo_key, Module(uri, arch, image, kind))
+    if given is not None:
+        _loaded[given] = module
     return module
+
+
+def _indexed(device) -> bool:
+    """A device that names one GPU for good (not None, nor 'cuda' meaning whichever is current)."""
+    return isinstance(device, torch.device) and device.index is not None or isinstance(device, int)
 
 
 def forget_modules() -> None:
     """Drop this process's memo, as a new process would start (tests)."""
     with _memo_lock:
         _memo.clear()
+        _loaded.clear()

@@ -47,14 +47,10 @@ PASSED_DTYPE_INPUTS = ("g", "beta")  # these in the dtype the call passes (Probl
 
 
 def _leaf_dtype(problem: Problem, name: str, node_dtype: str) -> str:
-    """q, k, v in the io dtype, g and beta as the problem says, anything else as its DSL declaration."""
+    """q, k, v in the io dtype, g and beta as the problem says, anything else as its DSL declaration (one the
+    kernels read: Problem checked it)."""
     fixed = {**dict.fromkeys(IO_INPUTS, problem.dtypes.io), "g": problem.dtypes.g, "beta": problem.dtypes.beta}
-    if name in fixed:
-        return fixed[name]
-    if node_dtype not in ("bf16", "f32"):
-        raise PlanError(f"token input {name!r}: declared dtype {node_dtype!r}; the kernels read token inputs in "
-                        "bf16 or f32")
-    return node_dtype
+    return fixed.get(name, node_dtype)
 
 
 def facts(problem: Problem) -> Facts:
@@ -72,11 +68,7 @@ def facts(problem: Problem) -> Facts:
                         "a non-positive map, e.g. -softplus(x) or lb * sigmoid(x) with lb < 0 (docs/recurrences.md)")
     leaves = [Param(input_param(n), "ptr", _leaf_dtype(problem, n, r.graph.nodes[n]["dtype"]))
               for n in r.token_inputs if n != value]
-    for n in r.head_params:
-        if r.graph.nodes[n]["dtype"] != "f32":
-            raise PlanError(f"head parameter {n!r}: declared dtype {r.graph.nodes[n]['dtype']!r}; the kernels read "
-                            "head parameters in f32")
-        leaves.append(Param(input_param(n), "ptr", "f32"))
+    leaves += [Param(input_param(n), "ptr", "f32") for n in r.head_params]
     kind = info["decay_kind"]
     return Facts(decay_kind=kind, decay_interval=tuple(info["decay_interval"]), KD=problem.K if kind == "vector" else 1,
                  leaves=leaves, scalars=list(r.scalars),
