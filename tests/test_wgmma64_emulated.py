@@ -28,6 +28,8 @@ CASES = {
     # per-head decay (GDN), K = V = 128, a partial chunk
     "gdn_softplus_k128": ("gdn", dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True,
                                       use_beta_sigmoid_in_kernel=True), dict(T=70, H=1, K=128, V=128)),
+    # per-head decay given precomputed (strong and unbounded), varlen across a chunk boundary, GVA 2
+    "gdn_precomputed_varlen_gva2_k64": ("gdn", {}, dict(H=1, G=2, K=64, V=64, cu_seqlens=[0, 3, 3, 80, 97])),
     # an unbounded per-channel gate (softplus), state_v_first: the running products keep every factor ≤ 1
     "kda_softplus_vfirst_k64": ("kda", dict(use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
                                             state_v_first=True), dict(B=2, T=65, H=1, K=64, V=64)),

@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 102688 B smem), recurrence (grid ['N', 'HV'], 384 threads, 183840 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 82448 B smem), recurrence (grid ['N', 'HV'], 384 threads, 183840 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -930,7 +930,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 
 }  // namespace kdg
 
-#line 6 "templates/wgmma64/prepare.cu.j2"
+#line 7 "templates/wgmma64/prepare.cu.j2"
 // ===== prepare: "prepare", chunk 64 in 16-row blocks (scalar decay) =====
 // grid (chunks, HV): one CTA per (chunk, value head), 256 threads. Every decay factor is a product of
 // per-token decays α = e^a ≤ 1, so nothing overflows whatever the gate: inside a 16-row block the factor of a pair
@@ -957,7 +957,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     bf16* __restrict__ ws_A,
     bf16* __restrict__ ws_Mqk,
     float* __restrict__ ws_beta) {
-#line 16 "templates/wgmma64/prepare.cu.j2"
+#line 17 "templates/wgmma64/prepare.cu.j2"
   constexpr int C = 64, B = 16, NB = C / B, K = 128, KD = 1, G = 1, DW = 4;
   constexpr int LANES = 8, KPT = 16, THREADS = 256;
   constexpr int ROWS_PER_PASS = THREADS / LANES, PASSES = C / ROWS_PER_PASS, WARPS = THREADS / 32;
@@ -968,7 +968,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
 #line 971 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 102688 B, dynamic (above the static limit)
+  // shared memory: 82448 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 128, alias q_then_A
   [[maybe_unused]] constexpr int ld_q_hat = 128;
@@ -976,21 +976,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   [[maybe_unused]] constexpr int ld_k_hat = 128;
   float* const s_alpha = reinterpret_cast<float*>(smem_raw + 65536);  // alpha [64 x 1] f32, ld 1, alias rows
   [[maybe_unused]] constexpr int ld_alpha = 1;
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 98304);  // beta [64] f32, ld 64
-  float* const s_between = reinterpret_cast<float*>(smem_raw + 98560);  // between [3 x 1] f32, ld 1
-  [[maybe_unused]] constexpr int ld_between = 1;
-  float* const s_D = reinterpret_cast<float*>(smem_raw + 98576);  // D [4 x 1] f32, ld 1
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 81920);  // beta [64] f32, ld 64
+  float* const s_D = reinterpret_cast<float*>(smem_raw + 82176);  // D [4 x 1] f32, ld 1
   [[maybe_unused]] constexpr int ld_D = 1;
-  float* const s_Mkk_diag = reinterpret_cast<float*>(smem_raw + 98592);  // Mkk_diag [4 x 16 x 16] f32, ld 16
-  [[maybe_unused]] constexpr int ld_Mkk_diag = 16;
-  float* const s_k_out = reinterpret_cast<float*>(smem_raw + 65536);  // k_out [64 x 128] f32, ld 128, alias rows
-  [[maybe_unused]] constexpr int ld_k_out = 128;
+  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 82192);  // gamma [64] f32, ld 64
   float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 65536);  // Mkk [64 x 64] f32, ld 64, alias rows
   [[maybe_unused]] constexpr int ld_Mkk = 64;
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 64, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 64;
 
-#line 27 "templates/wgmma64/prepare.cu.j2"
+#line 28 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
@@ -1002,8 +997,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   auto alpha_at = [&](int r, int c) { return s_alpha[r * KD + (KD == 1 ? 0 : c)]; };
 
 #line 15 "templates/skeleton.j2"
-  // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β ----
-#line 38 "templates/wgmma64/prepare.cu.j2"
+  // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β, log2 α ----
+#line 39 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each
   float scale = 0.f;  // the core's scale, a per-call scalar of the emitted block
   {
@@ -1013,21 +1008,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const int row = pass * ROWS_PER_PASS + tid / LANES;
       const bool valid = row < L;
       const long long tok = t0 + (valid ? row : 0);
-#line 51 "templates/wgmma64/prepare.cu.j2"
+#line 52 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 49 "templates/wgmma64/prepare.cu.j2"
+#line 50 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_beta_row = in_beta + (tok * HV + h);
-#line 51 "templates/wgmma64/prepare.cu.j2"
+#line 52 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h;
-#line 49 "templates/wgmma64/prepare.cu.j2"
+#line 50 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = in_g + (tok * HV + h);
-#line 49 "templates/wgmma64/prepare.cu.j2"
+#line 50 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 49 "templates/wgmma64/prepare.cu.j2"
+#line 50 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 54 "templates/wgmma64/prepare.cu.j2"
+#line 55 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1031 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1026 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1086,12 +1081,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_7;
       const float scale_val = n_scale;
 
-#line 56 "templates/wgmma64/prepare.cu.j2"
+#line 57 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 65 "templates/wgmma64/prepare.cu.j2"
+#line 66 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int j = 0; j < KPT; j += 4) {
         const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -1099,12 +1094,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
             valid ? make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]) : zero;
         *reinterpret_cast<float4*>(&s_k_hat[row * K + ch0 + j]) =
             valid ? make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]) : zero;
-#line 76 "templates/wgmma64/prepare.cu.j2"
+#line 77 "templates/wgmma64/prepare.cu.j2"
       }
       if (sub == 0) {
-#line 79 "templates/wgmma64/prepare.cu.j2"
+#line 80 "templates/wgmma64/prepare.cu.j2"
         s_alpha[row] = valid ? exp2f(decay * LOG2E) : 1.f;
-#line 81 "templates/wgmma64/prepare.cu.j2"
+        s_gamma[row] = valid ? decay * LOG2E : 0.f;  // log2 α; decay_columns turns it into its running sum
+#line 83 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1112,76 +1108,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
-  // ---- step diagonal (all, pair_rows): the diagonal 16×16 blocks per pair, a thread per (row, quarter of K): j from i down, f ← f·α_j ----
-#line 89 "templates/wgmma64/prepare.cu.j2"
-  // the four 16×16 diagonal blocks, per pair on CUDA cores
-  // Thread (row i, quarter of the channels) walks j = i, i−1, ..., the block's first row: the factor e^(Γi−Γj)
-  // starts at 1 and takes α_j on each step down (exact for any decay, every factor ≤ 1).
-  {
-    const int i = tid >> 2, part = tid & 3, s = i & ~(B - 1), li = i - s;
-    constexpr int PART = K / 4, GROUP = 16;
-    static_assert(THREADS == 4 * C && PART % GROUP == 0, "diagonal: four threads per row");
-    float dq[B], dk[B];
-#pragma unroll
-    for (int jj = 0; jj < B; ++jj) dq[jj] = dk[jj] = 0.f;
-    for (int g0 = part * PART; g0 < (part + 1) * PART; g0 += GROUP) {
-      float qi[GROUP], ki[GROUP];
-#pragma unroll
-      for (int e = 0; e < GROUP; ++e) {
-        qi[e] = s_q_hat[i * K + g0 + e];
-        ki[e] = s_k_hat[i * K + g0 + e];
-      }
-#line 111 "templates/wgmma64/prepare.cu.j2"
-#pragma unroll
-      for (int jj = B - 1; jj >= 0; --jj) {
-        if (jj > li) continue;  // above the diagonal: no pair
-        const int j = s + jj;
-        float aq = 0.f, ak = 0.f;
-#pragma unroll
-        for (int e = 0; e < GROUP; ++e) {
-#line 124 "templates/wgmma64/prepare.cu.j2"
-          const float kv = s_k_hat[j * K + g0 + e];  // a per-head decay: the factor comes after the sum
-          aq += qi[e] * kv;
-          ak += ki[e] * kv;
-#line 128 "templates/wgmma64/prepare.cu.j2"
-        }
-        dq[jj] += aq;
-        dk[jj] += ak;
-      }
-    }
-#pragma unroll
-    for (int jj = 0; jj < B; ++jj) {
-      dq[jj] += __shfl_xor_sync(0xffffffffu, dq[jj], 1);
-      dk[jj] += __shfl_xor_sync(0xffffffffu, dk[jj], 1);
-      dq[jj] += __shfl_xor_sync(0xffffffffu, dq[jj], 2);
-      dk[jj] += __shfl_xor_sync(0xffffffffu, dk[jj], 2);
-    }
-#line 141 "templates/wgmma64/prepare.cu.j2"
-    // the pair's factor e^(Γi−Γj): one running product per row for a per-head decay
-    float f = 1.f;
-#pragma unroll
-    for (int jj = B - 1; jj >= 0; --jj) {
-      if (jj > li) continue;
-      dq[jj] *= f;
-      dk[jj] *= f;
-      f *= s_alpha[s + jj];
-    }
-#line 151 "templates/wgmma64/prepare.cu.j2"
-    if (part == 0) {
-      const float bi = s_beta[i];
-      bf16* const mqk_row = ws_Mqk + (ws_ch * C + i) * C + s;
-#pragma unroll
-      for (int jj = 0; jj < B; ++jj) {
-        mqk_row[jj] = __float2bfloat16_rn(jj <= li ? scale * dq[jj] : 0.f);
-        s_Mkk_diag[(s / B) * B * B + li * B + jj] = jj < li ? bi * dk[jj] : 0.f;
-      }
-    }
-  }
-  __syncthreads();  // barrier "sync"
-
-#line 15 "templates/skeleton.j2"
-  // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D ----
-#line 165 "templates/wgmma64/prepare.cu.j2"
+  // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D; γ = Γ·log2 e, the running sum of log2 α ----
+#line 167 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1195,22 +1123,24 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
+#line 181 "templates/wgmma64/prepare.cu.j2"
+  if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
+    float g = 0.f;
+    for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
+  }
+#line 186 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
-  // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs ----
-#line 181 "templates/wgmma64/prepare.cu.j2"
-  // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
+  // ---- step factors (all, column): the decayed outputs (q̂, k̂ stay raw for the products) ----
+#line 190 "templates/wgmma64/prepare.cu.j2"
+  // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
+#line 194 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-    if (part == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
-      s_between[0 * KD + c] = D[1];
-      s_between[1 * KD + c] = D[2];
-      s_between[2 * KD + c] = D[1] * D[2];
-#line 194 "templates/wgmma64/prepare.cu.j2"
-    }
+#line 209 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1236,9 +1166,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
         const float q = s_q_hat[row * K + c] * E[r], k = s_k_hat[row * K + c];
-        s_q_hat[row * K + c] = q;
-        s_k_hat[row * K + c] = k * E[r];
-        s_k_out[row * K + c] = k * F[r];
+#line 239 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1256,14 +1184,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
-  // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between ----
-#line 240 "templates/wgmma64/prepare.cu.j2"
-  // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, bf16x3
-  // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
-  // totals of the blocks strictly between J and I (`between`).
-#line 247 "templates/wgmma64/prepare.cu.j2"
+  // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂, each result × 2^(γi−γj), masked ----
+#line 257 "templates/wgmma64/prepare.cu.j2"
+  // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, bf16x3: a per-head decay's factor is one number per
+  // pair, so the products take q̂ and k̂ as they are and each result is scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1)
+  // Mqk_ij = scale·2^(γi−γj)·q̂_i·k̂_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k̂_i·k̂_j (j < i).
+#line 269 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
-  constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = 0;
+  constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
   constexpr int PER_WARP = (TILES + WARPS - 1) / WARPS;
   // block pair p = I(I−1)/2 + J, in the order (1,0) (2,0) (2,1) (3,0) (3,1) (3,2); then the diagonal (I, I)
@@ -1280,18 +1208,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * K;
-      const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
-#line 270 "templates/wgmma64/prepare.cu.j2"
-      const float d_scalar = gap < 0 ? 1.f : s_between[gap];
-#line 272 "templates/wgmma64/prepare.cu.j2"
+#line 288 "templates/wgmma64/prepare.cu.j2"
+      const float* right = s_k_hat + J * B * K;
+#line 295 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
         kdg::FragA ah, al;
         kdg::load_frag_a_split(ah, al, left + kk * 16, K, lane);
         kdg::FragB bh[2], bl[2];
-#line 284 "templates/wgmma64/prepare.cu.j2"
-        kdg::load_frag_b_nk_split(bh, bl, s_k_out + J * B * K + kk * 16, K, lane);
-#line 286 "templates/wgmma64/prepare.cu.j2"
+#line 301 "templates/wgmma64/prepare.cu.j2"
+        kdg::load_frag_b_nk_split(bh, bl, right + kk * 16, K, lane);
+#line 309 "templates/wgmma64/prepare.cu.j2"
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
@@ -1301,7 +1228,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-          const float x = kept ? mkk_acc[n][nt].x[e] * d_scalar : 0.f;
+#line 319 "templates/wgmma64/prepare.cu.j2"
+          const float x = kept ? mkk_acc[n][nt].x[e] * exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
+#line 323 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1316,12 +1245,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       if (cc / B > r / B) ws_Mqk[(ws_ch * C + r) * C + cc] = __float2bfloat16_rn(0.f);
     }
   }
-  __syncthreads();  // barrier "sync": k_out read by every warp; Mkk takes its region
+  __syncthreads();  // barrier "sync": the key side read by every warp; Mkk takes its region
 
 #line 15 "templates/skeleton.j2"
-  // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators, the diagonal blocks copied beside them ----
-#line 313 "templates/wgmma64/prepare.cu.j2"
-  // Mkk [C][C] from the accumulators (I ≥ J), the diagonal blocks, zeros above
+  // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
+#line 340 "templates/wgmma64/prepare.cu.j2"
+  // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
     for (int n = 0; n < PER_WARP; ++n) {
@@ -1339,9 +1268,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 332 "templates/wgmma64/prepare.cu.j2"
-      if (I == J) s_Mkk[idx] = s_Mkk_diag[I * B * B + (r % B) * B + cc % B];
-#line 334 "templates/wgmma64/prepare.cu.j2"
+#line 361 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[idx] = 0.f;
     }
   }
@@ -1349,7 +1276,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level ----
-#line 340 "templates/wgmma64/prepare.cu.j2"
+#line 367 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
   if (warp < NB && lane < B) {
@@ -1407,7 +1334,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 396 "templates/wgmma64/prepare.cu.j2"
+#line 423 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1469,7 +1396,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1473 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1400 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1484,7 +1411,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1488 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1415 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 183840 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1537,7 +1464,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1541 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1468 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1567,7 +1494,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1571 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1498 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

@@ -24,11 +24,13 @@ class Wgmma64(Family):
                    forward.recurrence(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen,
                                       state_layout=problem.state_layout, ws=ws)]
         lo, hi = f.decay_interval
-        mma = forward.diagonal_form(f) == "mma"
-        how = ("the diagonal 16-row blocks factored at their start on tensor cores (the bound keeps e^(Γ_in−Γj) "
-               "in range), the blocks between them split at block boundaries" if mma else
-               "every factor a product of per-token decays ≤ 1 (16-row sub-blocks), any bound")
-        return Planned(kernels=kernels, workspaces=ws, saved=[], exponent_form="factored" if mma else "relative",
+        diagonal = forward.diagonal_form(f)
+        how = {"scalar": "one factor per pair, 2^(γi−γj) ≤ 1 on raw tensor-core products, any bound",
+               "factored": "the diagonal 16-row blocks factored at their start on tensor cores (the bound keeps "
+                           "e^(Γ_in−Γj) in range), the blocks between them split at block boundaries",
+               "running": "every factor a product of per-token decays ≤ 1 (16-row sub-blocks), any bound"}[diagonal]
+        return Planned(kernels=kernels, workspaces=ws, saved=[],
+                       exponent_form="factored" if diagonal == "factored" else "relative",
                        notes=[f"decay {f.decay_kind} in [{lo}, {hi}]: {how}"])
 
 

@@ -41,14 +41,20 @@ class Prepare64Options:
     decay_kind: str
     varlen: bool
     decay_width: int         # floats per (chunk, head) in ws_decay_total
-    diagonal: str            # the diagonal blocks: "mma" (factored, tensor cores) | "running" (CUDA cores)
+    diagonal: str            # how the pair factors reach the products: "scalar" | "factored" | "running"
 
 
 def diagonal_form(f: Facts) -> str:
-    """"mma" when a per-channel decay is proven bounded enough for the factored form over one 16-row block
-    (k̂·e^(Γ_in−Γj) stays in the normal fp32 range: the exponent-form rule at chunk 16), so the diagonal blocks
-    are tensor-core tiles like the others; "running" (exact running products on CUDA cores) otherwise."""
-    return "mma" if form_of(f, BLOCK) == "factored" else "running"
+    """How the prepare's C×C products get their decay factors e^(Γi−Γj):
+    "scalar" — a per-head decay: one factor per pair, so every block (the diagonal ones too) is a raw tensor-core
+      product of q̂, k̂ scaled afterwards by 2^(γi−γj) (exact for any decay);
+    "factored" — a per-channel decay proven bounded enough for the factored form over one 16-row block
+      (k̂·e^(Γ_in−Γj) stays in the normal fp32 range: the exponent-form rule at chunk 16): the diagonal blocks are
+      tensor-core tiles like the others;
+    "running" — otherwise: the diagonal blocks by exact running products of α on CUDA cores."""
+    if f.decay_kind == "scalar":
+        return "scalar"
+    return "factored" if form_of(f, BLOCK) == "factored" else "running"
 
 
 def decay_width(KD: int) -> int:
@@ -77,16 +83,17 @@ PREPARE_OUTPUTS = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_tota
 def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     C, KD, NB = CHUNK, f.KD, CHUNK // BLOCK
     diagonal = diagonal_form(f)
-    mma = diagonal == "mma"
     # Two CTAs fit an SM at K = 128: A takes q̂'s tile once the products are done; α, the key-side operand k_out
     # and Mkk take turns in one region (α is read into registers before k_out is written).
+    by_form = {"scalar": [Buffer("gamma", (C,), "f32")],
+               "factored": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("inv_D", (NB, KD), "f32")],
+               "running": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("Mkk_diag", (NB, BLOCK, BLOCK), "f32")]}
     buffers = [Buffer("q_hat", (C, K), "f32", alias="q_then_A"), Buffer("k_hat", (C, K), "f32"),
                Buffer("alpha", (C, KD), "f32", alias="rows"), Buffer("beta", (C,), "f32"),
-               Buffer("between", (BETWEEN, KD), "f32"), Buffer("D", (NB, KD), "f32"),
-               Buffer("inv_D", (NB, KD), "f32") if mma else Buffer("Mkk_diag", (NB, BLOCK, BLOCK), "f32"),
-               Buffer("k_out", (C, K), "f32", alias="rows"), Buffer("Mkk", (C, C), "f32", alias="rows"),
-               Buffer("A", (C, C), "f32", alias="q_then_A")]
-    steps = _prepare_steps(f, mma)
+               Buffer("D", (NB, KD), "f32"), *by_form[diagonal],
+               *([] if diagonal == "scalar" else [Buffer("k_out", (C, K), "f32", alias="rows")]),
+               Buffer("Mkk", (C, C), "f32", alias="rows"), Buffer("A", (C, C), "f32", alias="q_then_A")]
+    steps = _prepare_steps(f, diagonal)
     return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
                           warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
                           options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
@@ -94,31 +101,44 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
                           barrier_phases=8)
 
 
-def _prepare_steps(f: Facts, mma: bool) -> list[Step]:
-    diagonal = ("; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i)"
-                if mma else "")
-    running = [] if mma else [
-        Step("diagonal", "all", "pair_rows", reads=["q_hat", "k_hat", "alpha", "beta"], writes=["Mkk_diag"],
-             waits=["sync"], global_writes=["ws_Mqk"],
-             note="the diagonal 16×16 blocks per pair, a thread per (row, quarter of K): j from i down, f ← f·α_j")]
+def _prepare_steps(f: Facts, diagonal: str) -> list[Step]:
+    scalar, running = diagonal == "scalar", diagonal == "running"
+    if scalar:
+        factors = Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"], waits=["sync"],
+                       global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
+                       note="the decayed outputs (q̂, k̂ stay raw for the products)")
+        blocks = Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "gamma", "beta"], waits=["sync"],
+                      global_writes=["ws_Mqk"],
+                      note="every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂, each result × 2^(γi−γj), masked")
+    else:
+        factors = Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"],
+                       writes=["q_hat", "k_hat", "k_out", "between"] + ([] if running else ["inv_D"]), waits=["sync"],
+                       global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
+                       note="in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the "
+                            "decayed outputs" + ("" if running else "; 1/D per block"))
+        blocks = Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "k_out", "beta", "between"]
+                      + ([] if running else ["inv_D"]), waits=["sync"], global_writes=["ws_Mqk"],
+                      note="the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between"
+                           + ("" if running else "; the diagonal blocks too (factored at the block start: the key "
+                                                 "side k_out·(1/D), masked j ≤ i)"))
     return [
-        Step("prologue", "all", "row", writes=["q_hat", "k_hat", "alpha", "beta"],
+        Step("prologue", "all", "row", writes=["q_hat", "k_hat", "alpha", "beta"] + (["gamma"] if scalar else []),
              global_reads=[p.name for p in f.leaves],
-             note="emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"),
-        *running,
-        Step("decay_columns", "all", "column", reads=["alpha"], writes=["D"], waits=["sync"],
-             note="256/K threads per channel, each its blocks' α into registers and their totals D"),
-        Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"],
-             writes=["q_hat", "k_hat", "k_out", "between"] + (["inv_D"] if mma else []),
-             waits=["sync"],
-             global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
-             note="in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs"
-                  + ("; 1/D per block" if mma else "")),
-        Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "k_out", "between", "beta"]
-             + (["inv_D"] if mma else []), waits=["sync"], global_writes=["ws_Mqk"],
-             note="the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between" + diagonal),
-        Step("assemble", "all", "mma:block_pairs", reads=[] if mma else ["Mkk_diag"], writes=["Mkk"], waits=["sync"],
-             note="Mkk from the accumulators" + ("" if mma else ", the diagonal blocks copied beside them")),
+             note="emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"
+                  + (", log2 α" if scalar else "")),
+        *([Step("diagonal", "all", "pair_rows", reads=["q_hat", "k_hat", "alpha", "beta"], writes=["Mkk_diag"],
+                waits=["sync"], global_writes=["ws_Mqk"],
+                note="the diagonal 16×16 blocks per pair, a thread per (row, quarter of K): j from i down, "
+                     "f ← f·α_j")] if running else []),
+        Step("decay_columns", "all", "column", reads=["alpha"] + (["gamma"] if scalar else []),
+             writes=["D"] + (["gamma"] if scalar else []), waits=["sync"],
+             note="256/K threads per channel, each its blocks' α into registers and their totals D"
+                  + ("; γ = Γ·log2 e, the running sum of log2 α" if scalar else "")),
+        factors,
+        blocks,
+        Step("assemble", "all", "mma:block_pairs", reads=["Mkk_diag"] if running else [], writes=["Mkk"],
+             waits=["sync"], note="Mkk from the accumulators" + (", the diagonal blocks copied beside them"
+                                                                 if running else "")),
         Step("inverse", "all", "blocks16", reads=["Mkk"], writes=["A"], waits=["sync"],
              note="diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level"),
         Step("store_inverse", "all", "thread", reads=["A"], waits=["sync"], global_writes=["ws_A"],
