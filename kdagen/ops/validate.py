@@ -10,6 +10,7 @@ can be tested with CPU tensors.
 """
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import weakref
@@ -48,8 +49,10 @@ def _is_tensor(name: str, x) -> torch.Tensor:
     return x
 
 
-def _shape(name: str, x: torch.Tensor, expected: tuple, layout: str) -> None:
+def _shape(name: str, x: torch.Tensor, expected: tuple, layout) -> None:
+    """layout: the dims' names as a string, or a tuple of them (formatted only for the error)."""
     if tuple(x.shape) != tuple(expected):
+        layout = layout if isinstance(layout, str) else f"[{', '.join(layout)}]"
         raise ValueError(f"{name} must have shape {layout} = {list(expected)}, got {list(x.shape)}")
 
 
@@ -135,6 +138,16 @@ def _expected_dtypes(spec, name: str) -> tuple[tuple, str]:
     return (TORCH_DTYPES.get(declared, torch.float32),), f"inputs declared dtype={declared!r} in the recurrence"
 
 
+@functools.lru_cache(maxsize=64)
+def _token_checks(spec) -> tuple:
+    """Per token input: (name, its layout, whether its shape is checked against it — all but the reference q/k
+    input and the value, whose shapes define the sizes —, allowed dtypes, who takes them). Read once per Spec:
+    the per-call path only compares."""
+    ref = spec.qk[0] if spec.qk else spec.value
+    return tuple((name, _layout("H" if name in spec.qk else "HV", spec.rows[name]), name not in (ref, spec.value),
+                  *_expected_dtypes(spec, name)) for name in spec.token_inputs)
+
+
 def check_scalar(name: str, x) -> float:
     """A scalar's value as a float: a Python number or a 0-d tensor without gradient, finite."""
     if isinstance(x, torch.Tensor):
@@ -199,13 +212,12 @@ def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqle
         raise NotImplementedError(f"value head dim V = {V} ({value}.shape[-1]) has no kernel; kdagen needs V == K = "
                                   f"{K}")
     sizes = {"B": B, "T": T, "H": H, "HV": HV, "K": K, "V": V}
-    for name in spec.token_inputs:
-        if name in (ref, value):
-            continue
-        layout = _layout("H" if name in qk else "HV", spec.rows[name])
-        _shape(name, tensors[name], tuple(sizes[d] for d in layout), f"[{', '.join(layout)}]")
-    for name in spec.token_inputs:
-        _dtype(name, tensors[name], *_expected_dtypes(spec, name))
+    checks = _token_checks(spec)
+    for name, layout, shaped, _, _ in checks:
+        if shaped:
+            _shape(name, tensors[name], tuple(sizes[d] for d in layout), layout)
+    for name, _, _, allowed, why in checks:
+        _dtype(name, tensors[name], allowed, why)
     resolved = {name: check_scalar(name, s) for name, s in scalars.items()}
     for name in spec.scalars:
         if name not in resolved:
