@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 82448 B smem), recurrence (grid ['N', 'HV'], 384 threads, 183840 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 86544 B smem), recurrence (grid ['N', 'HV'], 384 threads, 183840 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -968,24 +968,30 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
 #line 971 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 82448 B, dynamic (above the static limit)
+  // shared memory: 86544 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
-  float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 128, alias q_then_A
-  [[maybe_unused]] constexpr int ld_q_hat = 128;
-  float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 32768);  // k_hat [64 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_k_hat = 128;
-  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 65536);  // alpha [64 x 1] f32, ld 1, alias rows
+  bf16* const s_q_hi = reinterpret_cast<bf16*>(smem_raw + 0);  // q_hi [64 x 128] bf16, ld 136, alias q_then_A
+  [[maybe_unused]] constexpr int ld_q_hi = 136;
+  bf16* const s_q_lo = reinterpret_cast<bf16*>(smem_raw + 17408);  // q_lo [64 x 128] bf16, ld 136
+  [[maybe_unused]] constexpr int ld_q_lo = 136;
+  bf16* const s_k_hi = reinterpret_cast<bf16*>(smem_raw + 34816);  // k_hi [64 x 128] bf16, ld 136
+  [[maybe_unused]] constexpr int ld_k_hi = 136;
+  bf16* const s_k_lo = reinterpret_cast<bf16*>(smem_raw + 52224);  // k_lo [64 x 128] bf16, ld 136
+  [[maybe_unused]] constexpr int ld_k_lo = 136;
+  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 69632);  // alpha [64 x 1] f32, ld 1, alias rows
   [[maybe_unused]] constexpr int ld_alpha = 1;
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 81920);  // beta [64] f32, ld 64
-  float* const s_D = reinterpret_cast<float*>(smem_raw + 82176);  // D [4 x 1] f32, ld 1
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 86016);  // beta [64] f32, ld 64
+  float* const s_D = reinterpret_cast<float*>(smem_raw + 86272);  // D [4 x 1] f32, ld 1
   [[maybe_unused]] constexpr int ld_D = 1;
-  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 82192);  // gamma [64] f32, ld 64
-  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 65536);  // Mkk [64 x 64] f32, ld 64, alias rows
+  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 86288);  // gamma [64] f32, ld 64
+  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 69632);  // Mkk [64 x 64] f32, ld 64, alias rows
   [[maybe_unused]] constexpr int ld_Mkk = 64;
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 64, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 64;
-
 #line 28 "templates/wgmma64/prepare.cu.j2"
+  constexpr int LDS = ld_q_hi;  // the row pitch of the four bf16 operand tiles (padded: ldmatrix without conflicts)
+
+#line 31 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
@@ -997,8 +1003,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   auto alpha_at = [&](int r, int c) { return s_alpha[r * KD + (KD == 1 ? 0 : c)]; };
 
 #line 15 "templates/skeleton.j2"
-  // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β, log2 α ----
-#line 39 "templates/wgmma64/prepare.cu.j2"
+  // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β, log2 α; q̂, k̂ as bf16 hi + lo ----
+#line 42 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each
   float scale = 0.f;  // the core's scale, a per-call scalar of the emitted block
   {
@@ -1008,21 +1014,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const int row = pass * ROWS_PER_PASS + tid / LANES;
       const bool valid = row < L;
       const long long tok = t0 + (valid ? row : 0);
-#line 52 "templates/wgmma64/prepare.cu.j2"
-      const float* in_A_log_row = in_A_log + h;
-#line 50 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_beta_row = in_beta + (tok * HV + h);
-#line 52 "templates/wgmma64/prepare.cu.j2"
-      const float* in_dt_bias_row = in_dt_bias + h;
-#line 50 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_g_row = in_g + (tok * HV + h);
-#line 50 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 50 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 55 "templates/wgmma64/prepare.cu.j2"
+      const float* in_A_log_row = in_A_log + h;
+#line 53 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_beta_row = in_beta + (tok * HV + h);
+#line 55 "templates/wgmma64/prepare.cu.j2"
+      const float* in_dt_bias_row = in_dt_bias + h;
+#line 53 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_g_row = in_g + (tok * HV + h);
+#line 53 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
+#line 53 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
+#line 58 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1026 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1032 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1081,26 +1087,33 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_7;
       const float scale_val = n_scale;
 
-#line 57 "templates/wgmma64/prepare.cu.j2"
+#line 60 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 66 "templates/wgmma64/prepare.cu.j2"
+#line 70 "templates/wgmma64/prepare.cu.j2"
+      // q̂, k̂ as bf16 hi + lo tiles (the blocks' tensor-core operands, read by ldmatrix), 16-byte stores
 #pragma unroll
-      for (int j = 0; j < KPT; j += 4) {
-        const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-        *reinterpret_cast<float4*>(&s_q_hat[row * K + ch0 + j]) =
-            valid ? make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]) : zero;
-        *reinterpret_cast<float4*>(&s_k_hat[row * K + ch0 + j]) =
-            valid ? make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]) : zero;
-#line 77 "templates/wgmma64/prepare.cu.j2"
+      for (int j = 0; j < KPT; j += 8) {
+        kdg::u32 qh[4], ql[4], kh[4], kl[4];
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+          kdg::split_bf16(valid ? q_hat[j + 2 * p] : 0.f, valid ? q_hat[j + 2 * p + 1] : 0.f, qh[p], ql[p]);
+          kdg::split_bf16(valid ? k_hat[j + 2 * p] : 0.f, valid ? k_hat[j + 2 * p + 1] : 0.f, kh[p], kl[p]);
+        }
+        const int at = row * LDS + ch0 + j;
+        *reinterpret_cast<uint4*>(&s_q_hi[at]) = make_uint4(qh[0], qh[1], qh[2], qh[3]);
+        *reinterpret_cast<uint4*>(&s_q_lo[at]) = make_uint4(ql[0], ql[1], ql[2], ql[3]);
+        *reinterpret_cast<uint4*>(&s_k_hi[at]) = make_uint4(kh[0], kh[1], kh[2], kh[3]);
+        *reinterpret_cast<uint4*>(&s_k_lo[at]) = make_uint4(kl[0], kl[1], kl[2], kl[3]);
       }
+#line 99 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 80 "templates/wgmma64/prepare.cu.j2"
+#line 101 "templates/wgmma64/prepare.cu.j2"
         s_alpha[row] = valid ? exp2f(decay * LOG2E) : 1.f;
         s_gamma[row] = valid ? decay * LOG2E : 0.f;  // log2 α; decay_columns turns it into its running sum
-#line 83 "templates/wgmma64/prepare.cu.j2"
+#line 104 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1109,7 +1122,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 167 "templates/wgmma64/prepare.cu.j2"
+#line 169 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1123,24 +1136,24 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 181 "templates/wgmma64/prepare.cu.j2"
+#line 183 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 186 "templates/wgmma64/prepare.cu.j2"
+#line 188 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
-  // ---- step factors (all, column): the decayed outputs (q̂, k̂ stay raw for the products) ----
-#line 190 "templates/wgmma64/prepare.cu.j2"
+  // ---- step factors (all, column): the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise) ----
+#line 192 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 194 "templates/wgmma64/prepare.cu.j2"
+#line 196 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 209 "templates/wgmma64/prepare.cu.j2"
+#line 211 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1165,8 +1178,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-        const float q = s_q_hat[row * K + c] * E[r], k = s_k_hat[row * K + c];
-#line 239 "templates/wgmma64/prepare.cu.j2"
+#line 236 "templates/wgmma64/prepare.cu.j2"
+        const int at = row * LDS + c;
+        const float q = (kdg::to_f32(s_q_hi[at]) + kdg::to_f32(s_q_lo[at])) * E[r];
+        const float k = kdg::to_f32(s_k_hi[at]) + kdg::to_f32(s_k_lo[at]);
+#line 247 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1184,12 +1200,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
-  // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂, each result × 2^(γi−γj), masked ----
-#line 257 "templates/wgmma64/prepare.cu.j2"
+  // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × 2^(γi−γj), masked ----
+#line 265 "templates/wgmma64/prepare.cu.j2"
   // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, bf16x3: a per-head decay's factor is one number per
   // pair, so the products take q̂ and k̂ as they are and each result is scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1)
   // Mqk_ij = scale·2^(γi−γj)·q̂_i·k̂_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k̂_i·k̂_j (j < i).
-#line 269 "templates/wgmma64/prepare.cu.j2"
+#line 277 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1207,18 +1223,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-      const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * K;
-#line 288 "templates/wgmma64/prepare.cu.j2"
-      const float* right = s_k_hat + J * B * K;
 #line 295 "templates/wgmma64/prepare.cu.j2"
+      const bf16* left_hi = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
+      const bf16* left_lo = (is_k ? s_k_lo : s_q_lo) + I * B * LDS;
+      const bf16* right_hi = s_k_hi + J * B * LDS;
+      const bf16* right_lo = s_k_lo + J * B * LDS;
+#line 306 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
-        kdg::FragA ah, al;
-        kdg::load_frag_a_split(ah, al, left + kk * 16, K, lane);
-        kdg::FragB bh[2], bl[2];
-#line 301 "templates/wgmma64/prepare.cu.j2"
-        kdg::load_frag_b_nk_split(bh, bl, right + kk * 16, K, lane);
 #line 309 "templates/wgmma64/prepare.cu.j2"
+        const kdg::FragA ah = kdg::load_frag_a(left_hi + kk * 16, LDS, lane);
+        const kdg::FragA al = kdg::load_frag_a(left_lo + kk * 16, LDS, lane);
+        kdg::FragB bh[2], bl[2];
+        kdg::load_frag_b_nk(bh, right_hi + kk * 16, LDS, lane);
+        kdg::load_frag_b_nk(bl, right_lo + kk * 16, LDS, lane);
+#line 324 "templates/wgmma64/prepare.cu.j2"
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
@@ -1228,9 +1247,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 319 "templates/wgmma64/prepare.cu.j2"
+#line 334 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] * exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
-#line 323 "templates/wgmma64/prepare.cu.j2"
+#line 338 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1249,7 +1268,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 340 "templates/wgmma64/prepare.cu.j2"
+#line 355 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1268,7 +1287,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 361 "templates/wgmma64/prepare.cu.j2"
+#line 376 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[idx] = 0.f;
     }
   }
@@ -1276,7 +1295,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level ----
-#line 367 "templates/wgmma64/prepare.cu.j2"
+#line 382 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
   if (warp < NB && lane < B) {
@@ -1334,7 +1353,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 423 "templates/wgmma64/prepare.cu.j2"
+#line 438 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1396,7 +1415,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1400 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1419 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1411,7 +1430,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1415 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1434 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 183840 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1464,7 +1483,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1468 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1487 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1494,7 +1513,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1498 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1517 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

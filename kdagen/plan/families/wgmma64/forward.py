@@ -31,6 +31,7 @@ PREPARE_REGS = 128           # 2 CTAs × 256 threads × 128 registers = the regi
 PREPARE_KPT = 16             # prologue channels per thread: K/16 lanes per row
 DECAY_TOTAL_MIN = 4          # floats per (chunk, head) of decay_total: a bulk copy moves multiples of 16 bytes
 BETWEEN = 3                  # block pairs with blocks in between: (2,0), (3,1), (3,0)
+SPLIT = ("q_hi", "q_lo", "k_hi", "k_lo")   # a per-head decay's operand tiles
 
 
 @kernel_options
@@ -85,11 +86,16 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     diagonal = diagonal_form(f)
     # Two CTAs fit an SM at K = 128: A takes q̂'s tile once the products are done; α, the key-side operand k_out
     # and Mkk take turns in one region (α is read into registers before k_out is written).
+    # a per-head decay: q̂ and k̂ only feed the tensor cores (raw) and the decayed outputs, so they are stored as
+    # bf16 hi + lo tiles, rows padded by 8 (ldmatrix without bank conflicts); A takes q_hi's region
+    split = [Buffer(n, (C, K), "bf16", ld=K + 8, alias="q_then_A" if n == "q_hi" else None)
+             for n in ("q_hi", "q_lo", "k_hi", "k_lo")]
     by_form = {"scalar": [Buffer("gamma", (C,), "f32")],
                "factored": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("inv_D", (NB, KD), "f32")],
                "running": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("Mkk_diag", (NB, BLOCK, BLOCK), "f32")]}
-    buffers = [Buffer("q_hat", (C, K), "f32", alias="q_then_A"), Buffer("k_hat", (C, K), "f32"),
-               Buffer("alpha", (C, KD), "f32", alias="rows"), Buffer("beta", (C,), "f32"),
+    operands = split if diagonal == "scalar" else [Buffer("q_hat", (C, K), "f32", alias="q_then_A"),
+                                                   Buffer("k_hat", (C, K), "f32")]
+    buffers = [*operands, Buffer("alpha", (C, KD), "f32", alias="rows"), Buffer("beta", (C,), "f32"),
                Buffer("D", (NB, KD), "f32"), *by_form[diagonal],
                *([] if diagonal == "scalar" else [Buffer("k_out", (C, K), "f32", alias="rows")]),
                Buffer("Mkk", (C, C), "f32", alias="rows"), Buffer("A", (C, C), "f32", alias="q_then_A")]
@@ -104,12 +110,13 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
 def _prepare_steps(f: Facts, diagonal: str) -> list[Step]:
     scalar, running = diagonal == "scalar", diagonal == "running"
     if scalar:
-        factors = Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"], waits=["sync"],
+        factors = Step("factors", "all", "column", reads=[*SPLIT, "D"], waits=["sync"],
                        global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
-                       note="the decayed outputs (q̂, k̂ stay raw for the products)")
-        blocks = Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "gamma", "beta"], waits=["sync"],
+                       note="the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise)")
+        blocks = Step("blocks", "all", "mma:block_pairs", reads=[*SPLIT, "gamma", "beta"], waits=["sync"],
                       global_writes=["ws_Mqk"],
-                      note="every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂, each result × 2^(γi−γj), masked")
+                      note="every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × "
+                           "2^(γi−γj), masked")
     else:
         factors = Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"],
                        writes=["q_hat", "k_hat", "k_out", "between"] + ([] if running else ["inv_D"]), waits=["sync"],
@@ -122,10 +129,11 @@ def _prepare_steps(f: Facts, diagonal: str) -> list[Step]:
                            + ("" if running else "; the diagonal blocks too (factored at the block start: the key "
                                                  "side k_out·(1/D), masked j ≤ i)"))
     return [
-        Step("prologue", "all", "row", writes=["q_hat", "k_hat", "alpha", "beta"] + (["gamma"] if scalar else []),
+        Step("prologue", "all", "row", writes=[*(SPLIT if scalar else ["q_hat", "k_hat"]), "alpha", "beta"]
+             + (["gamma"] if scalar else []),
              global_reads=[p.name for p in f.leaves],
              note="emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"
-                  + (", log2 α" if scalar else "")),
+                  + (", log2 α; q̂, k̂ as bf16 hi + lo" if scalar else "")),
         *([Step("diagonal", "all", "pair_rows", reads=["q_hat", "k_hat", "alpha", "beta"], writes=["Mkk_diag"],
                 waits=["sync"], global_writes=["ws_Mqk"],
                 note="the diagonal 16×16 blocks per pair, a thread per (row, quarter of K): j from i down, "
