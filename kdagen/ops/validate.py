@@ -10,7 +10,6 @@ can be tested with CPU tensors.
 """
 from __future__ import annotations
 
-import functools
 import math
 import threading
 import weakref
@@ -138,14 +137,20 @@ def _expected_dtypes(spec, name: str) -> tuple[tuple, str]:
     return (TORCH_DTYPES.get(declared, torch.float32),), f"inputs declared dtype={declared!r} in the recurrence"
 
 
-@functools.lru_cache(maxsize=64)
+_TOKEN_CHECKS: dict[str, tuple] = {}     # Spec.key -> _token_checks (a plain dict: torch.compile traces it as is)
+
+
 def _token_checks(spec) -> tuple:
     """Per token input: (name, its layout, whether its shape is checked against it — all but the reference q/k
-    input and the value, whose shapes define the sizes —, allowed dtypes, who takes them). Read once per Spec:
-    the per-call path only compares."""
-    ref = spec.qk[0] if spec.qk else spec.value
-    return tuple((name, _layout("H" if name in spec.qk else "HV", spec.rows[name]), name not in (ref, spec.value),
-                  *_expected_dtypes(spec, name)) for name in spec.token_inputs)
+    input and the value, whose shapes define the sizes —, allowed dtypes, who takes them). Read once per Spec
+    (its key names the graph): the per-call path only compares."""
+    checks = _TOKEN_CHECKS.get(spec.key)
+    if checks is None:
+        ref = spec.qk[0] if spec.qk else spec.value
+        checks = _TOKEN_CHECKS[spec.key] = tuple(
+            (name, _layout("H" if name in spec.qk else "HV", spec.rows[name]), name not in (ref, spec.value),
+             *_expected_dtypes(spec, name)) for name in spec.token_inputs)
+    return checks
 
 
 def check_scalar(name: str, x) -> float:
