@@ -89,8 +89,10 @@ def test_bad_recurrences_name_the_part(fn, error, message):
 def test_compile_arguments():
     with pytest.raises(TypeError, match="recurrence must be a kdagen.dsl.Recurrence or a function"):
         kdagen.compile("kda")
-    with pytest.raises(ValueError, match="name='my-gate' must be letters, digits and '_'"):
+    with pytest.raises(ValueError, match="name='my-gate' must be ASCII letters, digits and '_'"):
         kdagen.compile(core, name="my-gate")
+    with pytest.raises(ValueError, match="name='β_gate' must be ASCII letters"):     # a file name on every system
+        kdagen.compile(core, name="β_gate")
     with pytest.raises(TypeError, match=r"options \['lb'\] need a function"):
         kdagen.compile(dsl.build(core), lb=-3)
     with pytest.raises(TypeError, match="unexpected keyword argument 'lb'"):

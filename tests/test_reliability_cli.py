@@ -120,6 +120,15 @@ def test_bench_reads_only_saved_runs(action, text, message, tmp_path, capsys):
     assert message in err and out == ""
 
 
+@pytest.mark.parametrize("action", ["--compare", "--render"])
+def test_bench_names_a_field_a_saved_run_lacks(action, tmp_path, capsys):
+    run = tmp_path / "run.json"
+    run.write_text('{"env": {}, "settings": {}, "timer": "events", "ceilings": [], "accuracy": [], "cases": [{}]}')
+    code, out, err = run_main(["bench", action, str(run), *([str(run)] if action == "--compare" else [])], capsys)
+    one_line_failure(code, err, f"{run}", expected=2)
+    assert "not a kdagen bench run (no field" in err and out == ""
+
+
 @pytest.mark.parametrize("flag", ["--no-A-log", "--no-dt-bias"])
 def test_gate_flags_without_the_gate_are_a_usage_error(flag, capsys):
     code, _, err = run_main(["plan", "--op", "kda", flag], capsys)

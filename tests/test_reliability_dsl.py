@@ -1,4 +1,4 @@
-"""Reliability of the DSL → plan → render path on bad and edge inputs (issue #17): every valid Python identifier is
+"""Reliability of the DSL → plan → render path on bad and edge inputs: every valid Python identifier is
 an input name that works end to end or is refused by dsl.build; what cannot be planned is refused by Problem; the
 interpreter, render and a graph edited after building fail with a message naming the part. On the CPU."""
 from __future__ import annotations
@@ -51,7 +51,7 @@ def every_name():
 
 @pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
 def test_every_kind_of_name_runs_forward_and_backward(every_name):
-    """Also issue #17's first defect: the kernels bind the value by its role, not by the name `v`."""
+    """The kernels bind the value by its role, not by the name `v` (a head parameter may be called v)."""
     errs = testing.compare(every_name, T=19, H=1, G=2, cu_seqlens=(0, 7, 19),
                            scalars={n: 1.0 for n in SCALARS} | {SCALE: 0.125})
     bad = [n for n, e in errs.items() if not e <= testing.bound(every_name, n)]

@@ -1,4 +1,4 @@
-"""Reliability of the ops on bad and edge inputs (issue #17): no silent wrong result, no error about an internal node
+"""Reliability of the ops on bad and edge inputs: no silent wrong result, no error about an internal node
 or from deep inside torch; each case names the argument or the recurrence's input. On the CPU, no kernel run (the
 value bound by its role, not by the name `v`, is tests/test_reliability_dsl.py's every-kind-of-name recurrence)."""
 from __future__ import annotations

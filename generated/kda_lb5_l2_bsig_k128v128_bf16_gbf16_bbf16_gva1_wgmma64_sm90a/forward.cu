@@ -932,16 +932,18 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 
 #line 7 "templates/wgmma64/prepare.cu.j2"
 // ===== prepare: "prepare", chunk 64 in 16-row blocks (vector decay) =====
-// grid (chunks, HV): one CTA per (chunk, value head), 256 threads. Every decay factor is a product of
-// per-token decays α = e^a ≤ 1, so nothing overflows whatever the gate: inside a 16-row block the factor of a pair
-// is the running product of α between them; across blocks it splits at the block boundaries into
-// E_i = e^(Γi − Γ_in(I)) (row side), F_j = e^(Γ_out(J) − Γj) (key side) and the totals of the blocks in between.
+// grid (chunks, HV): one CTA per (chunk, value head), 256 threads. How the pair factors e^(Γi−Γj)
+// reach the products is the plan's `diagonal` form (factored): "running" and "factored" split them at the
+// 16-row block boundaries into E_i = e^(Γi − Γ_in(I)) (row side), F_j = e^(Γ_out(J) − Γj) (key side) and the totals
+// of the blocks in between (all ≤ 1); inside a diagonal block "running" walks the running product of α (any
+// decay), "factored" uses 1/E_j ≤ 2^126 (the decay's proven bound); "scalar" (a per-head decay) multiplies raw
+// products by 2^(γi−γj), γ the running sum of log2 α (exact up to fp32 rounding of γ).
 // Writes the chunk's workspace (bf16 unless noted, rows past the chunk's end zero): ws_q_decayed = scale·q̂⊙e^Γ,
 // ws_k_decayed = k̂⊙e^Γ, ws_k_to_end = k̂⊙e^(Γl−Γ) [C,K]; ws_decay_total = e^Γl (fp32); ws_A = (I + Mkk)⁻¹,
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 945 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 947 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -957,7 +959,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     bf16* __restrict__ ws_A,
     bf16* __restrict__ ws_Mqk,
     float* __restrict__ ws_beta) {
-#line 17 "templates/wgmma64/prepare.cu.j2"
+#line 19 "templates/wgmma64/prepare.cu.j2"
   constexpr int C = 64, B = 16, NB = C / B, K = 128, KD = 128, G = 1, DW = 128;
   constexpr int LANES = 8, KPT = 16, THREADS = 256;
   constexpr int ROWS_PER_PASS = THREADS / LANES, PASSES = C / ROWS_PER_PASS, WARPS = THREADS / 32;
@@ -967,7 +969,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 971 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 973 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 104192 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 128, alias q_then_A
@@ -990,7 +992,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 64, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 64;
 
-#line 31 "templates/wgmma64/prepare.cu.j2"
+#line 33 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
@@ -1003,7 +1005,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β ----
-#line 42 "templates/wgmma64/prepare.cu.j2"
+#line 44 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each
   float scale = 0.f;  // the core's scale, a per-call scalar of the emitted block
   {
@@ -1013,21 +1015,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const int row = pass * ROWS_PER_PASS + tid / LANES;
       const bool valid = row < L;
       const long long tok = t0 + (valid ? row : 0);
-#line 55 "templates/wgmma64/prepare.cu.j2"
+#line 57 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 53 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_beta_row = in_beta + (tok * HV + h);
 #line 55 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_beta_row = in_beta + (tok * HV + h);
+#line 57 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
-#line 53 "templates/wgmma64/prepare.cu.j2"
+#line 55 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = in_g + (tok * HV + h) * K + ch0;
-#line 53 "templates/wgmma64/prepare.cu.j2"
+#line 55 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 53 "templates/wgmma64/prepare.cu.j2"
+#line 55 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 58 "templates/wgmma64/prepare.cu.j2"
+#line 60 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1031 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1033 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1100,16 +1102,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_8;
       const float scale_val = n_scale;
 
-#line 60 "templates/wgmma64/prepare.cu.j2"
+#line 62 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 65 "templates/wgmma64/prepare.cu.j2"
+#line 67 "templates/wgmma64/prepare.cu.j2"
       float alpha_row[KPT];
 #pragma unroll
       for (int j = 0; j < KPT; ++j) alpha_row[j] = valid ? exp2f(decay[j] * LOG2E) : 1.f;
-#line 86 "templates/wgmma64/prepare.cu.j2"
+#line 88 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int j = 0; j < KPT; j += 4) {
         const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -1117,14 +1119,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
             valid ? make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]) : zero;
         *reinterpret_cast<float4*>(&s_k_hat[row * K + ch0 + j]) =
             valid ? make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]) : zero;
-#line 94 "templates/wgmma64/prepare.cu.j2"
+#line 96 "templates/wgmma64/prepare.cu.j2"
         *reinterpret_cast<float4*>(&s_alpha[row * K + ch0 + j]) =
             make_float4(alpha_row[j], alpha_row[j + 1], alpha_row[j + 2], alpha_row[j + 3]);
-#line 97 "templates/wgmma64/prepare.cu.j2"
-      }
 #line 99 "templates/wgmma64/prepare.cu.j2"
+      }
+#line 101 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 104 "templates/wgmma64/prepare.cu.j2"
+#line 106 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1133,7 +1135,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D ----
-#line 169 "templates/wgmma64/prepare.cu.j2"
+#line 171 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1147,29 +1149,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 188 "templates/wgmma64/prepare.cu.j2"
+#line 190 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs; 1/D per block ----
-#line 194 "templates/wgmma64/prepare.cu.j2"
-  // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
 #line 196 "templates/wgmma64/prepare.cu.j2"
+  // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
+#line 198 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 201 "templates/wgmma64/prepare.cu.j2"
+#line 203 "templates/wgmma64/prepare.cu.j2"
     if (part == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
       s_between[0 * KD + c] = D[1];
       s_between[1 * KD + c] = D[2];
       s_between[2 * KD + c] = D[1] * D[2];
-#line 206 "templates/wgmma64/prepare.cu.j2"
+#line 208 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int I = 0; I < NB; ++I) s_inv_D[I * KD + c] = 1.f / D[I];  // ≤ 2^126: the plan's bound
-#line 209 "templates/wgmma64/prepare.cu.j2"
-    }
 #line 211 "templates/wgmma64/prepare.cu.j2"
+    }
+#line 213 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1194,13 +1196,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 240 "templates/wgmma64/prepare.cu.j2"
+#line 242 "templates/wgmma64/prepare.cu.j2"
         const float q = s_q_hat[row * K + c] * E[r], k = s_k_hat[row * K + c];
-#line 243 "templates/wgmma64/prepare.cu.j2"
+#line 245 "templates/wgmma64/prepare.cu.j2"
         s_q_hat[row * K + c] = q;
         s_k_hat[row * K + c] = k * E[r];
         s_k_out[row * K + c] = k * F[r];
-#line 247 "templates/wgmma64/prepare.cu.j2"
+#line 249 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1219,14 +1221,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 269 "templates/wgmma64/prepare.cu.j2"
+#line 271 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, bf16x3
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 274 "templates/wgmma64/prepare.cu.j2"
+#line 276 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 277 "templates/wgmma64/prepare.cu.j2"
+#line 279 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1244,16 +1246,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 300 "templates/wgmma64/prepare.cu.j2"
+#line 302 "templates/wgmma64/prepare.cu.j2"
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * K;
       const float* right = s_k_out + J * B * K;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 306 "templates/wgmma64/prepare.cu.j2"
+#line 308 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
-#line 315 "templates/wgmma64/prepare.cu.j2"
+#line 317 "templates/wgmma64/prepare.cu.j2"
         kdg::FragA ah, al;
         kdg::load_frag_a_split(ah, al, left + kk * 16, K, lane);
         kdg::FragB bh[2], bl[2];
@@ -1262,7 +1264,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         } else {
           kdg::load_frag_b_nk_split(bh, bl, right + kk * 16, K, lane);
         }
-#line 324 "templates/wgmma64/prepare.cu.j2"
+#line 326 "templates/wgmma64/prepare.cu.j2"
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
@@ -1272,9 +1274,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 336 "templates/wgmma64/prepare.cu.j2"
-          const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
 #line 338 "templates/wgmma64/prepare.cu.j2"
+          const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
+#line 340 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1293,7 +1295,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 355 "templates/wgmma64/prepare.cu.j2"
+#line 357 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1312,7 +1314,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 376 "templates/wgmma64/prepare.cu.j2"
+#line 378 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[idx] = 0.f;
     }
   }
@@ -1320,7 +1322,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level ----
-#line 382 "templates/wgmma64/prepare.cu.j2"
+#line 384 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
   if (warp < NB && lane < B) {
@@ -1378,7 +1380,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 438 "templates/wgmma64/prepare.cu.j2"
+#line 440 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1440,7 +1442,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1444 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1446 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1455,7 +1457,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1459 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1461 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 184832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1508,7 +1510,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1512 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1514 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1538,7 +1540,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1542 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1544 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

@@ -219,10 +219,12 @@ def _benchmark(settings, requested: tuple[str, ...] | None, out: Path | None, *,
 
 def run(args) -> int:
     try:
-        if args.compare:
-            return _compare(args.compare)
-        if args.render:
-            return _render(args.render, args.out)
+        if args.compare or args.render:
+            try:
+                return _compare(args.compare) if args.compare else _render(args.render, args.out)
+            except (KeyError, TypeError) as e:     # a JSON of the right outline whose cases lack a field
+                raise ValueError(f"{' '.join(map(str, args.compare or args.render))}: not a kdagen bench run "
+                                 f"(no field {e})") from None
         settings = settings_from(args)
         requested = None if args.libs is None else parse_list(args.libs, libraries.NAMES, "--libs")
     except ValueError as e:

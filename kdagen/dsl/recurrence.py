@@ -127,7 +127,8 @@ class Recurrence(GraphBuilder):
         return interval(self, self.core_operands()["decay"], dims)
 
     def _names(self, op: str) -> list[str]:
-        """The leaves of an op in declaration order (read at every launch: kept until the graph changes)."""
+        """The leaves of an op in declaration order (read by every Spec and plan made from it: kept until the
+        graph changes)."""
         if op not in self._leaves:
             self._leaves[op] = [n for n, a in self.graph.nodes(data=True) if a["op"] == op]
         return list(self._leaves[op])

@@ -128,8 +128,8 @@ def compile(recurrence, *, name: str | None = None, family: str | None = None, e
         raise TypeError(f"compile(): recurrence must be a kdagen.dsl.Recurrence or a function fn(r, **options), "
                         f"got {type(recurrence).__name__}")
     tag = name or r.name
-    if not isinstance(tag, str) or not tag.replace("_", "").isalnum():
-        raise ValueError(f"compile(): name={tag!r} must be letters, digits and '_' (it starts the kernels' URIs)")
+    if not isinstance(tag, str) or not (tag.isascii() and tag.replace("_", "").isalnum()):
+        raise ValueError(f"compile(): name={tag!r} must be ASCII letters, digits and '_' (it starts the kernels' URIs)")
     if family is not None:
         from ..plan.families import family as known_family
         family = known_family(family).name

@@ -67,7 +67,10 @@ class Spec:
                     {n: (nodes[n]["shape"][0] if nodes[n]["shape"] else None) for n in inputs},
                     {n: nodes[n]["dtype"] for n in r.token_inputs},
                     {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}", uri_hash)
-        return SPECS.setdefault(spec.key, spec)
+        spec = SPECS.setdefault(spec.key, spec)
+        from .validate import token_checks
+        token_checks(spec)          # read here, outside any torch.compile trace (a trace would mutate the table)
+        return spec
 
 
 SPECS: dict[str, Spec] = {}      # Spec.key -> Spec, every one this process made

@@ -70,13 +70,14 @@ def call_config(x: dict, call, keep: bool):
     # the kernels are specialised on these sizes: under dynamic shapes int() makes them static (B, T, N stay free)
     H, K, HV, V = int(ref.shape[2]), int(ref.shape[3]), int(v.shape[2]), int(v.shape[3])
     dtypes = {n: x[n].dtype for n in PASSED_DTYPE_INPUTS if x.get(n) is not None}
-    key = (spec, H, K, HV, V, x.get("cu_seqlens") is not None, *dtypes.items(), v.device, call.state_layout, keep,
+    varlen = x.get("cu_seqlens") is not None
+    key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep,
            call.family, os.environ.get(FAMILY_ENV), runtime_env.arch_override())
     config = _CONFIGS.get(key)
     if config is None:
         if HV % H:
             raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
-        config = config_for(spec, K, V, HV // H, key[5], dtypes, default_arch(v.device), state_layout=call.state_layout,
+        config = config_for(spec, K, V, HV // H, varlen, dtypes, default_arch(v.device), state_layout=call.state_layout,
                             directions=TRAINING if keep else INFERENCE, family=call.family)
         if len(_CONFIGS) >= _CACHED_CONFIGS:
             _CONFIGS.clear()

@@ -83,6 +83,13 @@ _LIB.define("recurrence_forward(str key, Tensor[] inputs, Tensor? initial_state,
             "bool output_final_state, bool keep) -> (Tensor, Tensor, Tensor[])", tags=(torch.Tag.pt2_compliant_tag,))
 _LIB.define("recurrence_backward(str key, Tensor[] inputs, Tensor? initial_state, Tensor? cu_seqlens, "
             "float[] scalars, Tensor[] saved, Tensor do, Tensor? dht) -> Tensor[]", tags=(torch.Tag.pt2_compliant_tag,))
+# The Autograd kernels below do what torch.library's own autograd registration does, through the same three
+# torch._C names (present from torch 2.4 to at least 2.13); missing, kdagen cannot register its ops.
+_MISSING = [n for n in ("_after_autograd_keyset", "_AutoDispatchBelowAutograd", "_any_requires_grad")
+            if not hasattr(torch._C, n)]
+if _MISSING:
+    raise ImportError(f"kdagen's custom ops need torch._C.{', '.join(_MISSING)}, which torch {torch.__version__} "
+                      "lacks; install a torch version kdagen supports (pyproject.toml)")
 _AFTER_AUTOGRAD = torch._C._after_autograd_keyset
 recurrence_forward = torch.ops.kdagen.recurrence_forward.default
 recurrence_backward = torch.ops.kdagen.recurrence_backward.default
@@ -131,15 +138,20 @@ def _backward_fake(key, inputs, initial_state, cu_seqlens, scalars, saved, do, d
         [_no_state(do) if initial_state is None else torch.empty_like(initial_state)]
 
 
+def _below_autograd(op, keyset, *args):
+    """op(*args) dispatched past its Autograd kernel (what an Autograd kernel does once it has handled autograd)."""
+    with torch._C._AutoDispatchBelowAutograd():
+        return op.redispatch(keyset & _AFTER_AUTOGRAD, *args)
+
+
 class _Forward(torch.autograd.Function):
     """recurrence_forward's autograd formula: the inputs (token inputs, head parameters, initial state) flattened
     into arguments, the saved workspaces non-differentiable outputs, the backward kdagen::recurrence_backward."""
 
     @staticmethod
     def forward(ctx, keyset, key, scalars, output_final_state, keep, initial_state, cu_seqlens, *inputs):
-        with torch._C._AutoDispatchBelowAutograd():
-            o, ht, saved = recurrence_forward.redispatch(keyset & _AFTER_AUTOGRAD, key, list(inputs), initial_state,
-                                                         cu_seqlens, scalars, output_final_state, keep)
+        o, ht, saved = _below_autograd(recurrence_forward, keyset, key, list(inputs), initial_state, cu_seqlens,
+                                       scalars, output_final_state, keep)
         ctx.key, ctx.scalars, ctx.output_final_state, ctx.keep, ctx.n = key, scalars, output_final_state, keep, \
             len(inputs)
         ctx.o_like = (o.shape, o.dtype, o.device)
@@ -176,9 +188,8 @@ def _forward_autograd(keyset, key, inputs, initial_state, cu_seqlens, scalars, o
         o, ht, *saved = _Forward.apply(keyset, key, scalars, output_final_state, keep, initial_state, cu_seqlens,
                                        *inputs)
         return o, ht, saved
-    with torch._C._AutoDispatchBelowAutograd():
-        return recurrence_forward.redispatch(keyset & _AFTER_AUTOGRAD, key, inputs, initial_state, cu_seqlens,
-                                             scalars, output_final_state, keep)
+    return _below_autograd(recurrence_forward, keyset, key, inputs, initial_state, cu_seqlens, scalars,
+                           output_final_state, keep)
 
 
 class _NoDerivative(torch.autograd.Function):
@@ -187,9 +198,8 @@ class _NoDerivative(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, keyset, key, scalars, n, initial_state, cu_seqlens, do, dht, *tensors):
-        with torch._C._AutoDispatchBelowAutograd():
-            return tuple(recurrence_backward.redispatch(keyset & _AFTER_AUTOGRAD, key, list(tensors[:n]),
-                                                        initial_state, cu_seqlens, scalars, list(tensors[n:]), do, dht))
+        return tuple(_below_autograd(recurrence_backward, keyset, key, list(tensors[:n]), initial_state, cu_seqlens,
+                                     scalars, list(tensors[n:]), do, dht))
 
     @staticmethod
     def backward(ctx, *grads):
@@ -201,9 +211,8 @@ def _backward_autograd(keyset, key, inputs, initial_state, cu_seqlens, scalars, 
     if torch.is_grad_enabled() and torch._C._any_requires_grad(inputs, initial_state, saved, do, dht):
         return list(_NoDerivative.apply(keyset, key, scalars, len(inputs), initial_state, cu_seqlens, do, dht,
                                         *inputs, *saved))
-    with torch._C._AutoDispatchBelowAutograd():
-        return recurrence_backward.redispatch(keyset & _AFTER_AUTOGRAD, key, inputs, initial_state, cu_seqlens,
-                                              scalars, saved, do, dht)
+    return _below_autograd(recurrence_backward, keyset, key, inputs, initial_state, cu_seqlens, scalars, saved, do,
+                           dht)
 
 
 def dispatch(op, args: tuple, grad: bool):

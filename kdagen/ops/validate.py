@@ -137,10 +137,10 @@ def _expected_dtypes(spec, name: str) -> tuple[tuple, str]:
     return (TORCH_DTYPES.get(declared, torch.float32),), f"inputs declared dtype={declared!r} in the recurrence"
 
 
-_TOKEN_CHECKS: dict[str, tuple] = {}     # Spec.key -> _token_checks (a plain dict: torch.compile traces it as is)
+_TOKEN_CHECKS: dict[str, tuple] = {}     # Spec.key -> token_checks, filled by Spec.of
 
 
-def _token_checks(spec) -> tuple:
+def token_checks(spec) -> tuple:
     """Per token input: (name, its layout, whether its shape is checked against it — all but the reference q/k
     input and the value, whose shapes define the sizes —, allowed dtypes, who takes them). Read once per Spec
     (its key names the graph): the per-call path only compares."""
@@ -217,7 +217,7 @@ def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqle
         raise NotImplementedError(f"value head dim V = {V} ({value}.shape[-1]) has no kernel; kdagen needs V == K = "
                                   f"{K}")
     sizes = {"B": B, "T": T, "H": H, "HV": HV, "K": K, "V": V}
-    checks = _token_checks(spec)
+    checks = token_checks(spec)
     for name, layout, shaped, _, _ in checks:
         if shaped:
             _shape(name, tensors[name], tuple(sizes[d] for d in layout), layout)

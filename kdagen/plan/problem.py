@@ -89,8 +89,8 @@ class Problem:
             (self.dtypes.g in ("bf16", "f32"), f"dtypes.g={self.dtypes.g!r}: bf16 or f32"),
             (self.dtypes.beta in ("bf16", "f32"), f"dtypes.beta={self.dtypes.beta!r}: bf16 or f32"),
             (self.dtypes.state == "f32", f"dtypes.state={self.dtypes.state!r}: states are fp32"),
-            (isinstance(self.name, str) and self.name.replace("_", "").isalnum(),
-             f"name={self.name!r}: letters, digits and '_' only"),
+            (isinstance(self.name, str) and self.name.isascii() and self.name.replace("_", "").isalnum(),
+             f"name={self.name!r}: ASCII letters, digits and '_' only"),
         ]
         for ok, msg in checks:
             if not ok:

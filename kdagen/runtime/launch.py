@@ -89,6 +89,13 @@ def _driver():
     return driver
 
 
+def _raw_stream(index: int) -> int:
+    """The current stream's handle on device `index`: torch's C accessor where it has one (no Stream object per
+    launch), else the public API."""
+    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return get(index) if get is not None else torch.cuda.current_stream(index).cuda_stream
+
+
 def _ensure_context(index: int) -> None:
     """Make device `index`'s primary context current on this thread (shared with torch) for driver calls.
 
@@ -151,7 +158,7 @@ class Module:
             if smem_bytes > _SMEM_DEFAULT_LIMIT and self._smem_set.get((index, kernel_name), 0) < smem_bytes:
                 driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes)
                 self._smem_set[(index, kernel_name)] = smem_bytes
-            stream = torch._C._cuda_getCurrentRawStream(index)     # torch.cuda.current_stream(index).cuda_stream
+            stream = _raw_stream(index)
             driver.launchKernel(fn.ptr, *grid, *block, smem_bytes, stream, ctypes.addressof(pointers), 0)
 
     def attributes(self, kernel_name: str, device_index: int | None = None) -> dict:

@@ -25,7 +25,7 @@ class Wgmma64(Family):
                                       state_layout=problem.state_layout, ws=ws)]
         lo, hi = f.decay_interval
         diagonal = forward.diagonal_form(f)
-        how = {"scalar": "one factor per pair, 2^(γi−γj) ≤ 1 on raw tensor-core products, any bound",
+        how = {"scalar": "one factor per pair, 2^(γi−γj) ≤ 1 on raw tensor-core products (γ in fp32), any bound",
                "factored": "the diagonal 16-row blocks factored at their start on tensor cores (the bound keeps "
                            "e^(Γ_in−Γj) in range), the blocks between them split at block boundaries",
                "running": "every factor a product of per-token decays ≤ 1 (16-row sub-blocks), any bound"}[diagonal]

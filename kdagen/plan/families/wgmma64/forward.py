@@ -4,15 +4,15 @@ bulk tensor copies and wgmma. docs/kernels.md §3, docs/math.md §6.
 prepare, per (64-token chunk, value head), 8 warps, two CTAs per SM (16 warps: the steps are chains of
 dependent shared-memory reads and products, so latency hiding needs warps):
   prologue   16 channels per thread (K/16 lanes per row), 256/(K/16) rows per pass: the emitted DSL block ->
-             q̂, k̂, α = e^a, β, stored to shared memory in 16-byte pieces
-  diagonal   the four 16×16 diagonal blocks of Mqk and Mkk per pair on CUDA cores, a thread per (row, quarter
-             of the channels): row i walks j = i..start of its block, the decay factor a running product of α
-             (exact for any decay, nothing overflows)
+             q̂, k̂, α = e^a, β, stored to shared memory in 16-byte pieces (bf16 hi + lo tiles for "scalar")
+  diagonal   ("running" only) the four 16×16 diagonal blocks of Mqk and Mkk per pair on CUDA cores, a thread
+             per (row, quarter of the channels): row i walks j = i..start of its block, the decay factor a
+             running product of α (exact for any decay, nothing overflows)
   decay_columns, factors   256/K threads per channel, each over its own 16-row blocks: block totals D (shared
-             between a channel's threads), then in place q̂ -> q̂·E (E = e^(Γi−Γ_in)), k̂ -> k̂·E, k_out = k̂·F
-             (F = e^(Γ_out−Γj)), and the outputs q_decayed, k_decayed, k_to_end, decay_total
-  blocks     the six off-diagonal 16×16 blocks on tensor cores (bf16x3), the key side scaled by the totals of
-             the blocks in between; Mqk to the workspace, Mkk beside the diagonal blocks
+             between a channel's threads), then (not "scalar") in place q̂ -> q̂·E (E = e^(Γi−Γ_in)), k̂ -> k̂·E,
+             k_out = k̂·F (F = e^(Γ_out−Γj)); the outputs q_decayed, k_decayed, k_to_end, decay_total
+  blocks     the 16×16 blocks on tensor cores (bf16x3): the six off-diagonal ones, the key side scaled by the
+             totals of the blocks in between, and the four diagonal ones where the form allows (diagonal_form)
   inverse    A = (I + Mkk)⁻¹ by 16-row blocks: forward substitution on the diagonal, then block products
 The workspace is bf16 (A and Mqk too: the recurrence's tensor cores read bf16) in row-major tiles a bulk
 tensor copy can load; rows past a chunk's end are zero, β too.
@@ -48,7 +48,7 @@ class Prepare64Options:
 def diagonal_form(f: Facts) -> str:
     """How the prepare's C×C products get their decay factors e^(Γi−Γj):
     "scalar" — a per-head decay: one factor per pair, so every block (the diagonal ones too) is a raw tensor-core
-      product of q̂, k̂ scaled afterwards by 2^(γi−γj) (exact for any decay);
+      product of q̂, k̂ scaled afterwards by 2^(γi−γj) (any decay; exact up to the fp32 rounding of γ);
     "factored" — a per-channel decay proven bounded enough for the factored form over one 16-row block
       (k̂·e^(Γ_in−Γj) stays in the normal fp32 range: the exponent-form rule at chunk 16): the diagonal blocks are
       tensor-core tiles like the others;
