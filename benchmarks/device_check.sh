@@ -20,12 +20,12 @@ step() {
   echo "=== $name (${budget} s): $*"
   timeout -s INT -k 15 "$budget" "$@" 2>&1 | tee "$out/$name.log" | grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^\|" | tail -40
 }
-pytest_gpu() { python3 -m pytest -m gpu -v -rfE --tb=short -p no:cacheprovider "$@"; }
+GPU_TESTS=(python3 -m pytest -m gpu -v -rfE --tb=short -p no:cacheprovider)      # timeout runs commands, not functions
 
-step forward 50 pytest_gpu tests/gpu/test_forward_kernels.py -k wgmma64
+step forward 50 "${GPU_TESTS[@]}" tests/gpu/test_forward_kernels.py -k wgmma64
 step timing 80 python3 benchmarks/probe/family_timing.py
-[ "${PRIMITIVES:-0}" = 1 ] && step primitives 60 pytest_gpu tests/gpu/test_sm90_primitives.py
-step suite 270 pytest_gpu tests/test_runtime_gpu.py tests/gpu tests/test_runtime_ops_gpu.py \
+[ "${PRIMITIVES:-0}" = 1 ] && step primitives 60 "${GPU_TESTS[@]}" tests/gpu/test_sm90_primitives.py
+step suite 270 "${GPU_TESTS[@]}" tests/test_runtime_gpu.py tests/gpu tests/test_runtime_ops_gpu.py \
   --deselect tests/gpu/test_sm90_primitives.py --deselect tests/gpu/test_fla_layers_gpu.py --durations=15 "$@"
 
 if compgen -G ".whl/*.whl" >/dev/null; then
@@ -34,5 +34,5 @@ if compgen -G ".whl/*.whl" >/dev/null; then
   mkdir -p "$TRITON_CACHE_DIR" && tar xzf benchmarks/fla-autotune-h200.tgz -C "$TRITON_CACHE_DIR"
   step host_time 80 python3 -m kdagen bench --ops kda,kda_lb --shapes 4x4096x16x64 --modes fwd,fwd+bwd \
     --no-accuracy --repeats 1 --out "$out/bench"
-  step fla_layers 100 pytest_gpu tests/gpu/test_fla_layers_gpu.py      # FLA's Triton backward compiles: slow
+  step fla_layers 100 "${GPU_TESTS[@]}" tests/gpu/test_fla_layers_gpu.py      # FLA's Triton backward compiles: slow
 fi
