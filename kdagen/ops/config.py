@@ -50,6 +50,7 @@ class Spec:
     inputs: tuple = dataclasses.field(compare=False)       # token inputs then head parameters: the kernels' order
     key: str = dataclasses.field(compare=False)            # name|graph_sha: how the custom ops find it (SPECS)
     uri_hash: bool = dataclasses.field(default=True, compare=False)   # the URIs end with the graph hash (Problem)
+    token_checks: tuple = dataclasses.field(default=(), compare=False)  # kdagen.ops.validate.token_checks
 
     @staticmethod
     def of(recurrence, name: str | None = None, uri_hash: bool = True) -> "Spec":
@@ -67,10 +68,8 @@ class Spec:
                     {n: (nodes[n]["shape"][0] if nodes[n]["shape"] else None) for n in inputs},
                     {n: nodes[n]["dtype"] for n in r.token_inputs},
                     {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}", uri_hash)
-        spec = SPECS.setdefault(spec.key, spec)
         from .validate import token_checks
-        token_checks(spec)          # read here, outside any torch.compile trace (a trace would mutate the table)
-        return spec
+        return SPECS.setdefault(spec.key, dataclasses.replace(spec, token_checks=token_checks(spec)))
 
 
 SPECS: dict[str, Spec] = {}      # Spec.key -> Spec, every one this process made

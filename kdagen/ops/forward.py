@@ -10,12 +10,11 @@ plan names in `saved`.
 """
 from __future__ import annotations
 
-import os
 
 import torch
 
 from ..plan import Plan
-from ..plan.families import ENV as FAMILY_ENV
+from ..plan.families import requested
 from ..plan.families.base import PASSED_DTYPE_INPUTS
 from ..runtime import env as runtime_env
 from .config import INFERENCE, TRAINING, config_for, default_arch, loader_for
@@ -71,14 +70,15 @@ def call_config(x: dict, call, keep: bool):
     H, K, HV, V = int(ref.shape[2]), int(ref.shape[3]), int(v.shape[2]), int(v.shape[3])
     dtypes = {n: x[n].dtype for n in PASSED_DTYPE_INPUTS if x.get(n) is not None}
     varlen = x.get("cu_seqlens") is not None
-    key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep,
-           call.family, os.environ.get(FAMILY_ENV), runtime_env.arch_override())
+    family = call.family or requested()
+    key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family,
+           runtime_env.arch_override())
     config = _CONFIGS.get(key)
     if config is None:
         if HV % H:
             raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
         config = config_for(spec, K, V, HV // H, varlen, dtypes, default_arch(v.device), state_layout=call.state_layout,
-                            directions=TRAINING if keep else INFERENCE, family=call.family)
+                            directions=TRAINING if keep else INFERENCE, family=family)
         if len(_CONFIGS) >= _CACHED_CONFIGS:
             _CONFIGS.clear()
         _CONFIGS[key] = config

@@ -137,20 +137,13 @@ def _expected_dtypes(spec, name: str) -> tuple[tuple, str]:
     return (TORCH_DTYPES.get(declared, torch.float32),), f"inputs declared dtype={declared!r} in the recurrence"
 
 
-_TOKEN_CHECKS: dict[str, tuple] = {}     # Spec.key -> token_checks, filled by Spec.of
-
-
 def token_checks(spec) -> tuple:
     """Per token input: (name, its layout, whether its shape is checked against it — all but the reference q/k
-    input and the value, whose shapes define the sizes —, allowed dtypes, who takes them). Read once per Spec
-    (its key names the graph): the per-call path only compares."""
-    checks = _TOKEN_CHECKS.get(spec.key)
-    if checks is None:
-        ref = spec.qk[0] if spec.qk else spec.value
-        checks = _TOKEN_CHECKS[spec.key] = tuple(
-            (name, _layout("H" if name in spec.qk else "HV", spec.rows[name]), name not in (ref, spec.value),
-             *_expected_dtypes(spec, name)) for name in spec.token_inputs)
-    return checks
+    input and the value, whose shapes define the sizes —, allowed dtypes, who takes them). Spec.of keeps them
+    (Spec.token_checks): the per-call path only compares."""
+    ref = spec.qk[0] if spec.qk else spec.value
+    return tuple((name, _layout("H" if name in spec.qk else "HV", spec.rows[name]), name not in (ref, spec.value),
+                  *_expected_dtypes(spec, name)) for name in spec.token_inputs)
 
 
 def check_scalar(name: str, x) -> float:
@@ -217,7 +210,7 @@ def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqle
         raise NotImplementedError(f"value head dim V = {V} ({value}.shape[-1]) has no kernel; kdagen needs V == K = "
                                   f"{K}")
     sizes = {"B": B, "T": T, "H": H, "HV": HV, "K": K, "V": V}
-    checks = token_checks(spec)
+    checks = spec.token_checks
     for name, layout, shaped, _, _ in checks:
         if shaped:
             _shape(name, tensors[name], tuple(sizes[d] for d in layout), layout)
