@@ -79,6 +79,11 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
+// A hint: fetch the global line holding p into L2 now (no register written, nothing waits on it).
+__device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p));
+}
+
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -490,6 +495,22 @@ __device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)
   }
 }
 
+// One B fragment (K 16 x N 8) split into bf16 hi + lo from fp32 storage where element (k, n) sits at
+// base[k * ld + n] ("K x N row-major", e.g. a column slab of a row-major fp32 matrix); ld ≡ 8 (mod 32)
+// keeps each load within two lanes per bank.
+__device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const float* base, int ld, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* r = base + 2 * t * ld + g;
+  split_bf16(r[0], r[ld], hi.x[0], lo.x[0]);
+  split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
+}
+
+// An accumulator tile (16 x 8 fp32) stored row-major: element (m, n) at base[m * ld + n].
+__device__ __forceinline__ void store_frag_c(const FragC& c, float* base, int ld, int lane) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) base[frag_c_row(lane, i) * ld + frag_c_col(lane, i)] = c.x[i];
+}
+
 // As load_frag_b_nk_split, each element first multiplied by scale[k], a factor per contraction index (scale
 // points at the 16 factors of this k slab): a per-channel decay between two blocks of a chunk.
 __device__ __forceinline__ void load_frag_b_nk_split_scaled(FragB (&hi)[2], FragB (&lo)[2], const float* base, int ld,
@@ -553,7 +574,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 // rows >= the chunk's length L are zero. Γ is kept in log2 units (Γ₂ = Γ·log2 e) and used through exp2f.
 extern "C" __global__ void __launch_bounds__(128, 4) prepare(
     const bf16* __restrict__ in_q,
-#line 557 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 578 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -574,7 +595,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   constexpr int LANES = 8, KPT = 16, THREADS = 128;
   constexpr float LOG2E = 1.4426950408889634f;
   static_assert(LANES * KPT == K && C * LANES == THREADS, "row mapping: C rows x LANES threads x KPT channels");
-#line 578 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 599 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // shared memory: 18560 B, static
   __shared__ __align__(16) unsigned char smem_raw[18560];
   float* const s_gamma = reinterpret_cast<float*>(smem_raw + 0);  // gamma [16 x 1] f32, ld 1
@@ -619,7 +640,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 41 "templates/mma16/prepare.cu.j2"
   // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 623 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 644 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // A_log: head_param
   const float n_A_log = *in_A_log_row;
   // beta: token_input
@@ -790,7 +811,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
 //   P = Sᵀ·k_decayedᵀ,  Q = Sᵀ·q_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Oᵀ = Q + Vnᵀ·Mqkᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
     const bf16* __restrict__ v,
-#line 794 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 815 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
     const float* __restrict__ h0,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -808,7 +829,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 812 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 833 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // shared memory: 38064 B, static
   __shared__ __align__(16) unsigned char smem_raw[38064];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -861,7 +882,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 865 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 886 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 58 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -1011,7 +1032,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
         }
       }
 
-#line 1015 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 1036 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----

@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 86544 B smem), recurrence (grid ['N', 'HV'], 384 threads, 183840 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV'], 384 threads, 183840 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -77,6 +77,11 @@ __device__ __forceinline__ void ptx_bar_sync(int id, int threads) {
 
 __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
+}
+
+// A hint: fetch the global line holding p into L2 now (no register written, nothing waits on it).
+__device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p));
 }
 
 }  // namespace kdg
@@ -702,6 +707,22 @@ __device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)
   }
 }
 
+// One B fragment (K 16 x N 8) split into bf16 hi + lo from fp32 storage where element (k, n) sits at
+// base[k * ld + n] ("K x N row-major", e.g. a column slab of a row-major fp32 matrix); ld ≡ 8 (mod 32)
+// keeps each load within two lanes per bank.
+__device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const float* base, int ld, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* r = base + 2 * t * ld + g;
+  split_bf16(r[0], r[ld], hi.x[0], lo.x[0]);
+  split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
+}
+
+// An accumulator tile (16 x 8 fp32) stored row-major: element (m, n) at base[m * ld + n].
+__device__ __forceinline__ void store_frag_c(const FragC& c, float* base, int ld, int lane) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) base[frag_c_row(lane, i) * ld + frag_c_col(lane, i)] = c.x[i];
+}
+
 // As load_frag_b_nk_split, each element first multiplied by scale[k], a factor per contraction index (scale
 // points at the 16 factors of this k slab): a per-channel decay between two blocks of a chunk.
 __device__ __forceinline__ void load_frag_b_nk_split_scaled(FragB (&hi)[2], FragB (&lo)[2], const float* base, int ld,
@@ -930,7 +951,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 
 }  // namespace kdg
 
-#line 7 "templates/wgmma64/prepare.cu.j2"
+#line 9 "templates/wgmma64/prepare.cu.j2"
 // ===== prepare: "prepare", chunk 64 in 16-row blocks (scalar decay) =====
 // grid (chunks, HV): one CTA per (chunk, value head), 256 threads. How the pair factors e^(Γi−Γj)
 // reach the products is the plan's `diagonal` form (scalar): "running" and "factored" split them at the
@@ -943,7 +964,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 947 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 968 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -959,7 +980,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     bf16* __restrict__ ws_A,
     bf16* __restrict__ ws_Mqk,
     float* __restrict__ ws_beta) {
-#line 19 "templates/wgmma64/prepare.cu.j2"
+#line 21 "templates/wgmma64/prepare.cu.j2"
   constexpr int C = 64, B = 16, NB = C / B, K = 128, KD = 1, G = 1, DW = 4;
   constexpr int LANES = 8, KPT = 16, THREADS = 256;
   constexpr int ROWS_PER_PASS = THREADS / LANES, PASSES = C / ROWS_PER_PASS, WARPS = THREADS / 32;
@@ -969,31 +990,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 973 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 86544 B, dynamic (above the static limit)
+#line 994 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+  // shared memory: 89616 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_q_hi = reinterpret_cast<bf16*>(smem_raw + 0);  // q_hi [64 x 128] bf16, ld 136, alias q_then_A
   [[maybe_unused]] constexpr int ld_q_hi = 136;
-  bf16* const s_q_lo = reinterpret_cast<bf16*>(smem_raw + 17408);  // q_lo [64 x 128] bf16, ld 136
+  bf16* const s_q_lo = reinterpret_cast<bf16*>(smem_raw + 18432);  // q_lo [64 x 128] bf16, ld 136
   [[maybe_unused]] constexpr int ld_q_lo = 136;
-  bf16* const s_k_hi = reinterpret_cast<bf16*>(smem_raw + 34816);  // k_hi [64 x 128] bf16, ld 136
+  bf16* const s_k_hi = reinterpret_cast<bf16*>(smem_raw + 35840);  // k_hi [64 x 128] bf16, ld 136
   [[maybe_unused]] constexpr int ld_k_hi = 136;
-  bf16* const s_k_lo = reinterpret_cast<bf16*>(smem_raw + 52224);  // k_lo [64 x 128] bf16, ld 136
+  bf16* const s_k_lo = reinterpret_cast<bf16*>(smem_raw + 53248);  // k_lo [64 x 128] bf16, ld 136
   [[maybe_unused]] constexpr int ld_k_lo = 136;
-  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 69632);  // alpha [64 x 1] f32, ld 1, alias rows
+  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 70656);  // alpha [64 x 1] f32, ld 1, alias rows
   [[maybe_unused]] constexpr int ld_alpha = 1;
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 86016);  // beta [64] f32, ld 64
-  float* const s_D = reinterpret_cast<float*>(smem_raw + 86272);  // D [4 x 1] f32, ld 1
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 89088);  // beta [64] f32, ld 64
+  float* const s_D = reinterpret_cast<float*>(smem_raw + 89344);  // D [4 x 1] f32, ld 1
   [[maybe_unused]] constexpr int ld_D = 1;
-  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 86288);  // gamma [64] f32, ld 64
-  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 69632);  // Mkk [64 x 64] f32, ld 64, alias rows
-  [[maybe_unused]] constexpr int ld_Mkk = 64;
-  float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 64, alias q_then_A
-  [[maybe_unused]] constexpr int ld_A = 64;
-#line 30 "templates/wgmma64/prepare.cu.j2"
+  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 89360);  // gamma [64] f32, ld 64
+  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 70656);  // Mkk [64 x 64] f32, ld 72, alias rows
+  [[maybe_unused]] constexpr int ld_Mkk = 72;
+  float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 72, alias q_then_A
+  [[maybe_unused]] constexpr int ld_A = 72;
+#line 32 "templates/wgmma64/prepare.cu.j2"
   constexpr int LDS = ld_q_hi;  // the row pitch of the four bf16 operand tiles (padded: ldmatrix without conflicts)
 
-#line 33 "templates/wgmma64/prepare.cu.j2"
+#line 35 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
@@ -1006,31 +1027,48 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β, log2 α; q̂, k̂ as bf16 hi + lo ----
-#line 44 "templates/wgmma64/prepare.cu.j2"
+#line 46 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each
   float scale = 0.f;  // the core's scale, a per-call scalar of the emitted block
   {
     [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES>(x); };
     const int sub = tid % LANES, ch0 = sub * KPT;
+    // the later passes' token rows are fetched into L2 now: their loads then wait on L2, not on memory
+#pragma unroll
+    for (int pass = 1; pass < PASSES; ++pass) {
+      const int row = pass * ROWS_PER_PASS + tid / LANES;
+      const long long tok = t0 + row;
+      if (row < L) {
+#line 58 "templates/wgmma64/prepare.cu.j2"
+        kdg::ptx_prefetch_l2(in_beta + (tok * HV + h));
+#line 58 "templates/wgmma64/prepare.cu.j2"
+        kdg::ptx_prefetch_l2(in_g + (tok * HV + h));
+#line 58 "templates/wgmma64/prepare.cu.j2"
+        kdg::ptx_prefetch_l2(in_k + (tok * (HV / G) + hq) * K + ch0);
+#line 58 "templates/wgmma64/prepare.cu.j2"
+        kdg::ptx_prefetch_l2(in_q + (tok * (HV / G) + hq) * K + ch0);
+#line 60 "templates/wgmma64/prepare.cu.j2"
+      }
+    }
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + tid / LANES;
       const bool valid = row < L;
       const long long tok = t0 + (valid ? row : 0);
-#line 57 "templates/wgmma64/prepare.cu.j2"
+#line 70 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 55 "templates/wgmma64/prepare.cu.j2"
+#line 68 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_beta_row = in_beta + (tok * HV + h);
-#line 57 "templates/wgmma64/prepare.cu.j2"
+#line 70 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h;
-#line 55 "templates/wgmma64/prepare.cu.j2"
+#line 68 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = in_g + (tok * HV + h);
-#line 55 "templates/wgmma64/prepare.cu.j2"
+#line 68 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 55 "templates/wgmma64/prepare.cu.j2"
+#line 68 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 60 "templates/wgmma64/prepare.cu.j2"
+#line 73 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1034 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1072 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1089,12 +1127,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_7;
       const float scale_val = n_scale;
 
-#line 62 "templates/wgmma64/prepare.cu.j2"
+#line 75 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 72 "templates/wgmma64/prepare.cu.j2"
+#line 85 "templates/wgmma64/prepare.cu.j2"
       // q̂, k̂ as bf16 hi + lo tiles (the blocks' tensor-core operands, read by ldmatrix), 16-byte stores
 #pragma unroll
       for (int j = 0; j < KPT; j += 8) {
@@ -1110,12 +1148,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         *reinterpret_cast<uint4*>(&s_k_hi[at]) = make_uint4(kh[0], kh[1], kh[2], kh[3]);
         *reinterpret_cast<uint4*>(&s_k_lo[at]) = make_uint4(kl[0], kl[1], kl[2], kl[3]);
       }
-#line 101 "templates/wgmma64/prepare.cu.j2"
+#line 114 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 103 "templates/wgmma64/prepare.cu.j2"
+#line 116 "templates/wgmma64/prepare.cu.j2"
         s_alpha[row] = valid ? exp2f(decay * LOG2E) : 1.f;
         s_gamma[row] = valid ? decay * LOG2E : 0.f;  // log2 α; decay_columns turns it into its running sum
-#line 106 "templates/wgmma64/prepare.cu.j2"
+#line 119 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1124,7 +1162,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 171 "templates/wgmma64/prepare.cu.j2"
+#line 184 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1138,24 +1176,24 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 185 "templates/wgmma64/prepare.cu.j2"
+#line 198 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 190 "templates/wgmma64/prepare.cu.j2"
+#line 203 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise) ----
-#line 194 "templates/wgmma64/prepare.cu.j2"
+#line 207 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 198 "templates/wgmma64/prepare.cu.j2"
+#line 211 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 213 "templates/wgmma64/prepare.cu.j2"
+#line 226 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1180,11 +1218,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 238 "templates/wgmma64/prepare.cu.j2"
+#line 251 "templates/wgmma64/prepare.cu.j2"
         const int at = row * LDS + c;
         const float q = (kdg::to_f32(s_q_hi[at]) + kdg::to_f32(s_q_lo[at])) * E[r];
         const float k = kdg::to_f32(s_k_hi[at]) + kdg::to_f32(s_k_lo[at]);
-#line 249 "templates/wgmma64/prepare.cu.j2"
+#line 262 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1203,11 +1241,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × 2^(γi−γj), masked ----
-#line 267 "templates/wgmma64/prepare.cu.j2"
+#line 280 "templates/wgmma64/prepare.cu.j2"
   // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, bf16x3: a per-head decay's factor is one number per
   // pair, so the products take q̂ and k̂ as they are and each result is scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1)
   // Mqk_ij = scale·2^(γi−γj)·q̂_i·k̂_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k̂_i·k̂_j (j < i).
-#line 279 "templates/wgmma64/prepare.cu.j2"
+#line 292 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1225,21 +1263,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 297 "templates/wgmma64/prepare.cu.j2"
+#line 310 "templates/wgmma64/prepare.cu.j2"
       const bf16* left_hi = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
       const bf16* left_lo = (is_k ? s_k_lo : s_q_lo) + I * B * LDS;
       const bf16* right_hi = s_k_hi + J * B * LDS;
       const bf16* right_lo = s_k_lo + J * B * LDS;
-#line 308 "templates/wgmma64/prepare.cu.j2"
+#line 321 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
-#line 311 "templates/wgmma64/prepare.cu.j2"
+#line 324 "templates/wgmma64/prepare.cu.j2"
         const kdg::FragA ah = kdg::load_frag_a(left_hi + kk * 16, LDS, lane);
         const kdg::FragA al = kdg::load_frag_a(left_lo + kk * 16, LDS, lane);
         kdg::FragB bh[2], bl[2];
         kdg::load_frag_b_nk(bh, right_hi + kk * 16, LDS, lane);
         kdg::load_frag_b_nk(bl, right_lo + kk * 16, LDS, lane);
-#line 326 "templates/wgmma64/prepare.cu.j2"
+#line 339 "templates/wgmma64/prepare.cu.j2"
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
@@ -1249,9 +1287,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 336 "templates/wgmma64/prepare.cu.j2"
+#line 349 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] * exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
-#line 340 "templates/wgmma64/prepare.cu.j2"
+#line 353 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1270,7 +1308,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 357 "templates/wgmma64/prepare.cu.j2"
+#line 370 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1283,22 +1321,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
-          s_Mkk[(I * B + r) * C + J * B + cc] = mkk_acc[n][nt].x[e];
+          s_Mkk[(I * B + r) * ld_Mkk + J * B + cc] = mkk_acc[n][nt].x[e];
         }
       }
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 378 "templates/wgmma64/prepare.cu.j2"
-      if (J > I) s_Mkk[idx] = 0.f;
+#line 391 "templates/wgmma64/prepare.cu.j2"
+      if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
     }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
-  // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level ----
-#line 384 "templates/wgmma64/prepare.cu.j2"
-  // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks
+  // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
+#line 397 "templates/wgmma64/prepare.cu.j2"
+  // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
+  // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
   if (warp < NB && lane < B) {
     const int I = warp, j = lane;
@@ -1307,59 +1346,58 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) {
       float acc = r == j ? 1.f : 0.f;
 #pragma unroll
-      for (int m = 0; m < r; ++m) acc -= s_Mkk[(I * B + r) * C + I * B + m] * col[m];
+      for (int m = 0; m < r; ++m) acc -= s_Mkk[(I * B + r) * ld_Mkk + I * B + m] * col[m];
       col[r] = r < j ? 0.f : acc;
     }
 #pragma unroll
-    for (int r = 0; r < B; ++r) s_A[(I * B + r) * C + I * B + j] = col[r];
+    for (int r = 0; r < B; ++r) s_A[(I * B + r) * ld_A + I * B + j] = col[r];
   }
   // the blocks above the diagonal are zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
-    if ((idx % C) / B > (idx / C) / B) s_A[idx] = 0.f;
+    const int r = idx / C, cc = idx % C;
+    if (cc / B > r / B) s_A[r * ld_A + cc] = 0.f;
   }
   __syncthreads();  // barrier "sync"
-  // (b) level by level (J = I − lvl): A_IJ = −A_II · Σ_{M=J}^{I−1} Mkk_IM · A_MJ. A column of A_IJ needs only
-  // the same column of T = Σ_M Mkk_IM · A_MJ, so warp w takes the eight columns 8·(w % 2).. of block I = lvl + w / 2
+  // (b) level by level (J = I − lvl): A_IJ = −A_II · T, T = Σ_{M=J}^{I−1} Mkk_IM · A_MJ, on tensor cores (bf16x3,
+  // fp32 accumulation: A is stored as bf16 in the end). A column of A_IJ needs only the same column of T, so warp
+  // w takes the 16×8 tile of columns 8·(w % 2).. of block I = lvl + w / 2.
   static_assert(WARPS == 2 * NB, "inverse: two warps per 16-row block");
   for (int lvl = 1; lvl < NB; ++lvl) {
     const int I = lvl + warp / 2, J = I - lvl;
     if (I < NB) {
-      constexpr int ROWS = B * 8 / 32;  // rows per lane: r0, r0 + 4, r0 + 8, r0 + 12
-      float Tm[ROWS];
-      const int cc = (warp % 2) * 8 + lane % 8, r0 = lane / 8;
-#pragma unroll
-      for (int n = 0; n < ROWS; ++n) {
-        const int r = r0 + 4 * n;
-        float acc = 0.f;
-        for (int m = J * B; m < I * B; ++m) acc += s_Mkk[(I * B + r) * C + m] * s_A[m * C + J * B + cc];
-        Tm[n] = acc;
+      float* const tile = s_A + I * B * ld_A + J * B + (warp % 2) * 8;  // this warp's 16×8 of A_IJ (zero so far)
+      kdg::FragA ah, al;
+      kdg::FragB bh, bl;
+      kdg::FragC t;
+      kdg::frag_zero(t);
+      for (int M = J; M < I; ++M) {
+        kdg::load_frag_a_split(ah, al, s_Mkk + I * B * ld_Mkk + M * B, ld_Mkk, lane);
+        kdg::load_frag_b_kn_split(bh, bl, s_A + M * B * ld_A + J * B + (warp % 2) * 8, ld_A, lane);
+        kdg::mma_16816_x3(t, ah, al, bh, bl);
       }
-      // A_IJ = −A_II · T: T goes through this warp's (still zero) columns of the A_IJ tile
-#pragma unroll
-      for (int n = 0; n < ROWS; ++n) s_A[(I * B + r0 + 4 * n) * C + J * B + cc] = Tm[n];
+      // T goes through the tile (the B operand of the next product wants it transposed across lanes)
+      kdg::store_frag_c(t, tile, ld_A, lane);
+      __syncwarp();
+      kdg::FragC a;
+      kdg::frag_zero(a);
+      kdg::load_frag_a_split(ah, al, s_A + I * B * ld_A + I * B, ld_A, lane);
+      kdg::load_frag_b_kn_split(bh, bl, tile, ld_A, lane);
+      kdg::mma_16816_x3(a, ah, al, bh, bl);
       __syncwarp();
 #pragma unroll
-      for (int n = 0; n < ROWS; ++n) {
-        const int r = r0 + 4 * n;
-        float acc = 0.f;
-#pragma unroll
-        for (int m = 0; m <= r; ++m) acc += s_A[(I * B + r) * C + I * B + m] * s_A[(I * B + m) * C + J * B + cc];
-        Tm[n] = -acc;
-      }
-      __syncwarp();
-#pragma unroll
-      for (int n = 0; n < ROWS; ++n) s_A[(I * B + r0 + 4 * n) * C + J * B + cc] = Tm[n];
+      for (int e = 0; e < 4; ++e) a.x[e] = -a.x[e];
+      kdg::store_frag_c(a, tile, ld_A, lane);
     }
     __syncthreads();  // barrier "sync": level lvl complete
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 440 "templates/wgmma64/prepare.cu.j2"
+#line 453 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
-    ws_A[ws_ch * C * C + idx] = __float2bfloat16_rn(r < L && cc < L ? s_A[idx] : 0.f);
+    ws_A[ws_ch * C * C + idx] = __float2bfloat16_rn(r < L && cc < L ? s_A[r * ld_A + cc] : 0.f);
   }
 }
 
@@ -1417,7 +1455,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1421 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1459 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1432,7 +1470,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1436 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1474 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 183840 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1485,7 +1523,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1489 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1527 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1515,7 +1553,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1519 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1557 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

@@ -79,6 +79,11 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
+// A hint: fetch the global line holding p into L2 now (no register written, nothing waits on it).
+__device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p));
+}
+
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -490,6 +495,22 @@ __device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)
   }
 }
 
+// One B fragment (K 16 x N 8) split into bf16 hi + lo from fp32 storage where element (k, n) sits at
+// base[k * ld + n] ("K x N row-major", e.g. a column slab of a row-major fp32 matrix); ld ≡ 8 (mod 32)
+// keeps each load within two lanes per bank.
+__device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const float* base, int ld, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* r = base + 2 * t * ld + g;
+  split_bf16(r[0], r[ld], hi.x[0], lo.x[0]);
+  split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
+}
+
+// An accumulator tile (16 x 8 fp32) stored row-major: element (m, n) at base[m * ld + n].
+__device__ __forceinline__ void store_frag_c(const FragC& c, float* base, int ld, int lane) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) base[frag_c_row(lane, i) * ld + frag_c_col(lane, i)] = c.x[i];
+}
+
 // As load_frag_b_nk_split, each element first multiplied by scale[k], a factor per contraction index (scale
 // points at the 16 factors of this k slab): a per-channel decay between two blocks of a chunk.
 __device__ __forceinline__ void load_frag_b_nk_split_scaled(FragB (&hi)[2], FragB (&lo)[2], const float* base, int ld,
@@ -554,7 +575,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 //   P = Sᵀ·k_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) states(
     const bf16* __restrict__ v,
-#line 558 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 579 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ h0,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -569,7 +590,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 573 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 594 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 25248 B, static
   __shared__ __align__(16) unsigned char smem_raw[25248];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -613,7 +634,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 617 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 638 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 58 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -725,7 +746,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
         kdg::mbarrier_arrive(&bar_free[s]);
       }
 
-#line 729 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 750 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
@@ -917,7 +938,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 921 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 942 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -942,7 +963,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 97 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 946 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 967 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1311,7 +1332,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1315 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1336 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1338,7 +1359,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1342 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1363 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 43072 B, static
   __shared__ __align__(16) unsigned char smem_raw[43072];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -1375,7 +1396,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 1379 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1400 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -1429,7 +1450,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 1433 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1454 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -1566,7 +1587,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 1570 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1591 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -1710,7 +1731,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 1714 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1735 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -1843,7 +1864,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 1847 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1868 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -1852,7 +1873,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 1856 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1877 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -79,6 +79,11 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
+// A hint: fetch the global line holding p into L2 now (no register written, nothing waits on it).
+__device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p));
+}
+
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -702,6 +707,22 @@ __device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)
   }
 }
 
+// One B fragment (K 16 x N 8) split into bf16 hi + lo from fp32 storage where element (k, n) sits at
+// base[k * ld + n] ("K x N row-major", e.g. a column slab of a row-major fp32 matrix); ld ≡ 8 (mod 32)
+// keeps each load within two lanes per bank.
+__device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const float* base, int ld, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* r = base + 2 * t * ld + g;
+  split_bf16(r[0], r[ld], hi.x[0], lo.x[0]);
+  split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
+}
+
+// An accumulator tile (16 x 8 fp32) stored row-major: element (m, n) at base[m * ld + n].
+__device__ __forceinline__ void store_frag_c(const FragC& c, float* base, int ld, int lane) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) base[frag_c_row(lane, i) * ld + frag_c_col(lane, i)] = c.x[i];
+}
+
 // As load_frag_b_nk_split, each element first multiplied by scale[k], a factor per contraction index (scale
 // points at the 16 factors of this k slab): a per-channel decay between two blocks of a chunk.
 __device__ __forceinline__ void load_frag_b_nk_split_scaled(FragB (&hi)[2], FragB (&lo)[2], const float* base, int ld,
@@ -930,7 +951,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 
 }  // namespace kdg
 
-#line 7 "templates/wgmma64/prepare.cu.j2"
+#line 9 "templates/wgmma64/prepare.cu.j2"
 // ===== prepare: "prepare", chunk 64 in 16-row blocks (vector decay) =====
 // grid (chunks, HV): one CTA per (chunk, value head), 256 threads. How the pair factors e^(Γi−Γj)
 // reach the products is the plan's `diagonal` form (factored): "running" and "factored" split them at the
@@ -943,7 +964,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 947 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 968 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -959,7 +980,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     bf16* __restrict__ ws_A,
     bf16* __restrict__ ws_Mqk,
     float* __restrict__ ws_beta) {
-#line 19 "templates/wgmma64/prepare.cu.j2"
+#line 21 "templates/wgmma64/prepare.cu.j2"
   constexpr int C = 64, B = 16, NB = C / B, K = 128, KD = 128, G = 1, DW = 128;
   constexpr int LANES = 8, KPT = 16, THREADS = 256;
   constexpr int ROWS_PER_PASS = THREADS / LANES, PASSES = C / ROWS_PER_PASS, WARPS = THREADS / 32;
@@ -969,7 +990,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 973 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 994 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 104192 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 128, alias q_then_A
@@ -987,12 +1008,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   [[maybe_unused]] constexpr int ld_inv_D = 128;
   float* const s_k_out = reinterpret_cast<float*>(smem_raw + 65536);  // k_out [64 x 128] f32, ld 128, alias rows
   [[maybe_unused]] constexpr int ld_k_out = 128;
-  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 65536);  // Mkk [64 x 64] f32, ld 64, alias rows
-  [[maybe_unused]] constexpr int ld_Mkk = 64;
-  float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 64, alias q_then_A
-  [[maybe_unused]] constexpr int ld_A = 64;
+  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 65536);  // Mkk [64 x 64] f32, ld 72, alias rows
+  [[maybe_unused]] constexpr int ld_Mkk = 72;
+  float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 72, alias q_then_A
+  [[maybe_unused]] constexpr int ld_A = 72;
 
-#line 33 "templates/wgmma64/prepare.cu.j2"
+#line 35 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
@@ -1005,31 +1026,48 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β ----
-#line 44 "templates/wgmma64/prepare.cu.j2"
+#line 46 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each
   float scale = 0.f;  // the core's scale, a per-call scalar of the emitted block
   {
     [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES>(x); };
     const int sub = tid % LANES, ch0 = sub * KPT;
+    // the later passes' token rows are fetched into L2 now: their loads then wait on L2, not on memory
+#pragma unroll
+    for (int pass = 1; pass < PASSES; ++pass) {
+      const int row = pass * ROWS_PER_PASS + tid / LANES;
+      const long long tok = t0 + row;
+      if (row < L) {
+#line 58 "templates/wgmma64/prepare.cu.j2"
+        kdg::ptx_prefetch_l2(in_beta + (tok * HV + h));
+#line 58 "templates/wgmma64/prepare.cu.j2"
+        kdg::ptx_prefetch_l2(in_g + (tok * HV + h) * K + ch0);
+#line 58 "templates/wgmma64/prepare.cu.j2"
+        kdg::ptx_prefetch_l2(in_k + (tok * (HV / G) + hq) * K + ch0);
+#line 58 "templates/wgmma64/prepare.cu.j2"
+        kdg::ptx_prefetch_l2(in_q + (tok * (HV / G) + hq) * K + ch0);
+#line 60 "templates/wgmma64/prepare.cu.j2"
+      }
+    }
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + tid / LANES;
       const bool valid = row < L;
       const long long tok = t0 + (valid ? row : 0);
-#line 57 "templates/wgmma64/prepare.cu.j2"
+#line 70 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 55 "templates/wgmma64/prepare.cu.j2"
+#line 68 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_beta_row = in_beta + (tok * HV + h);
-#line 57 "templates/wgmma64/prepare.cu.j2"
+#line 70 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
-#line 55 "templates/wgmma64/prepare.cu.j2"
+#line 68 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = in_g + (tok * HV + h) * K + ch0;
-#line 55 "templates/wgmma64/prepare.cu.j2"
+#line 68 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 55 "templates/wgmma64/prepare.cu.j2"
+#line 68 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 60 "templates/wgmma64/prepare.cu.j2"
+#line 73 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1033 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1071 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1102,16 +1140,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_8;
       const float scale_val = n_scale;
 
-#line 62 "templates/wgmma64/prepare.cu.j2"
+#line 75 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 67 "templates/wgmma64/prepare.cu.j2"
+#line 80 "templates/wgmma64/prepare.cu.j2"
       float alpha_row[KPT];
 #pragma unroll
       for (int j = 0; j < KPT; ++j) alpha_row[j] = valid ? exp2f(decay[j] * LOG2E) : 1.f;
-#line 88 "templates/wgmma64/prepare.cu.j2"
+#line 101 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int j = 0; j < KPT; j += 4) {
         const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -1119,14 +1157,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
             valid ? make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]) : zero;
         *reinterpret_cast<float4*>(&s_k_hat[row * K + ch0 + j]) =
             valid ? make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]) : zero;
-#line 96 "templates/wgmma64/prepare.cu.j2"
+#line 109 "templates/wgmma64/prepare.cu.j2"
         *reinterpret_cast<float4*>(&s_alpha[row * K + ch0 + j]) =
             make_float4(alpha_row[j], alpha_row[j + 1], alpha_row[j + 2], alpha_row[j + 3]);
-#line 99 "templates/wgmma64/prepare.cu.j2"
+#line 112 "templates/wgmma64/prepare.cu.j2"
       }
-#line 101 "templates/wgmma64/prepare.cu.j2"
+#line 114 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 106 "templates/wgmma64/prepare.cu.j2"
+#line 119 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1135,7 +1173,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D ----
-#line 171 "templates/wgmma64/prepare.cu.j2"
+#line 184 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1149,29 +1187,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 190 "templates/wgmma64/prepare.cu.j2"
+#line 203 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs; 1/D per block ----
-#line 196 "templates/wgmma64/prepare.cu.j2"
+#line 209 "templates/wgmma64/prepare.cu.j2"
   // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
-#line 198 "templates/wgmma64/prepare.cu.j2"
+#line 211 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 203 "templates/wgmma64/prepare.cu.j2"
+#line 216 "templates/wgmma64/prepare.cu.j2"
     if (part == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
       s_between[0 * KD + c] = D[1];
       s_between[1 * KD + c] = D[2];
       s_between[2 * KD + c] = D[1] * D[2];
-#line 208 "templates/wgmma64/prepare.cu.j2"
+#line 221 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int I = 0; I < NB; ++I) s_inv_D[I * KD + c] = 1.f / D[I];  // ≤ 2^126: the plan's bound
-#line 211 "templates/wgmma64/prepare.cu.j2"
+#line 224 "templates/wgmma64/prepare.cu.j2"
     }
-#line 213 "templates/wgmma64/prepare.cu.j2"
+#line 226 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1196,13 +1234,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 242 "templates/wgmma64/prepare.cu.j2"
+#line 255 "templates/wgmma64/prepare.cu.j2"
         const float q = s_q_hat[row * K + c] * E[r], k = s_k_hat[row * K + c];
-#line 245 "templates/wgmma64/prepare.cu.j2"
+#line 258 "templates/wgmma64/prepare.cu.j2"
         s_q_hat[row * K + c] = q;
         s_k_hat[row * K + c] = k * E[r];
         s_k_out[row * K + c] = k * F[r];
-#line 249 "templates/wgmma64/prepare.cu.j2"
+#line 262 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1221,14 +1259,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 271 "templates/wgmma64/prepare.cu.j2"
+#line 284 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, bf16x3
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 276 "templates/wgmma64/prepare.cu.j2"
+#line 289 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 279 "templates/wgmma64/prepare.cu.j2"
+#line 292 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1246,16 +1284,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 302 "templates/wgmma64/prepare.cu.j2"
+#line 315 "templates/wgmma64/prepare.cu.j2"
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * K;
       const float* right = s_k_out + J * B * K;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 308 "templates/wgmma64/prepare.cu.j2"
+#line 321 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
-#line 317 "templates/wgmma64/prepare.cu.j2"
+#line 330 "templates/wgmma64/prepare.cu.j2"
         kdg::FragA ah, al;
         kdg::load_frag_a_split(ah, al, left + kk * 16, K, lane);
         kdg::FragB bh[2], bl[2];
@@ -1264,7 +1302,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         } else {
           kdg::load_frag_b_nk_split(bh, bl, right + kk * 16, K, lane);
         }
-#line 326 "templates/wgmma64/prepare.cu.j2"
+#line 339 "templates/wgmma64/prepare.cu.j2"
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
@@ -1274,9 +1312,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 338 "templates/wgmma64/prepare.cu.j2"
+#line 351 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
-#line 340 "templates/wgmma64/prepare.cu.j2"
+#line 353 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1295,7 +1333,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 357 "templates/wgmma64/prepare.cu.j2"
+#line 370 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1308,22 +1346,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
-          s_Mkk[(I * B + r) * C + J * B + cc] = mkk_acc[n][nt].x[e];
+          s_Mkk[(I * B + r) * ld_Mkk + J * B + cc] = mkk_acc[n][nt].x[e];
         }
       }
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 378 "templates/wgmma64/prepare.cu.j2"
-      if (J > I) s_Mkk[idx] = 0.f;
+#line 391 "templates/wgmma64/prepare.cu.j2"
+      if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
     }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
-  // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level ----
-#line 384 "templates/wgmma64/prepare.cu.j2"
-  // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks
+  // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
+#line 397 "templates/wgmma64/prepare.cu.j2"
+  // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
+  // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
   if (warp < NB && lane < B) {
     const int I = warp, j = lane;
@@ -1332,59 +1371,58 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) {
       float acc = r == j ? 1.f : 0.f;
 #pragma unroll
-      for (int m = 0; m < r; ++m) acc -= s_Mkk[(I * B + r) * C + I * B + m] * col[m];
+      for (int m = 0; m < r; ++m) acc -= s_Mkk[(I * B + r) * ld_Mkk + I * B + m] * col[m];
       col[r] = r < j ? 0.f : acc;
     }
 #pragma unroll
-    for (int r = 0; r < B; ++r) s_A[(I * B + r) * C + I * B + j] = col[r];
+    for (int r = 0; r < B; ++r) s_A[(I * B + r) * ld_A + I * B + j] = col[r];
   }
   // the blocks above the diagonal are zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
-    if ((idx % C) / B > (idx / C) / B) s_A[idx] = 0.f;
+    const int r = idx / C, cc = idx % C;
+    if (cc / B > r / B) s_A[r * ld_A + cc] = 0.f;
   }
   __syncthreads();  // barrier "sync"
-  // (b) level by level (J = I − lvl): A_IJ = −A_II · Σ_{M=J}^{I−1} Mkk_IM · A_MJ. A column of A_IJ needs only
-  // the same column of T = Σ_M Mkk_IM · A_MJ, so warp w takes the eight columns 8·(w % 2).. of block I = lvl + w / 2
+  // (b) level by level (J = I − lvl): A_IJ = −A_II · T, T = Σ_{M=J}^{I−1} Mkk_IM · A_MJ, on tensor cores (bf16x3,
+  // fp32 accumulation: A is stored as bf16 in the end). A column of A_IJ needs only the same column of T, so warp
+  // w takes the 16×8 tile of columns 8·(w % 2).. of block I = lvl + w / 2.
   static_assert(WARPS == 2 * NB, "inverse: two warps per 16-row block");
   for (int lvl = 1; lvl < NB; ++lvl) {
     const int I = lvl + warp / 2, J = I - lvl;
     if (I < NB) {
-      constexpr int ROWS = B * 8 / 32;  // rows per lane: r0, r0 + 4, r0 + 8, r0 + 12
-      float Tm[ROWS];
-      const int cc = (warp % 2) * 8 + lane % 8, r0 = lane / 8;
-#pragma unroll
-      for (int n = 0; n < ROWS; ++n) {
-        const int r = r0 + 4 * n;
-        float acc = 0.f;
-        for (int m = J * B; m < I * B; ++m) acc += s_Mkk[(I * B + r) * C + m] * s_A[m * C + J * B + cc];
-        Tm[n] = acc;
+      float* const tile = s_A + I * B * ld_A + J * B + (warp % 2) * 8;  // this warp's 16×8 of A_IJ (zero so far)
+      kdg::FragA ah, al;
+      kdg::FragB bh, bl;
+      kdg::FragC t;
+      kdg::frag_zero(t);
+      for (int M = J; M < I; ++M) {
+        kdg::load_frag_a_split(ah, al, s_Mkk + I * B * ld_Mkk + M * B, ld_Mkk, lane);
+        kdg::load_frag_b_kn_split(bh, bl, s_A + M * B * ld_A + J * B + (warp % 2) * 8, ld_A, lane);
+        kdg::mma_16816_x3(t, ah, al, bh, bl);
       }
-      // A_IJ = −A_II · T: T goes through this warp's (still zero) columns of the A_IJ tile
-#pragma unroll
-      for (int n = 0; n < ROWS; ++n) s_A[(I * B + r0 + 4 * n) * C + J * B + cc] = Tm[n];
+      // T goes through the tile (the B operand of the next product wants it transposed across lanes)
+      kdg::store_frag_c(t, tile, ld_A, lane);
+      __syncwarp();
+      kdg::FragC a;
+      kdg::frag_zero(a);
+      kdg::load_frag_a_split(ah, al, s_A + I * B * ld_A + I * B, ld_A, lane);
+      kdg::load_frag_b_kn_split(bh, bl, tile, ld_A, lane);
+      kdg::mma_16816_x3(a, ah, al, bh, bl);
       __syncwarp();
 #pragma unroll
-      for (int n = 0; n < ROWS; ++n) {
-        const int r = r0 + 4 * n;
-        float acc = 0.f;
-#pragma unroll
-        for (int m = 0; m <= r; ++m) acc += s_A[(I * B + r) * C + I * B + m] * s_A[(I * B + m) * C + J * B + cc];
-        Tm[n] = -acc;
-      }
-      __syncwarp();
-#pragma unroll
-      for (int n = 0; n < ROWS; ++n) s_A[(I * B + r0 + 4 * n) * C + J * B + cc] = Tm[n];
+      for (int e = 0; e < 4; ++e) a.x[e] = -a.x[e];
+      kdg::store_frag_c(a, tile, ld_A, lane);
     }
     __syncthreads();  // barrier "sync": level lvl complete
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 440 "templates/wgmma64/prepare.cu.j2"
+#line 453 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
-    ws_A[ws_ch * C * C + idx] = __float2bfloat16_rn(r < L && cc < L ? s_A[idx] : 0.f);
+    ws_A[ws_ch * C * C + idx] = __float2bfloat16_rn(r < L && cc < L ? s_A[r * ld_A + cc] : 0.f);
   }
 }
 
@@ -1442,7 +1480,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1446 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1484 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1457,7 +1495,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1461 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1499 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 184832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1510,7 +1548,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1514 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1552 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1540,7 +1578,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1544 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1582 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

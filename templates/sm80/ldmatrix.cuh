@@ -67,6 +67,22 @@ __device__ __forceinline__ void load_frag_b_nk_split(FragB (&hi)[2], FragB (&lo)
   }
 }
 
+// One B fragment (K 16 x N 8) split into bf16 hi + lo from fp32 storage where element (k, n) sits at
+// base[k * ld + n] ("K x N row-major", e.g. a column slab of a row-major fp32 matrix); ld ≡ 8 (mod 32)
+// keeps each load within two lanes per bank.
+__device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const float* base, int ld, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* r = base + 2 * t * ld + g;
+  split_bf16(r[0], r[ld], hi.x[0], lo.x[0]);
+  split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
+}
+
+// An accumulator tile (16 x 8 fp32) stored row-major: element (m, n) at base[m * ld + n].
+__device__ __forceinline__ void store_frag_c(const FragC& c, float* base, int ld, int lane) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) base[frag_c_row(lane, i) * ld + frag_c_col(lane, i)] = c.x[i];
+}
+
 // As load_frag_b_nk_split, each element first multiplied by scale[k], a factor per contraction index (scale
 // points at the 16 factors of this k slab): a per-channel decay between two blocks of a chunk.
 __device__ __forceinline__ void load_frag_b_nk_split_scaled(FragB (&hi)[2], FragB (&lo)[2], const float* base, int ld,

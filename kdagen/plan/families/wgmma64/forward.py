@@ -85,7 +85,8 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     C, KD, NB = CHUNK, f.KD, CHUNK // BLOCK
     diagonal = diagonal_form(f)
     # Two CTAs fit an SM at K = 128: A takes q̂'s tile once the products are done; α, the key-side operand k_out
-    # and Mkk take turns in one region (α is read into registers before k_out is written).
+    # and Mkk take turns in one region (α is read into registers before k_out is written). Mkk and A rows are
+    # padded by 8 floats: the inverse's fragment loads then meet each bank at most twice.
     # a per-head decay: q̂ and k̂ only feed the tensor cores (raw) and the decayed outputs, so they are stored as
     # bf16 hi + lo tiles, rows padded by 8 (ldmatrix without bank conflicts); A takes q_hi's region
     split = [Buffer(n, (C, K), "bf16", ld=K + 8, alias="q_then_A" if n == "q_hi" else None)
@@ -98,7 +99,8 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     buffers = [*operands, Buffer("alpha", (C, KD), "f32", alias="rows"), Buffer("beta", (C,), "f32"),
                Buffer("D", (NB, KD), "f32"), *by_form[diagonal],
                *([] if diagonal == "scalar" else [Buffer("k_out", (C, K), "f32", alias="rows")]),
-               Buffer("Mkk", (C, C), "f32", alias="rows"), Buffer("A", (C, C), "f32", alias="q_then_A")]
+               Buffer("Mkk", (C, C), "f32", ld=C + 8, alias="rows"),
+               Buffer("A", (C, C), "f32", ld=C + 8, alias="q_then_A")]
     steps = _prepare_steps(f, diagonal)
     return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
                           warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
@@ -148,7 +150,8 @@ def _prepare_steps(f: Facts, diagonal: str) -> list[Step]:
              waits=["sync"], note="Mkk from the accumulators" + (", the diagonal blocks copied beside them"
                                                                  if running else "")),
         Step("inverse", "all", "blocks16", reads=["Mkk"], writes=["A"], waits=["sync"],
-             note="diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level"),
+             note="diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level "
+                  "(bf16x3 mma, a 16×8 tile per warp)"),
         Step("store_inverse", "all", "thread", reads=["A"], waits=["sync"], global_writes=["ws_A"],
              note="A as bf16, rows and columns past the chunk's end zero"),
     ]
