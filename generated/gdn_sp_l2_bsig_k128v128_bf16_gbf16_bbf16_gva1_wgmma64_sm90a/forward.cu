@@ -92,8 +92,8 @@ __device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
 #line 5 "templates/unit.cu.j2"
 // ===== templates/sm80/ptx.cuh =====
 #line 1 "templates/sm80/ptx.cuh"
-// kdagen sm80: inline PTX of the sm_80 instruction set (also on sm_90a): mma.sync m16n8k16, ldmatrix,
-// cp.async. Emulated on the host by templates/emulate/sm80_ptx.cuh.
+// kdagen sm80: inline PTX of the sm_80 instruction set (also on sm_90a): mma.sync m16n8k16 (bf16) and m16n8k8
+// (tf32), ldmatrix, cp.async. Emulated on the host by templates/emulate/sm80_ptx.cuh.
 namespace kdg {
 
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: d += a·b (register layouts in mma.cuh).
@@ -103,6 +103,23 @@ __device__ __forceinline__ void ptx_mma_16816(float (&d)[4], const u32 (&a)[4], 
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: d += a·b, operands fp32 registers rounded to tf32 by
+// ptx_cvt_tf32 (register layouts in mma.cuh).
+__device__ __forceinline__ void ptx_mma_1688_tf32(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// cvt.rna.tf32.f32: x rounded to a 10-bit mantissa, ties away from zero (the low 13 bits of the result are 0).
+__device__ __forceinline__ u32 ptx_cvt_tf32(float x) {
+  u32 r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
 }
 
 // ldmatrix .x4: lane l supplies the address of row (l & 7) of 8x8 matrix (l >> 3); r[i] receives
@@ -629,6 +646,17 @@ __device__ __forceinline__ void mma_16816_x3(FragC& d, const FragA& ah, const Fr
   mma_16816(d, ah, bh);
 }
 
+// The tf32 fragments of mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (fp32 operands, no hi/lo split:
+// 10 mantissa bits, rounded to nearest by ptx_cvt_tf32; the accumulator is FragC):
+//   FragA8 (16x8, M x K): x[0] = (g, t)  x[1] = (g+8, t)  x[2] = (g, t+4)  x[3] = (g+8, t+4)
+//   FragB8 (8x8, K x N):  x[0] = (k t, n g)  x[1] = (k t+4, n g)
+struct FragA8 { u32 x[4]; };
+struct FragB8 { u32 x[2]; };
+
+__device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const FragB8& b) {
+  ptx_mma_1688_tf32(d.x, a.x, b.x);
+}
+
 // Row (0..15) and column (0..7) of accumulator element i (0..3) held by this lane.
 __device__ __forceinline__ int frag_c_row(int lane, int i) { return (lane >> 2) + ((i >> 1) << 3); }
 __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
@@ -715,6 +743,23 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
   const float* r = base + 2 * t * ld + g;
   split_bf16(r[0], r[ld], hi.x[0], lo.x[0]);
   split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
+}
+
+// The tf32 fragments from fp32 shared memory (plain loads rounded by cvt.rna.tf32); ld ≡ 4 (mod 32) keeps the
+// row-major loads free of bank conflicts, ld ≡ 8 (mod 32) the column-major ones.
+// A (16x8, M x K) stored row-major: element (m, k) at base[m * ld + k].
+__device__ __forceinline__ void load_frag_a8(FragA8& a, const float* base, int ld, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a.x[i] = ptx_cvt_tf32(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
+}
+
+// B (8x8, K x N) where element (k, n) sits at base[n * ld + k], each element times scale[k] (scale may be null).
+__device__ __forceinline__ void load_frag_b8_nk(FragB8& b, const float* base, int ld, const float* scale, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* r = base + g * ld + t;
+  b.x[0] = ptx_cvt_tf32(scale ? r[0] * scale[t] : r[0]);
+  b.x[1] = ptx_cvt_tf32(scale ? r[4] * scale[t + 4] : r[4]);
 }
 
 // An accumulator tile (16 x 8 fp32) stored row-major: element (m, n) at base[m * ld + n].
@@ -964,7 +1009,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 968 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1013 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -990,7 +1035,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 994 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1039 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 89616 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_q_hi = reinterpret_cast<bf16*>(smem_raw + 0);  // q_hi [64 x 128] bf16, ld 136, alias q_then_A
@@ -1014,7 +1059,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #line 32 "templates/wgmma64/prepare.cu.j2"
   constexpr int LDS = ld_q_hi;  // the row pitch of the four bf16 operand tiles (padded: ldmatrix without conflicts)
 
-#line 35 "templates/wgmma64/prepare.cu.j2"
+#line 38 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
@@ -1027,7 +1072,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β, log2 α; q̂, k̂ as bf16 hi + lo ----
-#line 46 "templates/wgmma64/prepare.cu.j2"
+#line 49 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each
   float scale = 0.f;  // the core's scale, a per-call scalar of the emitted block
   {
@@ -1039,36 +1084,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const int row = pass * ROWS_PER_PASS + tid / LANES;
       const long long tok = t0 + row;
       if (row < L) {
-#line 58 "templates/wgmma64/prepare.cu.j2"
+#line 61 "templates/wgmma64/prepare.cu.j2"
         kdg::ptx_prefetch_l2(in_beta + (tok * HV + h));
-#line 58 "templates/wgmma64/prepare.cu.j2"
+#line 61 "templates/wgmma64/prepare.cu.j2"
         kdg::ptx_prefetch_l2(in_g + (tok * HV + h));
-#line 58 "templates/wgmma64/prepare.cu.j2"
+#line 61 "templates/wgmma64/prepare.cu.j2"
         kdg::ptx_prefetch_l2(in_k + (tok * (HV / G) + hq) * K + ch0);
-#line 58 "templates/wgmma64/prepare.cu.j2"
+#line 61 "templates/wgmma64/prepare.cu.j2"
         kdg::ptx_prefetch_l2(in_q + (tok * (HV / G) + hq) * K + ch0);
-#line 60 "templates/wgmma64/prepare.cu.j2"
+#line 63 "templates/wgmma64/prepare.cu.j2"
       }
     }
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + tid / LANES;
       const bool valid = row < L;
       const long long tok = t0 + (valid ? row : 0);
-#line 70 "templates/wgmma64/prepare.cu.j2"
-      const float* in_A_log_row = in_A_log + h;
-#line 68 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_beta_row = in_beta + (tok * HV + h);
-#line 70 "templates/wgmma64/prepare.cu.j2"
-      const float* in_dt_bias_row = in_dt_bias + h;
-#line 68 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_g_row = in_g + (tok * HV + h);
-#line 68 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 68 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 73 "templates/wgmma64/prepare.cu.j2"
+      const float* in_A_log_row = in_A_log + h;
+#line 71 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_beta_row = in_beta + (tok * HV + h);
+#line 73 "templates/wgmma64/prepare.cu.j2"
+      const float* in_dt_bias_row = in_dt_bias + h;
+#line 71 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_g_row = in_g + (tok * HV + h);
+#line 71 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
+#line 71 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
+#line 76 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1072 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1117 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1127,12 +1172,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_7;
       const float scale_val = n_scale;
 
-#line 75 "templates/wgmma64/prepare.cu.j2"
+#line 78 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 85 "templates/wgmma64/prepare.cu.j2"
+#line 88 "templates/wgmma64/prepare.cu.j2"
       // q̂, k̂ as bf16 hi + lo tiles (the blocks' tensor-core operands, read by ldmatrix), 16-byte stores
 #pragma unroll
       for (int j = 0; j < KPT; j += 8) {
@@ -1148,12 +1193,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         *reinterpret_cast<uint4*>(&s_k_hi[at]) = make_uint4(kh[0], kh[1], kh[2], kh[3]);
         *reinterpret_cast<uint4*>(&s_k_lo[at]) = make_uint4(kl[0], kl[1], kl[2], kl[3]);
       }
-#line 114 "templates/wgmma64/prepare.cu.j2"
+#line 117 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 116 "templates/wgmma64/prepare.cu.j2"
+#line 119 "templates/wgmma64/prepare.cu.j2"
         s_alpha[row] = valid ? exp2f(decay * LOG2E) : 1.f;
         s_gamma[row] = valid ? decay * LOG2E : 0.f;  // log2 α; decay_columns turns it into its running sum
-#line 119 "templates/wgmma64/prepare.cu.j2"
+#line 122 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1162,7 +1207,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 184 "templates/wgmma64/prepare.cu.j2"
+#line 187 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1176,24 +1221,24 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 198 "templates/wgmma64/prepare.cu.j2"
+#line 201 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 203 "templates/wgmma64/prepare.cu.j2"
+#line 206 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise) ----
-#line 207 "templates/wgmma64/prepare.cu.j2"
+#line 210 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 211 "templates/wgmma64/prepare.cu.j2"
+#line 214 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 226 "templates/wgmma64/prepare.cu.j2"
+#line 229 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1218,11 +1263,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 251 "templates/wgmma64/prepare.cu.j2"
+#line 254 "templates/wgmma64/prepare.cu.j2"
         const int at = row * LDS + c;
         const float q = (kdg::to_f32(s_q_hi[at]) + kdg::to_f32(s_q_lo[at])) * E[r];
         const float k = kdg::to_f32(s_k_hi[at]) + kdg::to_f32(s_k_lo[at]);
-#line 262 "templates/wgmma64/prepare.cu.j2"
+#line 265 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1241,11 +1286,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × 2^(γi−γj), masked ----
-#line 280 "templates/wgmma64/prepare.cu.j2"
+#line 283 "templates/wgmma64/prepare.cu.j2"
   // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, bf16x3: a per-head decay's factor is one number per
   // pair, so the products take q̂ and k̂ as they are and each result is scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1)
   // Mqk_ij = scale·2^(γi−γj)·q̂_i·k̂_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k̂_i·k̂_j (j < i).
-#line 292 "templates/wgmma64/prepare.cu.j2"
+#line 295 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1263,33 +1308,32 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 310 "templates/wgmma64/prepare.cu.j2"
+#line 313 "templates/wgmma64/prepare.cu.j2"
       const bf16* left_hi = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
       const bf16* left_lo = (is_k ? s_k_lo : s_q_lo) + I * B * LDS;
       const bf16* right_hi = s_k_hi + J * B * LDS;
       const bf16* right_lo = s_k_lo + J * B * LDS;
-#line 321 "templates/wgmma64/prepare.cu.j2"
+#line 325 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
-#line 324 "templates/wgmma64/prepare.cu.j2"
         const kdg::FragA ah = kdg::load_frag_a(left_hi + kk * 16, LDS, lane);
         const kdg::FragA al = kdg::load_frag_a(left_lo + kk * 16, LDS, lane);
         kdg::FragB bh[2], bl[2];
         kdg::load_frag_b_nk(bh, right_hi + kk * 16, LDS, lane);
         kdg::load_frag_b_nk(bl, right_lo + kk * 16, LDS, lane);
-#line 339 "templates/wgmma64/prepare.cu.j2"
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
+#line 349 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 349 "templates/wgmma64/prepare.cu.j2"
+#line 356 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] * exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
-#line 353 "templates/wgmma64/prepare.cu.j2"
+#line 360 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1308,7 +1352,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 370 "templates/wgmma64/prepare.cu.j2"
+#line 377 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1327,7 +1371,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 391 "templates/wgmma64/prepare.cu.j2"
+#line 398 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
     }
   }
@@ -1335,7 +1379,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 397 "templates/wgmma64/prepare.cu.j2"
+#line 404 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1393,7 +1437,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 453 "templates/wgmma64/prepare.cu.j2"
+#line 460 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1455,7 +1499,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1459 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1503 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1470,7 +1514,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1474 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1518 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 183840 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1523,7 +1567,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1527 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1571 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1553,7 +1597,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1557 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1601 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

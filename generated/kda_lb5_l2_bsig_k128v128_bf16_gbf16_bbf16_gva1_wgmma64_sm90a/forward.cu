@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form factored
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 104192 B smem), recurrence (grid ['N', 'HV'], 384 threads, 184832 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 107264 B smem), recurrence (grid ['N', 'HV'], 384 threads, 184832 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -92,8 +92,8 @@ __device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
 #line 5 "templates/unit.cu.j2"
 // ===== templates/sm80/ptx.cuh =====
 #line 1 "templates/sm80/ptx.cuh"
-// kdagen sm80: inline PTX of the sm_80 instruction set (also on sm_90a): mma.sync m16n8k16, ldmatrix,
-// cp.async. Emulated on the host by templates/emulate/sm80_ptx.cuh.
+// kdagen sm80: inline PTX of the sm_80 instruction set (also on sm_90a): mma.sync m16n8k16 (bf16) and m16n8k8
+// (tf32), ldmatrix, cp.async. Emulated on the host by templates/emulate/sm80_ptx.cuh.
 namespace kdg {
 
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: d += a·b (register layouts in mma.cuh).
@@ -103,6 +103,23 @@ __device__ __forceinline__ void ptx_mma_16816(float (&d)[4], const u32 (&a)[4], 
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: d += a·b, operands fp32 registers rounded to tf32 by
+// ptx_cvt_tf32 (register layouts in mma.cuh).
+__device__ __forceinline__ void ptx_mma_1688_tf32(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// cvt.rna.tf32.f32: x rounded to a 10-bit mantissa, ties away from zero (the low 13 bits of the result are 0).
+__device__ __forceinline__ u32 ptx_cvt_tf32(float x) {
+  u32 r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
 }
 
 // ldmatrix .x4: lane l supplies the address of row (l & 7) of 8x8 matrix (l >> 3); r[i] receives
@@ -629,6 +646,17 @@ __device__ __forceinline__ void mma_16816_x3(FragC& d, const FragA& ah, const Fr
   mma_16816(d, ah, bh);
 }
 
+// The tf32 fragments of mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (fp32 operands, no hi/lo split:
+// 10 mantissa bits, rounded to nearest by ptx_cvt_tf32; the accumulator is FragC):
+//   FragA8 (16x8, M x K): x[0] = (g, t)  x[1] = (g+8, t)  x[2] = (g, t+4)  x[3] = (g+8, t+4)
+//   FragB8 (8x8, K x N):  x[0] = (k t, n g)  x[1] = (k t+4, n g)
+struct FragA8 { u32 x[4]; };
+struct FragB8 { u32 x[2]; };
+
+__device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const FragB8& b) {
+  ptx_mma_1688_tf32(d.x, a.x, b.x);
+}
+
 // Row (0..15) and column (0..7) of accumulator element i (0..3) held by this lane.
 __device__ __forceinline__ int frag_c_row(int lane, int i) { return (lane >> 2) + ((i >> 1) << 3); }
 __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
@@ -715,6 +743,23 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
   const float* r = base + 2 * t * ld + g;
   split_bf16(r[0], r[ld], hi.x[0], lo.x[0]);
   split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
+}
+
+// The tf32 fragments from fp32 shared memory (plain loads rounded by cvt.rna.tf32); ld ≡ 4 (mod 32) keeps the
+// row-major loads free of bank conflicts, ld ≡ 8 (mod 32) the column-major ones.
+// A (16x8, M x K) stored row-major: element (m, k) at base[m * ld + k].
+__device__ __forceinline__ void load_frag_a8(FragA8& a, const float* base, int ld, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a.x[i] = ptx_cvt_tf32(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
+}
+
+// B (8x8, K x N) where element (k, n) sits at base[n * ld + k], each element times scale[k] (scale may be null).
+__device__ __forceinline__ void load_frag_b8_nk(FragB8& b, const float* base, int ld, const float* scale, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* r = base + g * ld + t;
+  b.x[0] = ptx_cvt_tf32(scale ? r[0] * scale[t] : r[0]);
+  b.x[1] = ptx_cvt_tf32(scale ? r[4] * scale[t + 4] : r[4]);
 }
 
 // An accumulator tile (16 x 8 fp32) stored row-major: element (m, n) at base[m * ld + n].
@@ -964,7 +1009,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 968 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1013 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -990,30 +1035,33 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 994 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 104192 B, dynamic (above the static limit)
+#line 1039 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+  // shared memory: 107264 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
-  float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 128, alias q_then_A
-  [[maybe_unused]] constexpr int ld_q_hat = 128;
-  float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 32768);  // k_hat [64 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_k_hat = 128;
-  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 65536);  // alpha [64 x 128] f32, ld 128, alias rows
+  float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132, alias q_then_A
+  [[maybe_unused]] constexpr int ld_q_hat = 132;
+  float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 33792);  // k_hat [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_k_hat = 132;
+  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 67584);  // alpha [64 x 128] f32, ld 128, alias rows
   [[maybe_unused]] constexpr int ld_alpha = 128;
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 98304);  // beta [64] f32, ld 64
-  float* const s_D = reinterpret_cast<float*>(smem_raw + 98560);  // D [4 x 128] f32, ld 128
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 101376);  // beta [64] f32, ld 64
+  float* const s_D = reinterpret_cast<float*>(smem_raw + 101632);  // D [4 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_D = 128;
-  float* const s_between = reinterpret_cast<float*>(smem_raw + 100608);  // between [3 x 128] f32, ld 128
+  float* const s_between = reinterpret_cast<float*>(smem_raw + 103680);  // between [3 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_between = 128;
-  float* const s_inv_D = reinterpret_cast<float*>(smem_raw + 102144);  // inv_D [4 x 128] f32, ld 128
+  float* const s_inv_D = reinterpret_cast<float*>(smem_raw + 105216);  // inv_D [4 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_inv_D = 128;
-  float* const s_k_out = reinterpret_cast<float*>(smem_raw + 65536);  // k_out [64 x 128] f32, ld 128, alias rows
-  [[maybe_unused]] constexpr int ld_k_out = 128;
-  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 65536);  // Mkk [64 x 64] f32, ld 72, alias rows
+  float* const s_k_out = reinterpret_cast<float*>(smem_raw + 67584);  // k_out [64 x 128] f32, ld 132, alias rows
+  [[maybe_unused]] constexpr int ld_k_out = 132;
+  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 67584);  // Mkk [64 x 64] f32, ld 72, alias rows
   [[maybe_unused]] constexpr int ld_Mkk = 72;
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 72, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 72;
+#line 34 "templates/wgmma64/prepare.cu.j2"
+  constexpr int LDF = ld_q_hat;  // the row pitch of q̂, k̂ and k_out (K + 4: the tf32 fragment loads meet no conflict)
+  static_assert(ld_k_hat == LDF && ld_k_out == LDF, "one pitch for the fp32 operand tiles");
 
-#line 35 "templates/wgmma64/prepare.cu.j2"
+#line 38 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
@@ -1026,7 +1074,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β ----
-#line 46 "templates/wgmma64/prepare.cu.j2"
+#line 49 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each
   float scale = 0.f;  // the core's scale, a per-call scalar of the emitted block
   {
@@ -1038,36 +1086,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const int row = pass * ROWS_PER_PASS + tid / LANES;
       const long long tok = t0 + row;
       if (row < L) {
-#line 58 "templates/wgmma64/prepare.cu.j2"
+#line 61 "templates/wgmma64/prepare.cu.j2"
         kdg::ptx_prefetch_l2(in_beta + (tok * HV + h));
-#line 58 "templates/wgmma64/prepare.cu.j2"
+#line 61 "templates/wgmma64/prepare.cu.j2"
         kdg::ptx_prefetch_l2(in_g + (tok * HV + h) * K + ch0);
-#line 58 "templates/wgmma64/prepare.cu.j2"
+#line 61 "templates/wgmma64/prepare.cu.j2"
         kdg::ptx_prefetch_l2(in_k + (tok * (HV / G) + hq) * K + ch0);
-#line 58 "templates/wgmma64/prepare.cu.j2"
+#line 61 "templates/wgmma64/prepare.cu.j2"
         kdg::ptx_prefetch_l2(in_q + (tok * (HV / G) + hq) * K + ch0);
-#line 60 "templates/wgmma64/prepare.cu.j2"
+#line 63 "templates/wgmma64/prepare.cu.j2"
       }
     }
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + tid / LANES;
       const bool valid = row < L;
       const long long tok = t0 + (valid ? row : 0);
-#line 70 "templates/wgmma64/prepare.cu.j2"
-      const float* in_A_log_row = in_A_log + h;
-#line 68 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_beta_row = in_beta + (tok * HV + h);
-#line 70 "templates/wgmma64/prepare.cu.j2"
-      const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
-#line 68 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_g_row = in_g + (tok * HV + h) * K + ch0;
-#line 68 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 68 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 73 "templates/wgmma64/prepare.cu.j2"
+      const float* in_A_log_row = in_A_log + h;
+#line 71 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_beta_row = in_beta + (tok * HV + h);
+#line 73 "templates/wgmma64/prepare.cu.j2"
+      const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
+#line 71 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_g_row = in_g + (tok * HV + h) * K + ch0;
+#line 71 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
+#line 71 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
+#line 76 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1071 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1119 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1140,31 +1188,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_8;
       const float scale_val = n_scale;
 
-#line 75 "templates/wgmma64/prepare.cu.j2"
+#line 78 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 80 "templates/wgmma64/prepare.cu.j2"
+#line 83 "templates/wgmma64/prepare.cu.j2"
       float alpha_row[KPT];
 #pragma unroll
       for (int j = 0; j < KPT; ++j) alpha_row[j] = valid ? exp2f(decay[j] * LOG2E) : 1.f;
-#line 101 "templates/wgmma64/prepare.cu.j2"
+#line 104 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int j = 0; j < KPT; j += 4) {
         const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-        *reinterpret_cast<float4*>(&s_q_hat[row * K + ch0 + j]) =
+        *reinterpret_cast<float4*>(&s_q_hat[row * LDF + ch0 + j]) =
             valid ? make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]) : zero;
-        *reinterpret_cast<float4*>(&s_k_hat[row * K + ch0 + j]) =
+        *reinterpret_cast<float4*>(&s_k_hat[row * LDF + ch0 + j]) =
             valid ? make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]) : zero;
-#line 109 "templates/wgmma64/prepare.cu.j2"
+#line 112 "templates/wgmma64/prepare.cu.j2"
         *reinterpret_cast<float4*>(&s_alpha[row * K + ch0 + j]) =
             make_float4(alpha_row[j], alpha_row[j + 1], alpha_row[j + 2], alpha_row[j + 3]);
-#line 112 "templates/wgmma64/prepare.cu.j2"
+#line 115 "templates/wgmma64/prepare.cu.j2"
       }
-#line 114 "templates/wgmma64/prepare.cu.j2"
+#line 117 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 119 "templates/wgmma64/prepare.cu.j2"
+#line 122 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1173,7 +1221,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D ----
-#line 184 "templates/wgmma64/prepare.cu.j2"
+#line 187 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1187,29 +1235,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 203 "templates/wgmma64/prepare.cu.j2"
+#line 206 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs; 1/D per block ----
-#line 209 "templates/wgmma64/prepare.cu.j2"
+#line 212 "templates/wgmma64/prepare.cu.j2"
   // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
-#line 211 "templates/wgmma64/prepare.cu.j2"
+#line 214 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 216 "templates/wgmma64/prepare.cu.j2"
+#line 219 "templates/wgmma64/prepare.cu.j2"
     if (part == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
       s_between[0 * KD + c] = D[1];
       s_between[1 * KD + c] = D[2];
       s_between[2 * KD + c] = D[1] * D[2];
-#line 221 "templates/wgmma64/prepare.cu.j2"
+#line 224 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int I = 0; I < NB; ++I) s_inv_D[I * KD + c] = 1.f / D[I];  // ≤ 2^126: the plan's bound
-#line 224 "templates/wgmma64/prepare.cu.j2"
+#line 227 "templates/wgmma64/prepare.cu.j2"
     }
-#line 226 "templates/wgmma64/prepare.cu.j2"
+#line 229 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1234,13 +1282,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 255 "templates/wgmma64/prepare.cu.j2"
-        const float q = s_q_hat[row * K + c] * E[r], k = s_k_hat[row * K + c];
 #line 258 "templates/wgmma64/prepare.cu.j2"
-        s_q_hat[row * K + c] = q;
-        s_k_hat[row * K + c] = k * E[r];
-        s_k_out[row * K + c] = k * F[r];
-#line 262 "templates/wgmma64/prepare.cu.j2"
+        const float q = s_q_hat[row * LDF + c] * E[r], k = s_k_hat[row * LDF + c];
+#line 261 "templates/wgmma64/prepare.cu.j2"
+        s_q_hat[row * LDF + c] = q;
+        s_k_hat[row * LDF + c] = k * E[r];
+        s_k_out[row * LDF + c] = k * F[r];
+#line 265 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1258,15 +1306,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
-  // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 284 "templates/wgmma64/prepare.cu.j2"
-  // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, bf16x3
+  // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
+#line 287 "templates/wgmma64/prepare.cu.j2"
+  // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, tf32 (10-bit operands: o moves by < 1e-5)
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 289 "templates/wgmma64/prepare.cu.j2"
+#line 292 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 292 "templates/wgmma64/prepare.cu.j2"
+#line 295 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1284,37 +1332,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 315 "templates/wgmma64/prepare.cu.j2"
-      const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * K;
-      const float* right = s_k_out + J * B * K;
+#line 318 "templates/wgmma64/prepare.cu.j2"
+      const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * LDF;
+      const float* right = s_k_out + J * B * LDF;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 321 "templates/wgmma64/prepare.cu.j2"
+#line 336 "templates/wgmma64/prepare.cu.j2"
+      // tf32 operands straight from fp32 shared memory (rows padded to K + 4: conflict-free fragment loads)
 #pragma unroll
-      for (int kk = 0; kk < K / 16; ++kk) {
-#line 330 "templates/wgmma64/prepare.cu.j2"
-        kdg::FragA ah, al;
-        kdg::load_frag_a_split(ah, al, left + kk * 16, K, lane);
-        kdg::FragB bh[2], bl[2];
-        if (key_scale) {
-          kdg::load_frag_b_nk_split_scaled(bh, bl, right + kk * 16, K, key_scale + kk * 16, lane);
-        } else {
-          kdg::load_frag_b_nk_split(bh, bl, right + kk * 16, K, lane);
+      for (int kk = 0; kk < K / 8; ++kk) {
+        kdg::FragA8 a;
+        kdg::load_frag_a8(a, left + kk * 8, LDF, lane);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          kdg::FragB8 b;
+          kdg::load_frag_b8_nk(b, right + nt * 8 * LDF + kk * 8, LDF, key_scale ? key_scale + kk * 8 : nullptr, lane);
+          kdg::mma_1688_tf32(mkk_acc[n][nt], a, b);
         }
-#line 339 "templates/wgmma64/prepare.cu.j2"
-        kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
-        kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
+#line 349 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 351 "templates/wgmma64/prepare.cu.j2"
+#line 358 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
-#line 353 "templates/wgmma64/prepare.cu.j2"
+#line 360 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1333,7 +1379,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 370 "templates/wgmma64/prepare.cu.j2"
+#line 377 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1352,7 +1398,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 391 "templates/wgmma64/prepare.cu.j2"
+#line 398 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
     }
   }
@@ -1360,7 +1406,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 397 "templates/wgmma64/prepare.cu.j2"
+#line 404 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1418,7 +1464,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 453 "templates/wgmma64/prepare.cu.j2"
+#line 460 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1480,7 +1526,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1484 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1530 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1495,7 +1541,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1499 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1545 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 184832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1548,7 +1594,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1552 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1598 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1578,7 +1624,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1582 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1628 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

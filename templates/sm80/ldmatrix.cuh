@@ -77,6 +77,23 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
   split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
 }
 
+// The tf32 fragments from fp32 shared memory (plain loads rounded by cvt.rna.tf32); ld ≡ 4 (mod 32) keeps the
+// row-major loads free of bank conflicts, ld ≡ 8 (mod 32) the column-major ones.
+// A (16x8, M x K) stored row-major: element (m, k) at base[m * ld + k].
+__device__ __forceinline__ void load_frag_a8(FragA8& a, const float* base, int ld, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a.x[i] = ptx_cvt_tf32(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
+}
+
+// B (8x8, K x N) where element (k, n) sits at base[n * ld + k], each element times scale[k] (scale may be null).
+__device__ __forceinline__ void load_frag_b8_nk(FragB8& b, const float* base, int ld, const float* scale, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  const float* r = base + g * ld + t;
+  b.x[0] = ptx_cvt_tf32(scale ? r[0] * scale[t] : r[0]);
+  b.x[1] = ptx_cvt_tf32(scale ? r[4] * scale[t + 4] : r[4]);
+}
+
 // An accumulator tile (16 x 8 fp32) stored row-major: element (m, n) at base[m * ld + n].
 __device__ __forceinline__ void store_frag_c(const FragC& c, float* base, int ld, int lane) {
 #pragma unroll

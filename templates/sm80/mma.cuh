@@ -52,6 +52,17 @@ __device__ __forceinline__ void mma_16816_x3(FragC& d, const FragA& ah, const Fr
   mma_16816(d, ah, bh);
 }
 
+// The tf32 fragments of mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (fp32 operands, no hi/lo split:
+// 10 mantissa bits, rounded to nearest by ptx_cvt_tf32; the accumulator is FragC):
+//   FragA8 (16x8, M x K): x[0] = (g, t)  x[1] = (g+8, t)  x[2] = (g, t+4)  x[3] = (g+8, t+4)
+//   FragB8 (8x8, K x N):  x[0] = (k t, n g)  x[1] = (k t+4, n g)
+struct FragA8 { u32 x[4]; };
+struct FragB8 { u32 x[2]; };
+
+__device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const FragB8& b) {
+  ptx_mma_1688_tf32(d.x, a.x, b.x);
+}
+
 // Row (0..15) and column (0..7) of accumulator element i (0..3) held by this lane.
 __device__ __forceinline__ int frag_c_row(int lane, int i) { return (lane >> 2) + ((i >> 1) << 3); }
 __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }

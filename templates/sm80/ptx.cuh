@@ -1,5 +1,5 @@
-// kdagen sm80: inline PTX of the sm_80 instruction set (also on sm_90a): mma.sync m16n8k16, ldmatrix,
-// cp.async. Emulated on the host by templates/emulate/sm80_ptx.cuh.
+// kdagen sm80: inline PTX of the sm_80 instruction set (also on sm_90a): mma.sync m16n8k16 (bf16) and m16n8k8
+// (tf32), ldmatrix, cp.async. Emulated on the host by templates/emulate/sm80_ptx.cuh.
 namespace kdg {
 
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: d += a·b (register layouts in mma.cuh).
@@ -9,6 +9,23 @@ __device__ __forceinline__ void ptx_mma_16816(float (&d)[4], const u32 (&a)[4], 
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: d += a·b, operands fp32 registers rounded to tf32 by
+// ptx_cvt_tf32 (register layouts in mma.cuh).
+__device__ __forceinline__ void ptx_mma_1688_tf32(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// cvt.rna.tf32.f32: x rounded to a 10-bit mantissa, ties away from zero (the low 13 bits of the result are 0).
+__device__ __forceinline__ u32 ptx_cvt_tf32(float x) {
+  u32 r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
 }
 
 // ldmatrix .x4: lane l supplies the address of row (l & 7) of 8x8 matrix (l >> 3); r[i] receives

@@ -11,9 +11,10 @@ dependent shared-memory reads and products, so latency hiding needs warps):
   decay_columns, factors   256/K threads per channel, each over its own 16-row blocks: block totals D (shared
              between a channel's threads), then (not "scalar") in place q̂ -> q̂·E (E = e^(Γi−Γ_in)), k̂ -> k̂·E,
              k_out = k̂·F (F = e^(Γ_out−Γj)); the outputs q_decayed, k_decayed, k_to_end, decay_total
-  blocks     the 16×16 blocks on tensor cores (bf16x3): the six off-diagonal ones, the key side scaled by the
-             totals of the blocks in between, and the four diagonal ones where the form allows (diagonal_form)
-  inverse    A = (I + Mkk)⁻¹ by 16-row blocks: forward substitution on the diagonal, then block products
+  blocks     the 16×16 blocks on tensor cores: the six off-diagonal ones, the key side scaled by the totals of
+             the blocks in between, and the four diagonal ones where the form allows (diagonal_form); tf32 from
+             fp32 tiles, or (a per-head decay) bf16x3 from bf16 hi + lo tiles by ldmatrix
+  inverse    A = (I + Mkk)⁻¹ by 16-row blocks: forward substitution on the diagonal, then block products (bf16x3)
 The workspace is bf16 (A and Mqk too: the recurrence's tensor cores read bf16) in row-major tiles a bulk
 tensor copy can load; rows past a chunk's end are zero, β too.
 """
@@ -94,11 +95,12 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     by_form = {"scalar": [Buffer("gamma", (C,), "f32")],
                "factored": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("inv_D", (NB, KD), "f32")],
                "running": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("Mkk_diag", (NB, BLOCK, BLOCK), "f32")]}
-    operands = split if diagonal == "scalar" else [Buffer("q_hat", (C, K), "f32", alias="q_then_A"),
-                                                   Buffer("k_hat", (C, K), "f32")]
+    # otherwise fp32 tiles read as tf32 fragments, rows padded by 4 (no bank conflicts)
+    operands = split if diagonal == "scalar" else [Buffer("q_hat", (C, K), "f32", ld=K + 4, alias="q_then_A"),
+                                                   Buffer("k_hat", (C, K), "f32", ld=K + 4)]
     buffers = [*operands, Buffer("alpha", (C, KD), "f32", alias="rows"), Buffer("beta", (C,), "f32"),
                Buffer("D", (NB, KD), "f32"), *by_form[diagonal],
-               *([] if diagonal == "scalar" else [Buffer("k_out", (C, K), "f32", alias="rows")]),
+               *([] if diagonal == "scalar" else [Buffer("k_out", (C, K), "f32", ld=K + 4, alias="rows")]),
                Buffer("Mkk", (C, C), "f32", ld=C + 8, alias="rows"),
                Buffer("A", (C, C), "f32", ld=C + 8, alias="q_then_A")]
     steps = _prepare_steps(f, diagonal)
@@ -127,7 +129,7 @@ def _prepare_steps(f: Facts, diagonal: str) -> list[Step]:
                             "decayed outputs" + ("" if running else "; 1/D per block"))
         blocks = Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "k_out", "beta", "between"]
                       + ([] if running else ["inv_D"]), waits=["sync"], global_writes=["ws_Mqk"],
-                      note="the off-diagonal 16×16 blocks, bf16x3 mma; the key side scaled by the blocks in between"
+                      note="the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between"
                            + ("" if running else "; the diagonal blocks too (factored at the block start: the key "
                                                  "side k_out·(1/D), masked j ≤ i)"))
     return [

@@ -1,0 +1,89 @@
+"""The tf32 tensor-core primitives (templates/sm80: mma.sync m16n8k8 .tf32, cvt.rna.tf32 and the fragment loads of
+ldmatrix.cuh) in the CPU emulator, against float64 references; tests/gpu/test_tf32_primitives_gpu.py runs the same
+kernel on the GPU, so the emulator's reading of the PTX ISA's fragment layouts is checked against hardware.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kdagen.codegen import emulate
+from kdagen.codegen.render import header_sources
+
+GROUPS = ("common", "sm80")
+
+# One warp: D (16 x 8) = A (16 x K) · B (K x 8) over K / 8 steps, A row-major [16][lda], B stored N x K ([8][ldb],
+# element (k, n) at b[n * ldb + k]) times scale[k]; and the cvt of every input element, to compare the rounding.
+KERNEL = r"""
+extern "C" __global__ void __launch_bounds__(32) tf32_mma_probe(const float* a, const float* b, const float* scale,
+                                                                int K, float* d, unsigned* rounded) {
+  const int lane = threadIdx.x;
+  kdg::FragC acc;
+  kdg::frag_zero(acc);
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    kdg::FragA8 fa;
+    kdg::FragB8 fb;
+    kdg::load_frag_a8(fa, a + k0, K + 4, lane);
+    kdg::load_frag_b8_nk(fb, b + k0, K + 4, scale ? scale + k0 : nullptr, lane);
+    kdg::mma_1688_tf32(acc, fa, fb);
+  }
+  kdg::store_frag_c(acc, d, 8, lane);
+  for (int i = lane; i < 16 * (K + 4); i += 32) rounded[i] = kdg::ptx_cvt_tf32(a[i]);
+}
+"""
+SIGNATURES = [("tf32_mma_probe", ["const float*", "const float*", "const float*", "int", "float*", "unsigned*"])]
+
+
+def device_source() -> str:
+    headers = "\n".join(f"// ===== templates/{path} =====\n{text}" for path, text in header_sources(GROUPS))
+    return f"#include <cuda_bf16.h>\n{headers}\n{KERNEL}"
+
+
+def tf32_rna(x: np.ndarray) -> np.ndarray:
+    """cvt.rna.tf32.f32 on finite fp32 values: 10 mantissa bits, ties away from zero."""
+    bits = x.astype(np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def run(module, device: str, K: int, scaled: bool, seed: int):
+    """(D, cvt of A's elements) from the probe, and their references: D from the tf32-rounded operands in float64
+    (the tensor cores sum in another order: compare within fp32 accumulation error)."""
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(16, K + 4, generator=g) * torch.logspace(-3, 3, K + 4)     # magnitudes across the range
+    b = torch.randn(8, K + 4, generator=g)
+    scale = torch.rand(K, generator=g) + 0.5 if scaled else None
+    a[0, 0], a[1, 1], a[2, 2] = 1 + 2 ** -11, -(1 + 3 * 2 ** -11), 2 ** -20 * (1 + 2 ** -11)  # ties and a small one
+    d = torch.full((16, 8), float("nan"))
+    rounded = torch.zeros(16 * (K + 4), dtype=torch.int32)
+    args = [t.to(device) if t is not None else None for t in (a, b, scale)]
+    out = [d.to(device), rounded.to(device)]
+    module.launch("tf32_mma_probe", (1,), (32,), [*args, K, *out])
+    if device == "cuda":
+        torch.cuda.synchronize()
+    got_d, got_r = out[0].cpu().numpy(), out[1].cpu().numpy().view(np.uint32).view(np.float32).reshape(16, K + 4)
+    an = tf32_rna(a.numpy())[:, :K].astype(np.float64)
+    bk = b.numpy()[:, :K] * (scale.numpy() if scaled else 1.0)
+    bn = tf32_rna(bk.astype(np.float32)).astype(np.float64)
+    return got_d, an @ bn.T, got_r, tf32_rna(a.numpy())
+
+
+def check(module, device: str, K: int, scaled: bool) -> None:
+    got_d, want_d, got_r, want_r = run(module, device, K, scaled, seed=K + scaled)
+    np.testing.assert_array_equal(got_r, want_r, err_msg="cvt.rna.tf32 of A's elements")
+    tol = 1e-5 * np.abs(want_d).max()
+    bad = np.argwhere(np.abs(got_d - want_d) > tol)
+    assert not len(bad), (f"tf32 mma K={K} scaled={scaled}: D (row, col) differs at {bad[:6].tolist()}: "
+                          f"got {got_d[tuple(bad[0])]}, expected {want_d[tuple(bad[0])]}")
+
+
+@pytest.fixture(scope="module")
+def emulated():
+    if emulate.unavailable():
+        pytest.skip(f"no emulation: {emulate.unavailable()}")
+    return emulate.build_source(KERNEL, SIGNATURES, GROUPS)
+
+
+@pytest.mark.parametrize("K, scaled", [(8, False), (32, False), (32, True)])
+def test_tf32_mma_and_rounding(emulated, K, scaled):
+    check(emulated, "cpu", K, scaled)
