@@ -1450,6 +1450,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // k: token_input
     float n_k[KPT];
     kdg::load_row(n_k, in_k_row, valid);
+    // q: token_input
+    float n_q[KPT];
+    kdg::load_row(n_q, in_q_row, valid);
     // l2norm_6 = l2norm(k)
     float n_l2norm_6[KPT];
     {
@@ -1460,9 +1463,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) n_l2norm_6[j] = n_k[j] * r;
     }
-    // q: token_input
-    float n_q[KPT];
-    kdg::load_row(n_q, in_q_row, valid);
     // l2norm_5 = l2norm(q)
     float n_l2norm_5[KPT];
     {
@@ -1509,10 +1509,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       const float n_beta = valid ? kdg::to_f32(*in_beta_row) : 0.f;
       // dt_bias: head_param
       const float n_dt_bias = *in_dt_bias_row;
-      // exp_1 = exp(A_log)
-      const float n_exp_1 = expf(n_A_log);
       // g: token_input
       const float n_g = valid ? kdg::to_f32(*in_g_row) : 0.f;
+      // exp_1 = exp(A_log)
+      const float n_exp_1 = expf(n_A_log);
       // add_0 = add(g, dt_bias)
       const float n_add_0 = (n_g + n_dt_bias);
       // sigmoid_7 = sigmoid(beta)
@@ -1649,10 +1649,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       const float n_d_decay = seed_decay;
       // dt_bias: head_param
       const float n_dt_bias = *in_dt_bias_row;
-      // exp_1 = exp(A_log)
-      const float n_exp_1 = expf(n_A_log);
       // g: token_input
       const float n_g = valid ? kdg::to_f32(*in_g_row) : 0.f;
+      // exp_1 = exp(A_log)
+      const float n_exp_1 = expf(n_A_log);
       // add_0 = add(g, dt_bias)
       const float n_add_0 = (n_g + n_dt_bias);
       // neg_9 = neg(d_decay)
@@ -1755,15 +1755,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     kdg::load_row(n_k, in_k_row, valid);
     // l2norm_6: l2norm
     const float (&n_l2norm_6)[KPT] = given_l2norm_6;
-    // mul_33 = mul(d_key, l2norm_6)
-    float n_mul_33[KPT];
-    #pragma unroll
-    for (int j = 0; j < KPT; ++j) n_mul_33[j] = (n_d_key[j] * n_l2norm_6[j]);
     // q: token_input
     float n_q[KPT];
     kdg::load_row(n_q, in_q_row, valid);
     // l2norm_5: l2norm
     const float (&n_l2norm_5)[KPT] = given_l2norm_5;
+    // mul_33 = mul(d_key, l2norm_6)
+    float n_mul_33[KPT];
+    #pragma unroll
+    for (int j = 0; j < KPT; ++j) n_mul_33[j] = (n_d_key[j] * n_l2norm_6[j]);
     // mul_24 = mul(d_query, l2norm_5)
     float n_mul_24[KPT];
     #pragma unroll

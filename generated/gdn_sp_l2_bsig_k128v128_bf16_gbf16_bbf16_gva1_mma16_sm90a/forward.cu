@@ -693,15 +693,20 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   const float n_beta = valid ? kdg::to_f32(*in_beta_row) : 0.f;
   // dt_bias: head_param
   const float n_dt_bias = *in_dt_bias_row;
-  // exp_1 = exp(A_log)
-  const float n_exp_1 = expf(n_A_log);
   // g: token_input
   const float n_g = valid ? kdg::to_f32(*in_g_row) : 0.f;
-  // add_0 = add(g, dt_bias)
-  const float n_add_0 = (n_g + n_dt_bias);
   // k: token_input
   float n_k[KPT];
   kdg::load_row(n_k, in_k_row, valid);
+  // q: token_input
+  float n_q[KPT];
+  kdg::load_row(n_q, in_q_row, valid);
+  // scale: scalar
+  const float n_scale = sc_scale;
+  // exp_1 = exp(A_log)
+  const float n_exp_1 = expf(n_A_log);
+  // add_0 = add(g, dt_bias)
+  const float n_add_0 = (n_g + n_dt_bias);
   // l2norm_6 = l2norm(k)
   float n_l2norm_6[KPT];
   {
@@ -712,9 +717,6 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
     #pragma unroll
     for (int j = 0; j < KPT; ++j) n_l2norm_6[j] = n_k[j] * r;
   }
-  // q: token_input
-  float n_q[KPT];
-  kdg::load_row(n_q, in_q_row, valid);
   // l2norm_5 = l2norm(q)
   float n_l2norm_5[KPT];
   {
@@ -725,8 +727,6 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
     #pragma unroll
     for (int j = 0; j < KPT; ++j) n_l2norm_5[j] = n_q[j] * r;
   }
-  // scale: scalar
-  const float n_scale = sc_scale;
   // sigmoid_7 = sigmoid(beta)
   const float n_sigmoid_7 = kdg::sigmoid(n_beta);
   // softplus_2 = softplus(add_0)

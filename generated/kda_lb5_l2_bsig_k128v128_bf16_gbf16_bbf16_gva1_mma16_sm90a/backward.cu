@@ -1448,6 +1448,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // k: token_input
     float n_k[KPT];
     kdg::load_row(n_k, in_k_row, valid);
+    // q: token_input
+    float n_q[KPT];
+    kdg::load_row(n_q, in_q_row, valid);
     // l2norm_7 = l2norm(k)
     float n_l2norm_7[KPT];
     {
@@ -1458,9 +1461,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) n_l2norm_7[j] = n_k[j] * r;
     }
-    // q: token_input
-    float n_q[KPT];
-    kdg::load_row(n_q, in_q_row, valid);
     // l2norm_6 = l2norm(q)
     float n_l2norm_6[KPT];
     {
@@ -1510,11 +1510,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       // dt_bias: head_param
       float n_dt_bias[KPT];
       kdg::load_row(n_dt_bias, in_dt_bias_row, true);
-      // exp_1 = exp(A_log)
-      const float n_exp_1 = expf(n_A_log);
       // g: token_input
       float n_g[KPT];
       kdg::load_row(n_g, in_g_row, valid);
+      // exp_1 = exp(A_log)
+      const float n_exp_1 = expf(n_A_log);
       // add_0 = add(g, dt_bias)
       float n_add_0[KPT];
       #pragma unroll
@@ -1653,11 +1653,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       // dt_bias: head_param
       float n_dt_bias[KPT];
       kdg::load_row(n_dt_bias, in_dt_bias_row, true);
-      // exp_1 = exp(A_log)
-      const float n_exp_1 = expf(n_A_log);
       // g: token_input
       float n_g[KPT];
       kdg::load_row(n_g, in_g_row, valid);
+      // exp_1 = exp(A_log)
+      const float n_exp_1 = expf(n_A_log);
       // add_0 = add(g, dt_bias)
       float n_add_0[KPT];
       #pragma unroll
@@ -1795,15 +1795,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     kdg::load_row(n_k, in_k_row, valid);
     // l2norm_7: l2norm
     const float (&n_l2norm_7)[KPT] = given_l2norm_7;
-    // mul_36 = mul(d_key, l2norm_7)
-    float n_mul_36[KPT];
-    #pragma unroll
-    for (int j = 0; j < KPT; ++j) n_mul_36[j] = (n_d_key[j] * n_l2norm_7[j]);
     // q: token_input
     float n_q[KPT];
     kdg::load_row(n_q, in_q_row, valid);
     // l2norm_6: l2norm
     const float (&n_l2norm_6)[KPT] = given_l2norm_6;
+    // mul_36 = mul(d_key, l2norm_7)
+    float n_mul_36[KPT];
+    #pragma unroll
+    for (int j = 0; j < KPT; ++j) n_mul_36[j] = (n_d_key[j] * n_l2norm_7[j]);
     // mul_23 = mul(d_query, l2norm_6)
     float n_mul_23[KPT];
     #pragma unroll

@@ -698,18 +698,23 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   // dt_bias: head_param
   float n_dt_bias[KPT];
   kdg::load_row(n_dt_bias, in_dt_bias_row, true);
-  // exp_1 = exp(A_log)
-  const float n_exp_1 = expf(n_A_log);
   // g: token_input
   float n_g[KPT];
   kdg::load_row(n_g, in_g_row, valid);
+  // k: token_input
+  float n_k[KPT];
+  kdg::load_row(n_k, in_k_row, valid);
+  // q: token_input
+  float n_q[KPT];
+  kdg::load_row(n_q, in_q_row, valid);
+  // scale: scalar
+  const float n_scale = sc_scale;
+  // exp_1 = exp(A_log)
+  const float n_exp_1 = expf(n_A_log);
   // add_0 = add(g, dt_bias)
   float n_add_0[KPT];
   #pragma unroll
   for (int j = 0; j < KPT; ++j) n_add_0[j] = (n_g[j] + n_dt_bias[j]);
-  // k: token_input
-  float n_k[KPT];
-  kdg::load_row(n_k, in_k_row, valid);
   // l2norm_7 = l2norm(k)
   float n_l2norm_7[KPT];
   {
@@ -724,9 +729,6 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   float n_mul_2[KPT];
   #pragma unroll
   for (int j = 0; j < KPT; ++j) n_mul_2[j] = (n_exp_1 * n_add_0[j]);
-  // q: token_input
-  float n_q[KPT];
-  kdg::load_row(n_q, in_q_row, valid);
   // l2norm_6 = l2norm(q)
   float n_l2norm_6[KPT];
   {
@@ -737,8 +739,6 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
     #pragma unroll
     for (int j = 0; j < KPT; ++j) n_l2norm_6[j] = n_q[j] * r;
   }
-  // scale: scalar
-  const float n_scale = sc_scale;
   // sigmoid_3 = sigmoid(mul_2)
   float n_sigmoid_3[KPT];
   #pragma unroll

@@ -153,11 +153,17 @@ def _op(graph, node_id: str, a: dict) -> str:
 def emit(graph: nx.DiGraph, outputs: dict, given=()) -> Block:
     """CUDA for the nodes `outputs` (C name -> node id) depend on; `given` nodes are read, not computed."""
     given = set(given)
-    nodes = needed_nodes(graph, outputs.values(), given)
+
+    def is_leaf(n: str) -> bool:
+        return n in given or graph.nodes[n]["op"] in LEAVES or graph.nodes[n]["op"] in ("seed", "saved")
+
+    # leaves first (a stable sort keeps the topological order otherwise): every global load is issued before the
+    # first arithmetic waits on one, so a block's loads share one memory latency instead of one each
+    nodes = sorted(needed_nodes(graph, outputs.values(), given), key=lambda n: not is_leaf(n))
     lines, leaves = [], []
     for n in nodes:
         a = graph.nodes[n]
-        if n in given or a["op"] in LEAVES or a["op"] in ("seed", "saved"):
+        if is_leaf(n):
             lines.append(f"// {n}: {a['op']}")
             lines.append(_leaf(n, a, given))
             if a["op"] in ("token_input", "head_param") and n not in given:
