@@ -79,11 +79,6 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
-// A hint: fetch the global line holding p into L2 now (no register written, nothing waits on it).
-__device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p));
-}
-
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -493,12 +488,13 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) { ptx_
 // kdagen common: warp and row reductions, and the in-chunk column cumsum.
 namespace kdg {
 
-// Sum over groups of LANES consecutive lanes (LANES a power of two <= 32); every lane of the group
-// gets the group's total. A token row spread over LANES threads reduces with this.
-template <int LANES>
+// Sum over groups of LANES lanes STRIDE apart (lanes l, l + STRIDE, ...: consecutive lanes by default; LANES ·
+// STRIDE a power of two <= 32); every lane of the group gets the group's total. A token row spread over LANES
+// threads reduces with this.
+template <int LANES, int STRIDE = 1>
 __device__ __forceinline__ float group_sum(float x) {
 #pragma unroll
-  for (int off = LANES / 2; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+  for (int off = LANES / 2 * STRIDE; off >= STRIDE; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
   return x;
 }
 
@@ -997,7 +993,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 
 }  // namespace kdg
 
-#line 9 "templates/wgmma64/prepare.cu.j2"
+#line 7 "templates/wgmma64/prepare.cu.j2"
 // ===== prepare: "prepare", chunk 64 in 16-row blocks (scalar decay) =====
 // grid (chunks, HV): one CTA per (chunk, value head), 256 threads. How the pair factors e^(Γi−Γj)
 // reach the products is the plan's `diagonal` form (scalar): "running" and "factored" split them at the
@@ -1010,7 +1006,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 1014 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1010 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1026,7 +1022,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     bf16* __restrict__ ws_A,
     bf16* __restrict__ ws_Mqk,
     float* __restrict__ ws_beta) {
-#line 21 "templates/wgmma64/prepare.cu.j2"
+#line 19 "templates/wgmma64/prepare.cu.j2"
   constexpr int C = 64, B = 16, NB = C / B, K = 128, KD = 1, G = 1, DW = 4;
   constexpr int LANES = 8, KPT = 16, THREADS = 256;
   constexpr int ROWS_PER_PASS = THREADS / LANES, PASSES = C / ROWS_PER_PASS, WARPS = THREADS / 32;
@@ -1036,7 +1032,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 1040 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1036 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 89616 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_q_hi = reinterpret_cast<bf16*>(smem_raw + 0);  // q_hi [64 x 128] bf16, ld 136, alias q_then_A
@@ -1057,10 +1053,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   [[maybe_unused]] constexpr int ld_Mkk = 72;
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 72, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 72;
-#line 32 "templates/wgmma64/prepare.cu.j2"
+#line 30 "templates/wgmma64/prepare.cu.j2"
   constexpr int LDS = ld_q_hi;  // the row pitch of the four bf16 operand tiles (padded: ldmatrix without conflicts)
 
-#line 38 "templates/wgmma64/prepare.cu.j2"
+#line 36 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
@@ -1069,52 +1065,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   const int L = at.L;
   const long long ws_ch = (long long)chunk * HV + h;  // this (chunk, head) in the workspaces
   // α of row r, channel c (one per row for a per-head decay)
-  auto alpha_at = [&](int r, int c) { return s_alpha[r * KD + (KD == 1 ? 0 : c)]; };
+  auto alpha_at = [&](int r, int c) { return s_alpha[r * ld_alpha + (KD == 1 ? 0 : c)]; };
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β, log2 α; q̂, k̂ as bf16 hi + lo ----
-#line 49 "templates/wgmma64/prepare.cu.j2"
-  // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each
+#line 47 "templates/wgmma64/prepare.cu.j2"
+  // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each. A warp takes
+  // ROWS_PER_WARP rows with lane l on row l % ROWS_PER_WARP: the eight lanes of a 16-byte shared store's phase
+  // then write different rows (row pitches ≡ 16 bytes mod 128): the fp32 tiles meet no bank twice, where one
+  // row's eight lanes, 64 bytes apart, met each bank four times (the bf16 tiles: twice, as before).
+  constexpr int ROWS_PER_WARP = 32 / LANES;
   float scale = 0.f;  // the core's scale, a per-call scalar of the emitted block
   {
-    [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES>(x); };
-    const int sub = tid % LANES, ch0 = sub * KPT;
-    // the later passes' token rows are fetched into L2 now: their loads then wait on L2, not on memory
-#pragma unroll
-    for (int pass = 1; pass < PASSES; ++pass) {
-      const int row = pass * ROWS_PER_PASS + tid / LANES;
-      const long long tok = t0 + row;
-      if (row < L) {
-#line 61 "templates/wgmma64/prepare.cu.j2"
-        kdg::ptx_prefetch_l2(in_beta + (tok * HV + h));
-#line 61 "templates/wgmma64/prepare.cu.j2"
-        kdg::ptx_prefetch_l2(in_g + (tok * HV + h));
-#line 61 "templates/wgmma64/prepare.cu.j2"
-        kdg::ptx_prefetch_l2(in_k + (tok * (HV / G) + hq) * K + ch0);
-#line 61 "templates/wgmma64/prepare.cu.j2"
-        kdg::ptx_prefetch_l2(in_q + (tok * (HV / G) + hq) * K + ch0);
-#line 63 "templates/wgmma64/prepare.cu.j2"
-      }
-    }
+    [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES, ROWS_PER_WARP>(x); };
+    const int sub = lane / ROWS_PER_WARP, ch0 = sub * KPT, row_in_pass = warp * ROWS_PER_WARP + lane % ROWS_PER_WARP;
     for (int pass = 0; pass < PASSES; ++pass) {
-      const int row = pass * ROWS_PER_PASS + tid / LANES;
+      const int row = pass * ROWS_PER_PASS + row_in_pass;
       const bool valid = row < L;
       const long long tok = t0 + (valid ? row : 0);
-#line 73 "templates/wgmma64/prepare.cu.j2"
+#line 64 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 62 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_beta_row = in_beta + (tok * HV + h);
-#line 73 "templates/wgmma64/prepare.cu.j2"
+#line 64 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h;
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 62 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = in_g + (tok * HV + h);
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 62 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 62 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 76 "templates/wgmma64/prepare.cu.j2"
+#line 67 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1118 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1101 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1173,12 +1156,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_7;
       const float scale_val = n_scale;
 
-#line 78 "templates/wgmma64/prepare.cu.j2"
+#line 69 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 88 "templates/wgmma64/prepare.cu.j2"
+#line 79 "templates/wgmma64/prepare.cu.j2"
       // q̂, k̂ as bf16 hi + lo tiles (the blocks' tensor-core operands, read by ldmatrix), 16-byte stores
 #pragma unroll
       for (int j = 0; j < KPT; j += 8) {
@@ -1194,12 +1177,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         *reinterpret_cast<uint4*>(&s_k_hi[at]) = make_uint4(kh[0], kh[1], kh[2], kh[3]);
         *reinterpret_cast<uint4*>(&s_k_lo[at]) = make_uint4(kl[0], kl[1], kl[2], kl[3]);
       }
-#line 117 "templates/wgmma64/prepare.cu.j2"
+#line 108 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 119 "templates/wgmma64/prepare.cu.j2"
+#line 110 "templates/wgmma64/prepare.cu.j2"
         s_alpha[row] = valid ? exp2f(decay * LOG2E) : 1.f;
         s_gamma[row] = valid ? decay * LOG2E : 0.f;  // log2 α; decay_columns turns it into its running sum
-#line 122 "templates/wgmma64/prepare.cu.j2"
+#line 113 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1208,7 +1191,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 187 "templates/wgmma64/prepare.cu.j2"
+#line 178 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1222,24 +1205,24 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 201 "templates/wgmma64/prepare.cu.j2"
+#line 192 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 206 "templates/wgmma64/prepare.cu.j2"
+#line 197 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise) ----
-#line 210 "templates/wgmma64/prepare.cu.j2"
+#line 201 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 214 "templates/wgmma64/prepare.cu.j2"
+#line 205 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 229 "templates/wgmma64/prepare.cu.j2"
+#line 220 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1264,11 +1247,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 254 "templates/wgmma64/prepare.cu.j2"
+#line 245 "templates/wgmma64/prepare.cu.j2"
         const int at = row * LDS + c;
         const float q = (kdg::to_f32(s_q_hi[at]) + kdg::to_f32(s_q_lo[at])) * E[r];
         const float k = kdg::to_f32(s_k_hi[at]) + kdg::to_f32(s_k_lo[at]);
-#line 265 "templates/wgmma64/prepare.cu.j2"
+#line 256 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1287,11 +1270,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × 2^(γi−γj), masked ----
-#line 283 "templates/wgmma64/prepare.cu.j2"
+#line 274 "templates/wgmma64/prepare.cu.j2"
   // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, bf16x3: a per-head decay's factor is one number per
   // pair, so the products take q̂ and k̂ as they are and each result is scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1)
   // Mqk_ij = scale·2^(γi−γj)·q̂_i·k̂_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k̂_i·k̂_j (j < i).
-#line 295 "templates/wgmma64/prepare.cu.j2"
+#line 286 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1309,12 +1292,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 313 "templates/wgmma64/prepare.cu.j2"
+#line 304 "templates/wgmma64/prepare.cu.j2"
       const bf16* left_hi = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
       const bf16* left_lo = (is_k ? s_k_lo : s_q_lo) + I * B * LDS;
       const bf16* right_hi = s_k_hi + J * B * LDS;
       const bf16* right_lo = s_k_lo + J * B * LDS;
-#line 325 "templates/wgmma64/prepare.cu.j2"
+#line 316 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
         const kdg::FragA ah = kdg::load_frag_a(left_hi + kk * 16, LDS, lane);
@@ -1325,16 +1308,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
-#line 357 "templates/wgmma64/prepare.cu.j2"
+#line 348 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 364 "templates/wgmma64/prepare.cu.j2"
+#line 355 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] * exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
-#line 368 "templates/wgmma64/prepare.cu.j2"
+#line 359 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1353,7 +1336,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 385 "templates/wgmma64/prepare.cu.j2"
+#line 376 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1372,7 +1355,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 406 "templates/wgmma64/prepare.cu.j2"
+#line 397 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
     }
   }
@@ -1380,7 +1363,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 412 "templates/wgmma64/prepare.cu.j2"
+#line 403 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1438,7 +1421,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 468 "templates/wgmma64/prepare.cu.j2"
+#line 459 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1500,7 +1483,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1504 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1487 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1515,7 +1498,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1519 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1502 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 183840 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1568,7 +1551,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1572 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1555 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1598,7 +1581,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1602 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1585 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

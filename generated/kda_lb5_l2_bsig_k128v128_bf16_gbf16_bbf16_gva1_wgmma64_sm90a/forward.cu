@@ -79,11 +79,6 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
-// A hint: fetch the global line holding p into L2 now (no register written, nothing waits on it).
-__device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p));
-}
-
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -493,12 +488,13 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int threads) { ptx_
 // kdagen common: warp and row reductions, and the in-chunk column cumsum.
 namespace kdg {
 
-// Sum over groups of LANES consecutive lanes (LANES a power of two <= 32); every lane of the group
-// gets the group's total. A token row spread over LANES threads reduces with this.
-template <int LANES>
+// Sum over groups of LANES lanes STRIDE apart (lanes l, l + STRIDE, ...: consecutive lanes by default; LANES ·
+// STRIDE a power of two <= 32); every lane of the group gets the group's total. A token row spread over LANES
+// threads reduces with this.
+template <int LANES, int STRIDE = 1>
 __device__ __forceinline__ float group_sum(float x) {
 #pragma unroll
-  for (int off = LANES / 2; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+  for (int off = LANES / 2 * STRIDE; off >= STRIDE; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
   return x;
 }
 
@@ -997,7 +993,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 
 }  // namespace kdg
 
-#line 9 "templates/wgmma64/prepare.cu.j2"
+#line 7 "templates/wgmma64/prepare.cu.j2"
 // ===== prepare: "prepare", chunk 64 in 16-row blocks (vector decay) =====
 // grid (chunks, HV): one CTA per (chunk, value head), 256 threads. How the pair factors e^(Γi−Γj)
 // reach the products is the plan's `diagonal` form (factored): "running" and "factored" split them at the
@@ -1010,7 +1006,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 1014 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1010 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1026,7 +1022,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     bf16* __restrict__ ws_A,
     bf16* __restrict__ ws_Mqk,
     float* __restrict__ ws_beta) {
-#line 21 "templates/wgmma64/prepare.cu.j2"
+#line 19 "templates/wgmma64/prepare.cu.j2"
   constexpr int C = 64, B = 16, NB = C / B, K = 128, KD = 128, G = 1, DW = 128;
   constexpr int LANES = 8, KPT = 16, THREADS = 256;
   constexpr int ROWS_PER_PASS = THREADS / LANES, PASSES = C / ROWS_PER_PASS, WARPS = THREADS / 32;
@@ -1036,15 +1032,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 1040 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1036 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 107264 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132, alias q_then_A
   [[maybe_unused]] constexpr int ld_q_hat = 132;
   float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 33792);  // k_hat [64 x 128] f32, ld 132
   [[maybe_unused]] constexpr int ld_k_hat = 132;
-  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 67584);  // alpha [64 x 128] f32, ld 128, alias rows
-  [[maybe_unused]] constexpr int ld_alpha = 128;
+  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 67584);  // alpha [64 x 128] f32, ld 132, alias rows
+  [[maybe_unused]] constexpr int ld_alpha = 132;
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 101376);  // beta [64] f32, ld 64
   float* const s_D = reinterpret_cast<float*>(smem_raw + 101632);  // D [4 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_D = 128;
@@ -1058,11 +1054,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   [[maybe_unused]] constexpr int ld_Mkk = 72;
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 72, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 72;
-#line 34 "templates/wgmma64/prepare.cu.j2"
+#line 32 "templates/wgmma64/prepare.cu.j2"
   constexpr int LDF = ld_q_hat;  // the row pitch of q̂, k̂ and k_out (K + 4: the tf32 fragment loads meet no conflict)
   static_assert(ld_k_hat == LDF && ld_k_out == LDF, "one pitch for the fp32 operand tiles");
 
-#line 38 "templates/wgmma64/prepare.cu.j2"
+#line 36 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
@@ -1071,52 +1067,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   const int L = at.L;
   const long long ws_ch = (long long)chunk * HV + h;  // this (chunk, head) in the workspaces
   // α of row r, channel c (one per row for a per-head decay)
-  auto alpha_at = [&](int r, int c) { return s_alpha[r * KD + (KD == 1 ? 0 : c)]; };
+  auto alpha_at = [&](int r, int c) { return s_alpha[r * ld_alpha + (KD == 1 ? 0 : c)]; };
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β ----
-#line 49 "templates/wgmma64/prepare.cu.j2"
-  // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each
+#line 47 "templates/wgmma64/prepare.cu.j2"
+  // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each. A warp takes
+  // ROWS_PER_WARP rows with lane l on row l % ROWS_PER_WARP: the eight lanes of a 16-byte shared store's phase
+  // then write different rows (row pitches ≡ 16 bytes mod 128): the fp32 tiles meet no bank twice, where one
+  // row's eight lanes, 64 bytes apart, met each bank four times (the bf16 tiles: twice, as before).
+  constexpr int ROWS_PER_WARP = 32 / LANES;
   float scale = 0.f;  // the core's scale, a per-call scalar of the emitted block
   {
-    [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES>(x); };
-    const int sub = tid % LANES, ch0 = sub * KPT;
-    // the later passes' token rows are fetched into L2 now: their loads then wait on L2, not on memory
-#pragma unroll
-    for (int pass = 1; pass < PASSES; ++pass) {
-      const int row = pass * ROWS_PER_PASS + tid / LANES;
-      const long long tok = t0 + row;
-      if (row < L) {
-#line 61 "templates/wgmma64/prepare.cu.j2"
-        kdg::ptx_prefetch_l2(in_beta + (tok * HV + h));
-#line 61 "templates/wgmma64/prepare.cu.j2"
-        kdg::ptx_prefetch_l2(in_g + (tok * HV + h) * K + ch0);
-#line 61 "templates/wgmma64/prepare.cu.j2"
-        kdg::ptx_prefetch_l2(in_k + (tok * (HV / G) + hq) * K + ch0);
-#line 61 "templates/wgmma64/prepare.cu.j2"
-        kdg::ptx_prefetch_l2(in_q + (tok * (HV / G) + hq) * K + ch0);
-#line 63 "templates/wgmma64/prepare.cu.j2"
-      }
-    }
+    [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES, ROWS_PER_WARP>(x); };
+    const int sub = lane / ROWS_PER_WARP, ch0 = sub * KPT, row_in_pass = warp * ROWS_PER_WARP + lane % ROWS_PER_WARP;
     for (int pass = 0; pass < PASSES; ++pass) {
-      const int row = pass * ROWS_PER_PASS + tid / LANES;
+      const int row = pass * ROWS_PER_PASS + row_in_pass;
       const bool valid = row < L;
       const long long tok = t0 + (valid ? row : 0);
-#line 73 "templates/wgmma64/prepare.cu.j2"
+#line 64 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 62 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_beta_row = in_beta + (tok * HV + h);
-#line 73 "templates/wgmma64/prepare.cu.j2"
+#line 64 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 62 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = in_g + (tok * HV + h) * K + ch0;
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 62 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 62 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 76 "templates/wgmma64/prepare.cu.j2"
+#line 67 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1120 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1103 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1189,16 +1172,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_8;
       const float scale_val = n_scale;
 
-#line 78 "templates/wgmma64/prepare.cu.j2"
+#line 69 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 83 "templates/wgmma64/prepare.cu.j2"
+#line 74 "templates/wgmma64/prepare.cu.j2"
       float alpha_row[KPT];
 #pragma unroll
       for (int j = 0; j < KPT; ++j) alpha_row[j] = valid ? exp2f(decay[j] * LOG2E) : 1.f;
-#line 104 "templates/wgmma64/prepare.cu.j2"
+#line 95 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int j = 0; j < KPT; j += 4) {
         const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -1206,14 +1189,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
             valid ? make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]) : zero;
         *reinterpret_cast<float4*>(&s_k_hat[row * LDF + ch0 + j]) =
             valid ? make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]) : zero;
-#line 112 "templates/wgmma64/prepare.cu.j2"
-        *reinterpret_cast<float4*>(&s_alpha[row * K + ch0 + j]) =
+#line 103 "templates/wgmma64/prepare.cu.j2"
+        *reinterpret_cast<float4*>(&s_alpha[row * ld_alpha + ch0 + j]) =
             make_float4(alpha_row[j], alpha_row[j + 1], alpha_row[j + 2], alpha_row[j + 3]);
-#line 115 "templates/wgmma64/prepare.cu.j2"
+#line 106 "templates/wgmma64/prepare.cu.j2"
       }
-#line 117 "templates/wgmma64/prepare.cu.j2"
+#line 108 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 122 "templates/wgmma64/prepare.cu.j2"
+#line 113 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1222,7 +1205,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D ----
-#line 187 "templates/wgmma64/prepare.cu.j2"
+#line 178 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1236,29 +1219,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 206 "templates/wgmma64/prepare.cu.j2"
+#line 197 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs; 1/D per block ----
-#line 212 "templates/wgmma64/prepare.cu.j2"
+#line 203 "templates/wgmma64/prepare.cu.j2"
   // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
-#line 214 "templates/wgmma64/prepare.cu.j2"
+#line 205 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 219 "templates/wgmma64/prepare.cu.j2"
+#line 210 "templates/wgmma64/prepare.cu.j2"
     if (part == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
       s_between[0 * KD + c] = D[1];
       s_between[1 * KD + c] = D[2];
       s_between[2 * KD + c] = D[1] * D[2];
-#line 224 "templates/wgmma64/prepare.cu.j2"
+#line 215 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int I = 0; I < NB; ++I) s_inv_D[I * KD + c] = 1.f / D[I];  // ≤ 2^126: the plan's bound
-#line 227 "templates/wgmma64/prepare.cu.j2"
+#line 218 "templates/wgmma64/prepare.cu.j2"
     }
-#line 229 "templates/wgmma64/prepare.cu.j2"
+#line 220 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1283,13 +1266,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 258 "templates/wgmma64/prepare.cu.j2"
+#line 249 "templates/wgmma64/prepare.cu.j2"
         const float q = s_q_hat[row * LDF + c] * E[r], k = s_k_hat[row * LDF + c];
-#line 261 "templates/wgmma64/prepare.cu.j2"
+#line 252 "templates/wgmma64/prepare.cu.j2"
         s_q_hat[row * LDF + c] = q;
         s_k_hat[row * LDF + c] = k * E[r];
         s_k_out[row * LDF + c] = k * F[r];
-#line 265 "templates/wgmma64/prepare.cu.j2"
+#line 256 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1308,14 +1291,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 287 "templates/wgmma64/prepare.cu.j2"
+#line 278 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, tf32 (10-bit operands: o moves by < 1e-5)
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 292 "templates/wgmma64/prepare.cu.j2"
+#line 283 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 295 "templates/wgmma64/prepare.cu.j2"
+#line 286 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1333,13 +1316,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 318 "templates/wgmma64/prepare.cu.j2"
+#line 309 "templates/wgmma64/prepare.cu.j2"
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * LDF;
       const float* right = s_k_out + J * B * LDF;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 336 "templates/wgmma64/prepare.cu.j2"
+#line 327 "templates/wgmma64/prepare.cu.j2"
       // tf32 operands straight from fp32 shared memory (rows padded to K + 4: conflict-free fragment loads); the
       // loop is instantiated with and without the key side's factor, so no iteration tests for it
       auto products = [&](const bool scaled) {
@@ -1360,16 +1343,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       } else {
         products(false);
       }
-#line 357 "templates/wgmma64/prepare.cu.j2"
+#line 348 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 366 "templates/wgmma64/prepare.cu.j2"
+#line 357 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
-#line 368 "templates/wgmma64/prepare.cu.j2"
+#line 359 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1388,7 +1371,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 385 "templates/wgmma64/prepare.cu.j2"
+#line 376 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1407,7 +1390,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 406 "templates/wgmma64/prepare.cu.j2"
+#line 397 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
     }
   }
@@ -1415,7 +1398,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 412 "templates/wgmma64/prepare.cu.j2"
+#line 403 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1473,7 +1456,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 468 "templates/wgmma64/prepare.cu.j2"
+#line 459 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1535,7 +1518,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1539 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1522 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1550,7 +1533,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1554 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1537 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 184832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1603,7 +1586,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1607 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1590 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1633,7 +1616,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1637 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1620 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

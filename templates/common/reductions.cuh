@@ -1,12 +1,13 @@
 // kdagen common: warp and row reductions, and the in-chunk column cumsum.
 namespace kdg {
 
-// Sum over groups of LANES consecutive lanes (LANES a power of two <= 32); every lane of the group
-// gets the group's total. A token row spread over LANES threads reduces with this.
-template <int LANES>
+// Sum over groups of LANES lanes STRIDE apart (lanes l, l + STRIDE, ...: consecutive lanes by default; LANES ·
+// STRIDE a power of two <= 32); every lane of the group gets the group's total. A token row spread over LANES
+// threads reduces with this.
+template <int LANES, int STRIDE = 1>
 __device__ __forceinline__ float group_sum(float x) {
 #pragma unroll
-  for (int off = LANES / 2; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
+  for (int off = LANES / 2 * STRIDE; off >= STRIDE; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
   return x;
 }
 

@@ -78,7 +78,4 @@ inline void named_barrier_emulated(int id, int threads, bool wait) {
 __device__ __forceinline__ void ptx_bar_sync(int id, int threads) { named_barrier_emulated(id, threads, true); }
 __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) { named_barrier_emulated(id, threads, false); }
 
-// prefetch.global.L2: a cache hint, nothing to emulate.
-__device__ __forceinline__ void ptx_prefetch_l2(const void*) {}
-
 }  // namespace kdg

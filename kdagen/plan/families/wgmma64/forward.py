@@ -98,7 +98,8 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     # otherwise fp32 tiles read as tf32 fragments, rows padded by 4 (no bank conflicts)
     operands = split if diagonal == "scalar" else [Buffer("q_hat", (C, K), "f32", ld=K + 4, alias="q_then_A"),
                                                    Buffer("k_hat", (C, K), "f32", ld=K + 4)]
-    buffers = [*operands, Buffer("alpha", (C, KD), "f32", alias="rows"), Buffer("beta", (C,), "f32"),
+    buffers = [*operands, Buffer("alpha", (C, KD), "f32", ld=KD + 4 if KD > 1 else KD, alias="rows"),
+               Buffer("beta", (C,), "f32"),
                Buffer("D", (NB, KD), "f32"), *by_form[diagonal],
                *([] if diagonal == "scalar" else [Buffer("k_out", (C, K), "f32", ld=K + 4, alias="rows")]),
                Buffer("Mkk", (C, C), "f32", ld=C + 8, alias="rows"),
