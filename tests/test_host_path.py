@@ -5,17 +5,24 @@ evaluated afresh says, and the shortcuts (no chunk layout where no kernel reads 
 kept, past the Autograd kernel where no gradient is asked for) change no result."""
 from __future__ import annotations
 
+import functools
+import math
+import types
+import warnings
+
 import pytest
 import torch
 
+import kdagen
 from kdagen import runtime
-from kdagen.ops import backward as bw, forward as fw, launcher
+from kdagen.codegen import emulate
+from kdagen.ops import backward as bw, config as ops_config, forward as fw, launcher, library, run as ops_run, validate
 from kdagen.ops.api import kernel_call, make_call
 from kdagen.ops.config import INFERENCE, TRAINING
 from kdagen.plan.sizes import evaluate, launch_sizes
 from kdagen.reference import Options
 from kdagen.reference.inputs import make_inputs
-from kdagen.runtime import loader
+from kdagen.runtime import launch as rt_launch, loader
 from test_runtime_autograd import leaves, reference_kernels, run  # noqa: F401 (reference_kernels: a fixture)
 
 LB = dict(use_gate_in_kernel=True, lower_bound=-5.0, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
@@ -222,3 +229,239 @@ def test_load_module_memo_by_arguments(monkeypatch):
         assert runtime.load_module("host_path_memo", "src", "sm_90a", device=device) is not m
     finally:
         runtime.forget_modules()
+
+
+# ---- a signature validated once, the direct call, prepared launches, carved workspaces ------------------------
+
+@pytest.fixture
+def recorded_ops(monkeypatch):
+    """chunk_kda on CPU tensors (its call marked emulated) with every launch recorded instead of run."""
+    module = Recorder()
+    monkeypatch.setattr(ops_run, "run", functools.partial(ops_run.run, emulate=True))
+    monkeypatch.setattr(ops_config, "load_emulated", lambda config, device, direction: module)
+    return module
+
+
+def kda(x: dict, **options):
+    """chunk_kda on the tensors of call_of, with LB's options."""
+    return kdagen.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x["initial_state"],
+                            cu_seqlens=x.get("cu_seqlens"), A_log=x["A_log"], dt_bias=x["dt_bias"],
+                            **{"output_final_state": True, **LB, **options})
+
+
+def test_a_signature_is_validated_once(recorded_ops, monkeypatch):
+    """A call of a signature seen before skips validate and the launcher's checks; a new shape, dtype or option
+    is a new signature."""
+    validated, checked = [], []
+    monkeypatch.setattr(ops_run, "_CHECKED", {})           # signatures other tests validated: forgotten
+    monkeypatch.setattr(ops_run, "validate", lambda *a, **k: validated.append(1) or validate.validate(*a, **k))
+    real = launcher.Schedule.check_inputs
+    monkeypatch.setattr(launcher.Schedule, "check_inputs", lambda *a: checked.append(1) or real(*a))
+    x, _ = call_of(LB, B=1, T=40, H=2)
+    with torch.no_grad():
+        for _ in range(3):
+            kda(x)
+        assert (len(validated), len(checked)) == (1, 1)
+        kda({n: None if t is None else t.clone() for n, t in x.items()})      # other tensors, one signature
+        assert (len(validated), len(checked)) == (1, 1)
+        kda(x, scale=0.5)
+        y, _ = call_of(LB, B=1, T=41, H=2)
+        kda(y)
+    assert (len(validated), len(checked)) == (3, 3)
+
+
+def misaligned(t: torch.Tensor) -> torch.Tensor:
+    """t's values at an address 2 bytes past a 16-byte boundary: the same shape, strides and dtype."""
+    flat = torch.empty(t.numel() + 8, dtype=t.dtype)[1:1 + t.numel()]
+    return flat.view(t.shape).copy_(t)
+
+
+BAD = [  # (what changes from the good call, error, message)
+    (lambda x: {**x, "q": x["q"].float()}, NotImplementedError, "q has dtype float32"),
+    (lambda x: {**x, "k": x["k"][:, :, :1]}, ValueError, "k must have shape"),
+    (lambda x: {**x, "k": x["k"].transpose(1, 2).contiguous().transpose(1, 2)}, ValueError, "k is not contiguous"),
+    (lambda x: {**x, "q": misaligned(x["q"])}, ValueError, r"x\['q'\] must be contiguous and 16-byte aligned"),
+    (lambda x: {**x, "initial_state": misaligned(x["initial_state"])}, ValueError, "initial_state must be .*aligned"),
+    (lambda x: {**x, "A_log": x["A_log"][:1]}, ValueError, "A_log must have shape"),
+    (lambda x: {**x, "initial_state": x["initial_state"].double()}, NotImplementedError, "initial_state has dtype"),
+    (lambda x: {**x, "q": x["q"].to("meta")}, ValueError, "is on meta"),
+]
+BAD_OPTIONS = [  # (the good calls' options, the bad call's, error, message)
+    (dict(scale=1.0), dict(scale=True), TypeError, "scale must be a float"),
+    (dict(scale=1.0), dict(scale=math.inf), ValueError, "scale must be finite"),
+    (dict(use_qk_l2norm_in_kernel=True), dict(use_qk_l2norm_in_kernel=1), TypeError, "must be a bool"),
+    (dict(output_final_state=True), dict(output_final_state=1), TypeError, "output_final_state must be a bool"),
+    (dict(chunk_size=64), dict(chunk_size=7), ValueError, "chunk_size must be one of"),
+    (dict(lower_bound=-5.0), dict(lower_bound=1.0), ValueError, "lower_bound must be a finite negative number"),
+]
+
+
+@pytest.mark.parametrize("bad, error, message", BAD, ids=[m for _, _, m in BAD])
+def test_a_new_bad_signature_after_a_good_one_still_raises(recorded_ops, bad, error, message):
+    x, _ = call_of(LB, B=1, T=40, H=2)
+    with torch.no_grad():
+        kda(x)
+        kda(x)
+        with pytest.raises(error, match=message):
+            kda(bad(x))
+
+
+@pytest.mark.parametrize("good, bad, error, message", BAD_OPTIONS, ids=[m for *_, m in BAD_OPTIONS])
+def test_a_bad_option_after_good_calls_still_raises(recorded_ops, good, bad, error, message):
+    x, _ = call_of(LB, B=1, T=40, H=2)
+    with torch.no_grad():
+        kda(x, **good)
+        kda(x, **good)
+        with pytest.raises(error, match=message):
+            kda(x, **bad)
+
+
+def test_the_deprecated_option_warns_at_every_call(recorded_ops):
+    x, _ = call_of(LB, B=1, T=40, H=2)
+    with torch.no_grad():
+        for _ in range(2):
+            with pytest.warns(DeprecationWarning, match="transpose_state_layout"):
+                kda({**x, "initial_state": x["initial_state"].transpose(-1, -2).contiguous()},
+                    transpose_state_layout=True)
+
+
+def test_cu_seqlens_values_are_checked_at_every_call(recorded_ops):
+    """Its values are not part of a signature: offsets of the same length that do not fit are refused."""
+    x, _ = call_of(LB, cu_seqlens=[0, 9, 30])
+    with torch.no_grad():
+        kda(x)
+        kda({**x, "cu_seqlens": torch.tensor([0, 20, 30])})
+        with pytest.raises(ValueError, match="non-decreasing"):
+            kda({**x, "cu_seqlens": torch.tensor([0, 31, 30])})
+        with pytest.raises(ValueError, match=r"cu_seqlens\[-1\] = 29"):
+            kda({**x, "cu_seqlens": torch.tensor([0, 9, 29])})
+        with pytest.raises(ValueError, match="cu_seqlens_cpu"):
+            kda(x, cu_seqlens_cpu=torch.tensor([0, 9, 29]))
+
+
+@pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
+def test_the_direct_call_gives_what_the_dispatcher_gives(monkeypatch):
+    """Without grad, eager, chunk_kda runs the op's implementation directly (carved workspaces, the Call's memo);
+    through the dispatcher (with grad, or where library.eager says no) it gives the same outputs, bitwise."""
+    monkeypatch.setattr(ops_run, "run", functools.partial(ops_run.run, emulate=True))
+    dispatched = []
+    real = library.dispatch
+    monkeypatch.setattr(library, "dispatch", lambda *a: dispatched.append(a[0]) or real(*a))
+    x, _ = call_of(LB, cu_seqlens=[0, 9, 30])
+    with torch.no_grad():
+        direct = kda(x)
+        assert not dispatched
+        monkeypatch.setattr(library, "eager", lambda: False)
+        through = kda(x)
+        assert dispatched == [library.recurrence_forward]
+    leaves = {n: t if n == "cu_seqlens" else t.clone().requires_grad_() for n, t in x.items()}
+    trained = kda(leaves)
+    for a, b, c in zip(direct, through, trained):
+        assert torch.equal(a, b) and torch.equal(a, c.detach())
+
+
+class Doubled(torch.Tensor):
+    pass
+
+
+class NoOpDispatchMode(torch.utils._python_dispatch.TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class NoOpFunctionMode(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def eager_inside(transform):
+    seen = []
+
+    def fn(t):
+        seen.append(library.eager())
+        return t
+    transform(fn)(torch.ones(2, 2))
+    return seen[0]
+
+
+@pytest.mark.parametrize("where", ["dispatch mode", "function mode", "fake tensors", "profiler", "vmap",
+                                   "functionalize", "jit trace"])
+def test_the_dispatcher_runs_where_something_observes_it(where):
+    """library.eager is false wherever the dispatcher would do more than run the implementation."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    assert library.eager()
+    modes = {"dispatch mode": NoOpDispatchMode, "function mode": NoOpFunctionMode, "fake tensors": FakeTensorMode,
+             "profiler": torch.profiler.profile}
+    if where in modes:
+        with modes[where]():
+            assert not library.eager()
+    elif where == "jit trace":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)        # torch.jit.trace is deprecated
+            assert not eager_inside(lambda fn: lambda t: torch.jit.trace(lambda u: (fn(u) * 2), t))
+    else:
+        assert not eager_inside(torch.func.vmap if where == "vmap" else torch.func.functionalize)
+    assert library.eager()
+
+
+def test_only_plain_tensors_go_past_the_dispatcher():
+    t = torch.zeros(2)
+    assert library.plain([t, None])
+    assert not library.plain([t, t.as_subclass(Doubled)])
+    assert not library.plain([t, torch.zeros(2, device="meta")])
+
+
+def test_prepared_launches_pass_module_launchs_arguments(monkeypatch):
+    """A Sized's launches on a runtime module (prepared: addresses, sizes fixed) give the driver the bytes that
+    module.launch would pack for the same tensors, workspaces and scalars: every launch_sized of a forward and
+    its backward replayed both ways."""
+    from test_runtime import install_fake_driver, packed
+    driver = install_fake_driver(monkeypatch)
+    calls, real = [], launcher.launch_sized
+    monkeypatch.setattr(launcher, "launch_sized", lambda *a: calls.append(a) or real(*a))
+    for module in (fw, bw):
+        monkeypatch.setattr(module, "launch_sized", launcher.launch_sized)
+    x, call = call_of(LB, cu_seqlens=[0, 9, 30])
+    o, ht, saved = fw.forward(x, call, keep=True, loader=lambda config, device, direction: Recorder())
+    bw.backward(saved, torch.ones_like(o), torch.ones_like(ht), loader=lambda config, device, direction: Recorder())
+    assert [a[-1] for a in calls] == ["forward", "backward"]
+
+    def recorded(name, grid, block, args, smem_bytes):
+        pointers = [("ptr", 0 if a is None else a.data_ptr()) if a is None or isinstance(a, torch.Tensor) else a
+                    for a in args]
+        generic.append((name, rt_launch.dim3(grid, "grid"), rt_launch.dim3(block, "block"), smem_bytes,
+                        packed(pointers)))
+    for sized, _, _, tensors, ws, scalars, direction in calls:
+        generic = []
+        real(sized, types.SimpleNamespace(launch=recorded), "cpu", tensors, ws, scalars, direction)
+        driver.arity.update({name: len(params) for name, *_, params in sized.launches})
+        driver.launched.clear()
+        real(sized, rt_launch.Module("m", "sm_90a", b"", "cubin"), torch.device("cpu", 0), tensors, ws, scalars,
+             direction)
+        assert driver.launched == generic and len(generic) == len(sized.launches), direction
+
+
+def test_carved_workspaces_are_aligned_apart_and_kept_ones_separate():
+    x, call = call_of(LB, B=2, T=40, H=2)
+    schedule = launcher.scheduled(fw.call_config(x, call, False), "forward")
+    sized = schedule.checked_sized(x, call.scalars, torch.device("cpu"))
+    ws = launcher.Workspaces(sized, "cpu", torch.empty, separate=False)
+    views, base = ws.tensors(), ws.buffer.data_ptr()
+    spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in views.values())
+    assert {n: (tuple(t.shape), t.dtype) for n, t in views.items()} == {n: (s, d) for n, s, d in sized.workspaces}
+    assert all((a - base) % 256 == 0 for a, _ in spans) and all(e <= a for (_, e), (a, _) in zip(spans, spans[1:]))
+    assert ws.addresses() == {n: t.data_ptr() for n, t in views.items()} and spans[-1][1] <= base + sized.carved[1]
+    kept = launcher.Workspaces(sized, "cpu", torch.empty, separate=True)
+    assert kept.buffer is None and len({t.data_ptr() for t in kept.tensors().values()}) == len(sized.workspaces)
+    own = launcher.Workspaces(sized, "cpu", lambda shape, dtype, device: torch.zeros(shape, dtype=dtype), False)
+    assert own.buffer is None and all(t.count_nonzero() == 0 for t in own.tensors().values())
+
+
+def test_only_pointers_floats_and_sizes_are_prepared():
+    """A tensor map holds its tensor's address, so it is encoded at each launch (module.launch), never fixed."""
+    def launches(*params):
+        return [("k", (1, 1, 1), (32,), 0, tuple((kind, key, key, None) for kind, key in params))]
+    sizes = {"T": 40, "N": 1}
+    assert launcher.bindable(launches(("ptr", "in_q"), ("f32", "sc_scale"), ("i32", "T"), ("i64", "N")), sizes)
+    assert not launcher.bindable(launches(("ptr", "in_q"), ("tensor_map", "ws_A")), sizes)
+    assert not launcher.bindable(launches(("i32", "chunk")), sizes)

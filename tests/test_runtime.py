@@ -1,8 +1,11 @@
 """Runtime on CPU: arch mapping, environment variables, NVRTC compiles, load_module's memo and cache, launch args."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import struct
+import threading
+import types
 
 import pytest
 import torch
@@ -282,6 +285,122 @@ def test_kernel_args_are_packed_with_their_c_types():
 def test_bad_kernel_args_name_their_position(arg, error, message):
     with pytest.raises(error, match=message):
         launch.pack_args([0, arg])
+
+
+class FakeDriver:
+    """cupy.cuda.driver as launches use it, and the function handles Module.function gives: records each launch
+    with the 8 bytes each entry of its void*[] points to, read while the launch is in flight (as the driver
+    does); `arity` gives each kernel's parameter count."""
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+    def __init__(self, context=7):
+        self.context, self.launched, self.attributes, self.arity, self.names = context, [], [], {}, {}
+
+    def function(self, name: str):
+        ptr = self.names.setdefault(name, 1000 + len(self.names))
+        return types.SimpleNamespace(ptr=ptr)
+
+    def ctxGetCurrent(self):
+        return self.context
+
+    def funcSetAttribute(self, fn, attribute, value):
+        self.attributes.append((fn, attribute, value))
+
+    def launchKernel(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        name = next(n for n, ptr in self.names.items() if ptr == fn)
+        array = (ctypes.c_void_p * self.arity[name]).from_address(params)
+        self.launched.append((name, (gx, gy, gz), (bx, by, bz), smem,
+                              [ctypes.string_at(array[i], 8) for i in range(self.arity[name])]))
+
+
+def install_fake_driver(monkeypatch) -> FakeDriver:
+    """Runtime Modules launch through a FakeDriver on device 0, its context current; a device switch does
+    nothing."""
+    driver = FakeDriver()
+    monkeypatch.setattr(launch, "_driver", lambda: driver)
+    monkeypatch.setattr(launch, "_raw_stream", lambda index: 99)
+    monkeypatch.setattr(launch, "_CONTEXTS", {0: driver.context})
+    monkeypatch.setattr(launch, "_on_device", lambda index: contextlib.nullcontext())
+    monkeypatch.setattr(launch.Module, "function", lambda self, name, index: driver.function(name))
+    return driver
+
+
+@pytest.fixture
+def fake_driver(monkeypatch):
+    """A runtime Module on a FakeDriver (install_fake_driver)."""
+    return launch.Module("fake", "sm_90a", b"", "cubin"), install_fake_driver(monkeypatch)
+
+
+def packed(args) -> list[bytes]:
+    """The bytes the driver reads per argument, as FakeDriver reads them (8 each): as pack_args packs each value,
+    an address ("ptr", int) as a void*."""
+    return [(struct.pack("<Q", a[1]) if isinstance(a, tuple) else bytes(launch.c_value(a, i))).ljust(8, b"\0")
+            for i, a in enumerate(args)]
+
+
+def test_a_prepared_launch_passes_what_pack_args_packs(fake_driver):
+    """Fixed arguments packed once, slots written per launch: the driver reads the same bytes pack_args gives
+    for those values, launch after launch, on the current stream, without a device switch."""
+    module, driver = fake_driver
+    params = [7, launch.Slot("ptr"), runtime.i64(2 ** 40), launch.Slot("f32"), None, -3, launch.Slot("ptr"),
+              runtime.f32(0.25)]
+    driver.arity["k"] = len(params)
+    prepared = module.prepare("k", (3, 2), 128, params, smem_bytes=1024, device_index=0)
+    for address, scale, other in ((0x7F00_0000_1000, 0.5, 0), (0x7F00_0000_2000, -1.5, 0xDEAD0)):
+        prepared((address, scale, other))
+        want = packed([7, ("ptr", address), runtime.i64(2 ** 40), runtime.f32(scale), None, -3, ("ptr", other),
+                       runtime.f32(0.25)])
+        assert driver.launched[-1] == ("k", (3, 2, 1), (128, 1, 1), 1024, want)
+    assert len(driver.launched) == 2 and not driver.attributes
+
+
+@pytest.mark.parametrize("arg, error, message", [
+    (2 ** 31, OverflowError, "argument 1 .* int32.*i64"),
+    (1.5, TypeError, "argument 1 is a Python float.*f32"),
+    (True, TypeError, "argument 1 is a bool"),
+    (torch.zeros(2), TypeError, "argument 1 is a tensor.*Slot"),
+])
+def test_a_prepared_launchs_fixed_arguments_are_checked_when_it_is_made(fake_driver, arg, error, message):
+    module, _ = fake_driver
+    with pytest.raises(error, match=message):
+        module.prepare("k", 1, 32, [launch.Slot("ptr"), arg], device_index=0)
+
+
+def test_a_launch_switches_device_only_where_its_context_is_not_current(fake_driver, monkeypatch):
+    module, driver = fake_driver
+    switched = []
+
+    @contextlib.contextmanager
+    def on_device(index):
+        switched.append(index)
+        yield
+    monkeypatch.setattr(launch, "_on_device", on_device)
+    driver.arity["k"] = 1
+    prepared = module.prepare("k", 1, 32, [launch.Slot("ptr")], smem_bytes=64 * 1024, device_index=0)
+    assert switched == [0] and driver.attributes == [(1000, 8, 64 * 1024)]    # the opt-in, once, on the device
+    prepared((16,))
+    assert switched == [0]
+    driver.context = 8                          # another context current (another device's, or none)
+    prepared((32,))
+    assert switched == [0, 0] and [a[-1] for a in driver.launched] == [packed([("ptr", 16)]), packed([("ptr", 32)])]
+
+
+def test_each_thread_launches_from_its_own_argument_block(fake_driver):
+    """The driver reads the block while the GIL is released: a block shared between threads could be rewritten
+    under a launch in flight."""
+    module, driver = fake_driver
+    prepared = module.prepare("k", 1, 32, [launch.Slot("ptr")], device_index=0)
+    blocks, together = [prepared._block()], threading.Barrier(2)
+
+    def take():
+        blocks.append(prepared._block())
+        together.wait()                        # both threads alive, each holding its block
+    threads = [threading.Thread(target=take) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({params for _, params, _ in blocks}) == 3
 
 
 @pytest.mark.parametrize("dims, expected", [(5, (5, 1, 1)), ((2, 3), (2, 3, 1)), ((1, 2, 3), (1, 2, 3))])

@@ -1,41 +1,70 @@
 """The Python part of kdagen's host path, on any machine: `python benchmarks/probe/host_path.py [kda|kda_lb|gdn]`.
 
-Runs what `chunk_kda` / `chunk_gated_delta_rule` run per eager call — option resolution, the argument checks,
-the custom op kdagen::recurrence_forward through the dispatcher and its autograd formula, the plan lookup,
-workspace allocation and argument packing of every launch — and the backward through torch.autograd, on CPU
-tensors (the call marked emulated, so the checks accept the CPU) with the launches themselves stubbed out.
-Prints µs per call (the median of REPEATS means of CALLS calls) of an inference forward (no grad), a training
-forward (inputs require grad) and its backward alone, then the top of a cProfile of each. It leaves out what
-needs a GPU (CUDA allocations, driver launches, context switches); `benchmarks/probe/device_probe.py` and the
-GPU run's host-time table (`kdagen bench`) have the whole. Shape: B=1 T=256 H=4 D=128.
+Calls `chunk_kda` / `chunk_gated_delta_rule` as a user does, on CPU tensors (the call marked emulated, so the
+checks accept the CPU), and runs everything an eager call runs up to the CUDA driver: option resolution, the
+argument checks, the custom op (directly where no gradient is asked for, else through the dispatcher and its
+autograd formula), the Config and plan lookups, the module lookup (kdagen.runtime.load_module's memo), the
+allocations, and every launch through the runtime's Module with its real argument packing. Stubbed: the
+driver (cupy's launchKernel and context query), the compile (an empty image), the kernels' function handles,
+the current stream's handle, the CUDA device index and the device switch. Left out, as they need a GPU: the
+driver's own launch cost and the CUDA caching allocator (CPU allocations stand in);
+`benchmarks/probe/host_profile.py` measures the whole on a GPU. Prints µs per call (the median of REPEATS means
+of CALLS calls) of an inference forward (no grad), a training forward (inputs require grad) and its backward
+alone, then the top of a cProfile of each. Shape: B=1 T=256 H=4 D=128.
 """
+import contextlib
 import cProfile
+import functools
 import pstats
 import statistics
 import sys
 import time
+import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
+import kdagen  # noqa: E402
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
-from kdagen.ops import config  # noqa: E402
-from kdagen.ops.api import call_params, resolve, run_arguments  # noqa: E402
-from kdagen.ops.run import run  # noqa: E402
+from kdagen.ops import config, run  # noqa: E402
+from kdagen.runtime import launch, loader  # noqa: E402
 
 CALLS, REPEATS = 200, 7
+CUDA_0 = torch.device("cuda", 0)
 
 
-class NoLaunch:
-    def launch(self, *args, **kwargs):
+class Driver:
+    """cupy.cuda.driver as the launches use it, doing nothing."""
+    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+    @staticmethod
+    def ctxGetCurrent():
+        return 1
+
+    @staticmethod
+    def launchKernel(*args):
+        pass
+
+    @staticmethod
+    def funcSetAttribute(*args):
         pass
 
 
-def stubbed(config, device, direction):
-    return NoLaunch()
+def stub_the_gpu() -> None:
+    """Everything below the CUDA driver's calls runs as on a GPU; the calls themselves do nothing."""
+    launch._driver = lambda: Driver
+    launch._raw_stream = lambda index: 0
+    launch._on_device = lambda index: contextlib.nullcontext()   # a device switch (none once the context is current)
+    launch._CONTEXTS[0] = Driver.ctxGetCurrent()          # device 0's context is this thread's current one
+    launch.Module.function = lambda self, name, device_index: types.SimpleNamespace(ptr=0)
+    loader.fetch_image = lambda uri, source, arch, kind, options=(): (b"", "built", None)
+    torch.cuda.current_device = lambda: 0
+    # the emulated call's loader: the runtime's, as for device 0 (its memo keyed as the ops key it)
+    config.load_emulated = lambda config_, device, direction: config.load(config_, CUDA_0, direction)
+    run.run = functools.partial(run.run, emulate=True)   # what chunk_kda calls: CPU tensors pass the checks
 
 
 def per_call_us(fn, calls: int = CALLS, repeats: int = REPEATS) -> float:
@@ -54,17 +83,17 @@ def per_call_us(fn, calls: int = CALLS, repeats: int = REPEATS) -> float:
 
 
 def main(key: str = "kda") -> None:
-    config.load_emulated = stubbed                      # the emulated call's loader: launches do nothing
+    stub_the_gpu()
     variant = VARIANTS[key]
+    op = kdagen.chunk_kda if variant.op == "kda" else kdagen.chunk_gated_delta_rule
     x = make_set(variant, Shape(1, 256, 4, 128), device="cpu", seed=0).inputs
     params = {n: x[n] for n in ("A_log", "dt_bias", "initial_state")}
-    given = {n: x[n] for n in ("q", "k", "v", "g", "beta")}
-    options = call_params(variant.op, **params, **variant.call_kwargs())
-    leaves = [*given.values(), *params.values()]
+    given = [x[n] for n in ("q", "k", "v", "g", "beta")]
+    options = {**params, **variant.call_kwargs()}
+    leaves = [*given, *params.values()]
 
     def forward():
-        spec, tensors, scalars, kw = run_arguments(resolve(variant.op, options), given)   # as chunk_kda does
-        return run(spec, tensors, scalars, emulate=True, **kw)
+        return op(*given, **options)
 
     def inference():
         with torch.no_grad():
@@ -73,7 +102,10 @@ def main(key: str = "kda") -> None:
     def training():
         forward()
 
-    o, ht = forward()
+    with torch.no_grad():
+        o, ht = forward()
+    for t in leaves:
+        t.requires_grad_()
     do, dht = torch.ones_like(o), torch.ones_like(ht)
 
     def backward():
@@ -84,7 +116,7 @@ def main(key: str = "kda") -> None:
 
     cases = (("forward, no grad", inference), ("forward, grad", training), ("backward", backward))
     for name, fn in cases:
-        print(f"{key} {name}: {per_call_us(fn):.1f} µs per call (Python host path, no launches)")
+        print(f"{key} {name}: {per_call_us(fn):.1f} µs per call (Python host path, driver stubbed)")
     graphs = [forward() for _ in range(50)]               # the backward's profile holds no forward
     profiled = (("forward, no grad", inference), ("forward, grad", training),
                 ("backward", lambda: torch.autograd.grad(graphs.pop(), leaves, (do, dht))))

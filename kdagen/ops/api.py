@@ -31,6 +31,9 @@ from numbers import Real
 import torch
 
 from ..reference import Options
+from ..runtime import env as runtime_env
+from . import segments
+from .run import KEYED
 
 KDA_CHUNK_SIZES = (32, 64)
 GDN_CHUNK_SIZES = (16, 32, 64)
@@ -156,10 +159,16 @@ def resolve(op: str, params: dict) -> Call:
                   use_gate_in_kernel=use_gate, use_beta_sigmoid_in_kernel=p["use_beta_sigmoid_in_kernel"],
                   allow_neg_eigval=p["allow_neg_eigval"], lower_bound=lower_bound if use_gate else None,
                   state_v_first=state_v_first)
-    tensors = {"A_log": kw["A_log"], "dt_bias": kw["dt_bias"], "initial_state": p["initial_state"],
-               "cu_seqlens": p["cu_seqlens"], "cu_seqlens_cpu": p["cu_seqlens_cpu"]}
     gate_bound = lower_bound if safe_gate and not use_gate else None
-    return Call(opt, p["output_final_state"], kw["chunk_size"], gate_bound, tensors, _graph_options(p))
+    return Call(opt, p["output_final_state"], kw["chunk_size"], gate_bound, call_tensors(params), _graph_options(p))
+
+
+def call_tensors(params: dict) -> dict:
+    """The tensors among a call's parameters (Call.tensors): A_log and dt_bias from the **kwargs, the initial
+    state and the sequence offsets."""
+    kwargs = params.get("kwargs", {})
+    return {"A_log": kwargs.get("A_log"), "dt_bias": kwargs.get("dt_bias"), "initial_state": params["initial_state"],
+            "cu_seqlens": params["cu_seqlens"], "cu_seqlens_cpu": params["cu_seqlens_cpu"]}
 
 
 def call_params(op: str, **options) -> dict:
@@ -190,9 +199,13 @@ def recurrence_inputs(call: Call, given: dict) -> tuple:
     GDN are DSL recurrences (kdagen.recurrences) whose inputs carry FLA's names. `given`: q, k, v, g, beta."""
     from .config import call_spec
     spec = call_spec(call)
-    given = {**given, "A_log": call.tensors["A_log"], "dt_bias": call.tensors["dt_bias"]}
-    tensors = {n: given[n] for n in spec.inputs}
-    return spec, tensors, ({} if call.opt.scale is None else {"scale": call.opt.scale})
+    return spec, _inputs(spec, given, call.tensors), ({} if call.opt.scale is None else {"scale": call.opt.scale})
+
+
+def _inputs(spec, given: dict, tensors: dict) -> dict:
+    """The recurrence's tensors by name: q … beta as given, A_log and dt_bias from the call's `tensors`."""
+    given = {**given, "A_log": tensors["A_log"], "dt_bias": tensors["dt_bias"]}
+    return {n: given[n] for n in spec.inputs}
 
 
 def kernel_call(call: Call, given: dict, *, family: str | None = None, emulate: bool = False):
@@ -216,10 +229,63 @@ def run_arguments(call: Call, given: dict) -> tuple:
     return spec, tensors, scalars, options
 
 
-def _run(call: Call, q, k, v, g, beta):
+_RESOLVED: dict[tuple, tuple] = {}     # _run's memo: (Spec, scalars, run options) by what resolve reads
+_CACHED_OPTIONS = 256
+_TENSOR_ARGUMENTS = frozenset({"initial_state", "cu_seqlens", "cu_seqlens_cpu", "chunk_indices", "A_log", "dt_bias"})
+_PER_CALL = ("initial_state", "cu_seqlens", "cu_seqlens_cpu")     # run's options that are tensors of the call
+
+
+def _resolve_key(op: str, params: dict) -> tuple | None:
+    """What `resolve` reads of the parameters chunk_kda / chunk_gated_delta_rule pass `_run` (each op's names in a
+    fixed order, so only the **kwargs' are spelled out), hashable: of a tensor argument its presence (and
+    cu_seqlens' shape where max_num_seqs is given, which use_graph checks), of any other argument its type and
+    value (True and 1 resolve differently). None where that is not all resolve reads — a value of another type
+    where a number or flag is expected (a tensor scale, say) — or where resolve must run again: the deprecated
+    transpose_state_layout warns at every call."""
+    kwargs = params["kwargs"]
+    if "transpose_state_layout" in kwargs:
+        return None
+    values = []
+    for name, value in (*params.items(), *kwargs.items()):
+        if name in _TENSOR_ARGUMENTS:
+            values.append(value is None)
+        elif type(value) in KEYED:
+            values += (type(value), value)
+        elif value is not kwargs:
+            return None
+    cu = params.get("cu_seqlens")
+    if params.get("max_num_seqs") is not None and isinstance(cu, torch.Tensor):
+        values.append(cu.shape)
+    return op, tuple(kwargs), tuple(values)
+
+
+def _run(op: str, params: dict, q, k, v, g, beta):
+    """chunk_kda / chunk_gated_delta_rule: resolve, then kdagen.ops.run.run. What resolve makes of the options
+    (the Spec, the scalars, the run options) is memoised on `_resolve_key` (outside torch.compile, which traces
+    resolve); the tensors are the call's own."""
     from .run import run
-    spec, tensors, scalars, options = run_arguments(call, {"q": q, "k": k, "v": v, "g": g, "beta": beta})
-    return run(spec, tensors, scalars, **options)
+    setting = runtime_env.segments()
+    if setting != "off":                # KDAGEN_SEGMENTS: long sequences cut into segments (docs/segments.md)
+        fn = chunk_kda if op == "kda" else chunk_gated_delta_rule
+        out = segments.maybe_run(fn, q, k, v, g, beta, params, resolve(op, params), setting)
+        if out is not None:
+            return out
+    given = {"q": q, "k": k, "v": v, "g": g, "beta": beta}
+    key = None if torch.compiler.is_compiling() else _resolve_key(op, params)
+    try:
+        resolved = None if key is None else _RESOLVED.get(key)
+    except TypeError:                   # a symbolic shape (a tracer's fake tensor) does not hash
+        key = resolved = None
+    if resolved is None:
+        spec, _, scalars, options = run_arguments(resolve(op, params), given)
+        resolved = spec, scalars, {n: o for n, o in options.items() if n not in _PER_CALL}
+        if key is not None:
+            if len(_RESOLVED) >= _CACHED_OPTIONS:
+                _RESOLVED.clear()
+            _RESOLVED[key] = resolved
+    spec, scalars, options = resolved
+    tensors = call_tensors(params)
+    return run(spec, _inputs(spec, given, tensors), scalars, **options, **{n: tensors[n] for n in _PER_CALL})
 
 
 def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -273,7 +339,7 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
                   return_intermediate_states=return_intermediate_states, state_v_first=state_v_first,
                   cu_seqlens=cu_seqlens, cu_seqlens_cpu=cu_seqlens_cpu, cp_context=cp_context, use_graph=use_graph,
                   max_num_seqs=max_num_seqs, kwargs=kwargs)     # not locals(): torch 2.11's dynamo cannot trace it
-    return _run(resolve("kda", params), q, k, v, g, beta)
+    return _run("kda", params, q, k, v, g, beta)
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -303,7 +369,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
                   use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
                   state_v_first=state_v_first, cu_seqlens=cu_seqlens,
                   cu_seqlens_cpu=cu_seqlens_cpu, chunk_indices=chunk_indices, cp_context=cp_context, kwargs=kwargs)
-    return _run(resolve("gdn", params), q, k, v, g, beta)
+    return _run("gdn", params, q, k, v, g, beta)
 
 
 chunk_gdn = chunk_gated_delta_rule

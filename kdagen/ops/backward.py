@@ -13,8 +13,8 @@ import torch
 from ..plan import Plan
 from ..runtime import env as runtime_env
 from .config import Config, loader_for
-from .launcher import (Schedule, allocate, check_operand, check_scalars, grad_values, input_values, poisoned,
-                       run_kernels, scheduled)
+from .launcher import (Schedule, Workspaces, check_operand, grad_values, input_values, launch_sized, poisoned,
+                       scalar_values, scheduled)
 
 
 def _require(d: dict, key: str, where: str):
@@ -41,27 +41,22 @@ def launch_scheduled(schedule: Schedule, module, x: dict, workspace: dict, scala
     """`launch` with the plan read once (kdagen.ops.launcher.scheduled caches it per Config)."""
     v = x[schedule.value]
     device = v.device
-    B, T, H, HV, N = schedule.dims(x)
-    sized = schedule.at(B, T, H, HV, N)
-    schedule.check_inputs(x, sized, device)
+    sized = schedule.checked_sized(x, scalars, device)
     check_operand("backward", "do", do, v.dtype, v.shape, device)
-    h0 = x.get("initial_state")
-    for name, t in (("initial_state", h0), ("dht", dht)):
-        if t is not None:
-            check_operand("backward", name, t, torch.float32, sized.state, device)
+    check_operand("backward", "dht", dht, torch.float32, sized.state, device)
     for name, shape, dtype in sized.saved:
         check_operand("backward", f"workspace[{name!r}]", _require(workspace, name, "workspace"), dtype, shape,
                       device)
-    check_scalars(schedule.recurrence, scalars, "backward")
-    ws = allocate(sized.workspaces, device, alloc)
+    ws = Workspaces(sized, device, alloc, separate=False)
     grads = {n: alloc(x[n].shape, dtype=x[n].dtype, device=device) for n in schedule.names}
+    h0 = x.get("initial_state")
     grad_h0 = None if h0 is None else alloc(h0.shape, dtype=h0.dtype, device=device)
-    values = {**input_values({n: x[n] for n in schedule.names}, scalars), **workspace, **ws, **grad_values(grads),
-              **schedule.layout_values(sized, x.get("cu_seqlens"), B, T, device),
-              "v": v, "grad_v": grads[schedule.value], "h0": h0, "grad_h0": grad_h0, "dout": do, "dht": dht}
-    run_kernels(sized.launches, module, values, "backward")
+    tensors = {**input_values(x, schedule.value), **workspace, **grad_values(grads),
+               **schedule.layout_tensors(sized, x.get("cu_seqlens"), device),
+               "grad_v": grads[schedule.value], "grad_h0": grad_h0, "dout": do, "dht": dht}
+    launch_sized(sized, module, device, tensors, ws, scalar_values(scalars), "backward")
     if debug is not None:
-        debug.update(ws)
+        debug.update(ws.tensors())
     return {**grads, "initial_state": grad_h0}
 
 

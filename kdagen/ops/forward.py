@@ -10,7 +10,6 @@ plan names in `saved`.
 """
 from __future__ import annotations
 
-
 import torch
 
 from ..plan import Plan
@@ -18,8 +17,7 @@ from ..plan.families import requested
 from ..plan.families.base import PASSED_DTYPE_INPUTS
 from ..runtime import env as runtime_env
 from .config import INFERENCE, TRAINING, config_for, default_arch, loader_for
-from .launcher import (Schedule, allocate, check_operand, check_scalars, input_values, poisoned, run_kernels,
-                       scheduled)
+from .launcher import Schedule, Workspaces, input_values, launch_sized, poisoned, scalar_values, scheduled
 
 
 def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_final_state: bool = True,
@@ -27,31 +25,30 @@ def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_fin
     """Run the plan's forward kernels on the inputs x (the recurrence's tensors by name, plus
     initial_state and cu_seqlens): returns (o, final state or None, every forward workspace by plan name).
     `keep`: a backward will read the saved workspaces (their surplus chunk rows are zeroed)."""
-    return launch_scheduled(Schedule(plan, recurrence, "forward"), module, x, scalars,
-                            output_final_state=output_final_state, alloc=poisoned if poison else torch.empty, keep=keep)
+    o, ht, ws = launch_scheduled(Schedule(plan, recurrence, "forward"), module, x, scalars,
+                                 output_final_state=output_final_state, alloc=poisoned if poison else torch.empty,
+                                 keep=keep)
+    return o, ht, ws.tensors()
 
 
 def launch_scheduled(schedule: Schedule, module, x: dict, scalars: dict, *, output_final_state: bool, alloc,
-                     keep: bool):
-    """`launch` with the plan read once (kdagen.ops.launcher.scheduled caches it per Config)."""
+                     keep: bool, memo: dict | None = None):
+    """`launch` with the plan read once (kdagen.ops.launcher.scheduled caches it per Config), returning the
+    Workspaces; `memo`: a validated call's per-signature dict (Schedule.checked_sized)."""
     v = x[schedule.value]
     device = v.device
-    B, T, H, HV, N = schedule.dims(x)
-    sized = schedule.at(B, T, H, HV, N)
-    schedule.check_inputs(x, sized, device)
-    check_operand("forward", "initial_state", x.get("initial_state"), torch.float32, sized.state, device)
-    check_scalars(schedule.recurrence, scalars, "forward")
-    ws = allocate(sized.workspaces, device, alloc)
+    sized = schedule.checked_sized(x, scalars, device, memo)
+    ws = Workspaces(sized, device, alloc, separate=keep)
     # The chunk dim is an upper bound (chunks = B·T // C + N ≥ the real count, which only the device knows); the
     # surplus, at most the last N entries, is never written. Zeroed first (one multi-tensor launch), what the
     # forward keeps for the backward (an output of kdagen::recurrence_forward) is defined everywhere.
     if keep and sized.tails:
-        torch._foreach_zero_([ws[name][start:] for name, start in sized.tails])
+        torch._foreach_zero_([ws.separate[name][start:] for name, start in sized.tails])
     o = alloc(v.shape, dtype=v.dtype, device=device)
     ht = alloc(sized.state, dtype=torch.float32, device=device) if output_final_state else None
-    values = {**input_values(x, scalars), **ws, **schedule.layout_values(sized, x.get("cu_seqlens"), B, T, device),
-              "v": v, "h0": x.get("initial_state"), "o": o, "ht": ht}
-    run_kernels(sized.launches, module, values, "forward")
+    tensors = {**input_values(x, schedule.value), **schedule.layout_tensors(sized, x.get("cu_seqlens"), device),
+               "o": o, "ht": ht}
+    launch_sized(sized, module, device, tensors, ws, scalar_values(scalars), "forward")
     return o, ht, ws
 
 
@@ -62,7 +59,19 @@ _CACHED_CONFIGS = 256
 def call_config(x: dict, call, keep: bool):
     """The Config of a call from its tensors' shapes and dtypes alone (the fake implementations read it too),
     memoised on what makes it: the Spec, the head counts and dims, varlen, the dtypes of g and beta, the device
-    (its arch), the state layout, the directions, the family and the KDAGEN_FAMILY / KDAGEN_ARCH settings."""
+    (its arch), the state layout, the directions, the family and the KDAGEN_FAMILY / KDAGEN_ARCH settings — in a
+    validated call's per-signature memo (kdagen.ops.run.checked), which fixes all but the last three, on those."""
+    family, arch = call.family or requested(), runtime_env.arch_override()
+    memo = call.memo
+    config = None if memo is None else memo.get((keep, family, arch))
+    if config is None:
+        config = _call_config(x, call, keep, family, arch)
+        if memo is not None:
+            memo[(keep, family, arch)] = config
+    return config
+
+
+def _call_config(x: dict, call, keep: bool, family: str | None, arch: str | None):
     spec = call.spec
     v = x[spec.value]
     ref = x[spec.qk[0]] if spec.qk else v
@@ -70,9 +79,7 @@ def call_config(x: dict, call, keep: bool):
     H, K, HV, V = int(ref.shape[2]), int(ref.shape[3]), int(v.shape[2]), int(v.shape[3])
     dtypes = {n: x[n].dtype for n in PASSED_DTYPE_INPUTS if x.get(n) is not None}
     varlen = x.get("cu_seqlens") is not None
-    family = call.family or requested()
-    key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family,
-           runtime_env.arch_override())
+    key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family, arch)
     config = _CONFIGS.get(key)
     if config is None:
         if HV % H:
@@ -96,16 +103,15 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     v = x[call.spec.value]
     config = call_config(x, call, keep)
     schedule = scheduled(config, "forward")
-    tensors = {n: t for n, t in x.items() if t is not None}
     module = (loader or loader_for(call.emulate))(config, v.device, "forward")
     alloc = poisoned if poison or runtime_env.poison() else torch.empty
-    o, ht, ws = launch_scheduled(schedule, module, tensors, call.scalars, output_final_state=call.output_final_state,
-                                 alloc=alloc, keep=keep)
+    o, ht, ws = launch_scheduled(schedule, module, x, call.scalars, output_final_state=call.output_final_state,
+                                 alloc=alloc, keep=keep, memo=call.memo)
     if debug is not None:
-        debug.update(ws)
+        debug.update(ws.tensors())
     saved = None
     if keep:
         plan = schedule.plan
         saved = {"config": config, "plan": plan, "recurrence": schedule.recurrence, "x": dict(x),
-                 "scalars": call.scalars, "workspace": {n: ws[n] for n in plan.saved}, "emulate": call.emulate}
+                 "scalars": call.scalars, "workspace": {n: ws.separate[n] for n in plan.saved}, "emulate": call.emulate}
     return o, ht, saved

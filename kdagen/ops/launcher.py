@@ -4,23 +4,30 @@ knows a kernel by name — the plan says what each kernel takes.
 
 What depends on the plan alone is read from it once (`Schedule`, cached per Config by `scheduled`), what
 depends on the launch sizes once per shape (`Sized`, cached in its Schedule): an eager call of a shape seen
-before only checks its tensors, allocates, and packs arguments.
+before only checks its tensors, allocates, and packs arguments. On a runtime module, a Sized's launches are
+prepared once per module and device (`Bound`): a call writes only its pointers and float scalars into each
+kernel's prebuilt argument block. The workspaces a call does not keep are carved from one allocation
+(`Workspaces`).
 """
 from __future__ import annotations
 
 import functools
 import math
+from operator import itemgetter
 
 import torch
 
 from ..plan import Plan
 from ..plan.families.base import grad_param, input_param, scalar_param
 from ..plan.sizes import evaluate, launch_sizes
-from ..runtime.launch import f32, i64
+from ..runtime.launch import Slot, f32, i64
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32, "i64": torch.int64}
 _LAYOUT = ("cu_seqlens", "chunk_offsets")      # the kernel arguments chunk_layout makes on the device
 _AS_IS = ("ptr", "i32")                         # parameter kinds passed as their value (tensor or None, int)
+_SLOTS = ("ptr", "f32")                         # parameter kinds a prepared launch takes per call
+_SIZES = {"i32": int, "i64": i64}              # parameter kinds a prepared launch fixes from the launch sizes
+_CARVE_ALIGN = 256                              # bytes: where each carved workspace starts (a CUDA allocation's too)
 
 
 def chunk_layout(cu_seqlens, B: int, T: int, C: int, device):
@@ -78,6 +85,7 @@ class Sized:
 
     def __init__(self, schedule: "Schedule", B: int, T: int, H: int, HV: int, N: int):
         plan, (K, V, _) = schedule.plan, schedule.fit
+        self.B, self.T = B, T
         self.sizes = sizes = launch_sizes(B=B, T=T, H=H, HV=HV, chunk=plan.chunk,
                                           num_seqs=N if schedule.varlen else None)
         self.scalars = {"T": B * T if schedule.varlen else T, "N": N, "H": H, "HV": HV, "G": HV // H}
@@ -99,6 +107,21 @@ class Sized:
                            for p in kernel.params)
             self.launches.append((kernel.name, grid, (kernel.threads,),
                                   kernel.smem_bytes if kernel.smem_dynamic else 0, params))
+        self.carved = carve(self.workspaces)
+        self.bindable = bindable(self.launches, self.scalars)
+        self._bound: dict[tuple, Bound] = {}
+
+    def bound(self, module, device: torch.device, direction: str):
+        """The launches prepared on `module` (a runtime Module: one with `prepare`) and the device, made once;
+        None for another module (the CPU emulator, a test's recorder) or launches a prepared block cannot take
+        (a tensor map, a size the plan does not give)."""
+        if not self.bindable or not hasattr(module, "prepare"):
+            return None
+        key = (module, device.index)
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = self._bound[key] = Bound(self, module, device.index, direction)
+        return bound
 
 
 class Schedule:
@@ -168,13 +191,37 @@ class Schedule:
                 raise KeyError(f"{where}: input {n!r} of recurrence {name!r} is missing")
             check_operand(where, label, t, dtype, shape, device)
 
-    def layout_values(self, sized: Sized, cu_seqlens, B: int, T: int, device) -> dict:
-        """The kernel arguments that locate sequences and chunks: T, N, H, HV, G, and cu_seqlens / chunk_offsets
-        on the device only where a kernel of the direction reads them (they cost device operations)."""
+    def checked_sized(self, x: dict, scalars: dict, device, memo: dict | None = None) -> Sized:
+        """The Sized of the tensors x (with initial_state) after the checks the kernels need: check_inputs, the
+        initial state's, check_scalars. `memo`: the dict a validated call shares with every call of its signature
+        (its tensors' types, shapes, contiguity, dtypes and devices; kdagen.ops.run.checked): those checks ran for
+        it once, so only the addresses, which a signature does not fix, are checked again."""
+        sized = None if memo is None else memo.get(self)
+        if sized is not None:
+            self.check_aligned(x, sized)
+            return sized
+        sized = self.at(*self.dims(x))
+        self.check_inputs(x, sized, device)
+        check_operand(self.direction, "initial_state", x.get("initial_state"), torch.float32, sized.state, device)
+        check_scalars(self.recurrence, scalars, self.direction)
+        if memo is not None:
+            memo[self] = sized
+        return sized
+
+    def check_aligned(self, x: dict, sized: Sized) -> None:
+        """The inputs and the initial state at 16-byte aligned addresses (check_operand's last check)."""
+        for name, label, _, _ in (*sized.inputs, ("initial_state", "initial_state", None, None)):
+            t = x.get(name)
+            if t is not None and t.data_ptr() % 16:
+                raise ValueError(f"{self.direction}: {label} must be contiguous and 16-byte aligned")
+
+    def layout_tensors(self, sized: Sized, cu_seqlens, device) -> dict:
+        """The kernel arguments that locate sequences and chunks on the device, cu_seqlens and chunk_offsets, only
+        where a kernel of the direction reads them (they cost device operations)."""
         if not self.layout:
-            return sized.scalars
-        cu, offsets = chunk_layout(cu_seqlens, B, T, self.plan.chunk, device)
-        return {**sized.scalars, "cu_seqlens": cu, "chunk_offsets": offsets}
+            return {}
+        cu, offsets = chunk_layout(cu_seqlens, sized.B, sized.T, self.plan.chunk, device)
+        return {"cu_seqlens": cu, "chunk_offsets": offsets}
 
 
 @functools.lru_cache(maxsize=128)
@@ -189,11 +236,17 @@ def check_scalars(recurrence, scalars: dict, direction: str) -> None:
         raise KeyError(f"{direction}: the recurrence's scalars {missing} are not given")
 
 
-def input_values(x: dict, scalars: dict) -> dict:
-    """The recurrence's tensors and scalars under the kernels' parameter names (in_<name>, sc_<name>)."""
+def input_values(x: dict, value: str) -> dict:
+    """The recurrence's tensors under the kernels' parameter names (in_<name>), the value input also as v and
+    the initial state as h0 (None without one)."""
     out = {input_param(n): t for n, t in x.items() if n not in ("initial_state", "cu_seqlens")}
-    out.update({scalar_param(n): s for n, s in scalars.items()})
+    out["v"], out["h0"] = x[value], x.get("initial_state")
     return out
+
+
+def scalar_values(scalars: dict) -> dict:
+    """The recurrence's scalars under the kernels' parameter names (sc_<name>)."""
+    return {scalar_param(n): s for n, s in scalars.items()}
 
 
 def grad_values(grads: dict) -> dict:
@@ -232,6 +285,95 @@ def run_kernels(launches, module, values: dict, direction: str) -> None:
         module.launch(name, grid, block, kernel_args(params, values, direction, name), smem_bytes=smem)
 
 
+def launch_sized(sized: Sized, module, device, tensors: dict, workspaces: "Workspaces", scalars: dict,
+                 direction: str) -> None:
+    """Launch a Sized's kernels with their arguments by parameter name: `tensors` (tensors or None), the
+    workspaces, and the kernels' scalars (sc_<name>) and sizes. On a runtime module, through its prepared
+    launches (`Sized.bound`), which take addresses; elsewhere through module.launch, which takes tensors."""
+    bound = sized.bound(module, device, direction)
+    if bound is None:
+        run_kernels(sized.launches, module, {**tensors, **workspaces.tensors(), **scalars, **sized.scalars}, direction)
+        return
+    bound({**{k: 0 if t is None else t.data_ptr() for k, t in tensors.items()}, **workspaces.addresses(), **scalars})
+
+
+def bindable(launches, sizes: dict) -> bool:
+    """Whether a prepared argument block can take every parameter of these launches: pointers and float scalars
+    as its slots, the launch sizes (T, N, ...) fixed. A tensor map is encoded from its tensor at each launch, so a
+    kernel taking one goes through module.launch."""
+    return all(kind in _SLOTS or kind in _SIZES and key in sizes
+               for *_, params in launches for kind, key, _, _ in params)
+
+
+def _picker(keys: list):
+    """values -> the tuple of values[k] for k in keys (itemgetter returns a bare value for one key)."""
+    if len(keys) == 1:
+        key = keys[0]
+        return lambda values: (values[key],)
+    return itemgetter(*keys) if keys else lambda values: ()
+
+
+class Bound:
+    """A Sized's launches prepared on one runtime module and device (kdagen.runtime.Module.prepare): the sizes
+    (T, N, H, ...) fixed in each kernel's argument block, its pointers and float scalars slots that a call fills
+    from a dict of addresses and scalars by parameter name."""
+
+    def __init__(self, sized: Sized, module, device_index, direction: str):
+        self.direction, self.launches = direction, []
+        for name, grid, block, smem, params in sized.launches:
+            args = [Slot(kind) if kind in _SLOTS else _SIZES[kind](sized.scalars[key]) for kind, key, _, _ in params]
+            keys = [key for kind, key, _, _ in params if kind in _SLOTS]
+            self.launches.append((name, module.prepare(name, grid, block, args, smem, device_index), _picker(keys)))
+
+    def __call__(self, values: dict) -> None:
+        for name, launch, pick in self.launches:
+            try:
+                args = pick(values)
+            except KeyError as e:
+                raise KeyError(f"{self.direction}: no value for parameter {e.args[0]!r} of kernel {name}") from None
+            launch(args)
+
+
+def carve(workspaces) -> tuple[tuple, int]:
+    """((name, byte offset, shape, dtype) of each workspace, total bytes) of workspaces laid out in one byte
+    buffer, each at a multiple of 256 bytes."""
+    layout, at = [], 0
+    for name, shape, dtype in workspaces:
+        layout.append((name, at, shape, dtype))
+        at += -(-math.prod(shape) * dtype.itemsize // _CARVE_ALIGN) * _CARVE_ALIGN
+    return tuple(layout), at
+
+
+class Workspaces:
+    """A launch's workspaces: separate tensors where a backward keeps them (outputs of the custom op, read by
+    name) or the caller brings its own allocator, else carved from one byte buffer — one allocation instead of
+    one per workspace; their addresses are all a prepared launch needs, so tensor views of the buffer are made
+    only where something reads them as tensors (Module.launch, a debug dict)."""
+
+    def __init__(self, sized: Sized, device, alloc, separate: bool):
+        self.separate = self.buffer = None
+        if separate or alloc not in _CARVING:
+            self.separate = allocate(sized.workspaces, device, alloc)
+            return
+        self.layout, nbytes = sized.carved
+        if self.layout:
+            self.buffer = alloc((nbytes,), dtype=torch.uint8, device=device)
+
+    def tensors(self) -> dict:
+        """Every workspace as a tensor by plan name (views of the buffer where carved)."""
+        if self.separate is not None:
+            return self.separate
+        return {name: self.buffer[at:at + math.prod(shape) * dtype.itemsize].view(dtype).view(shape)
+                for name, at, shape, dtype in self.layout}
+
+    def addresses(self) -> dict:
+        """Every workspace's device address by plan name."""
+        if self.separate is not None:
+            return {name: t.data_ptr() for name, t in self.separate.items()}
+        base = 0 if self.buffer is None else self.buffer.data_ptr()
+        return {name: base + at for name, at, _, _ in self.layout}
+
+
 def workspace_shape(w, sizes: dict) -> tuple:
     return tuple(evaluate(d, sizes) for d in w.shape)
 
@@ -242,8 +384,14 @@ def allocate(workspaces, device, alloc) -> dict:
 
 
 def poisoned(shape, *, dtype, device):
-    """NaN-filled storage: a kernel that skips a write shows up (tests, KDAGEN_POISON=1)."""
-    return torch.full(shape, math.nan, dtype=dtype, device=device)
+    """NaN-filled storage: a kernel that skips a write shows up (tests, KDAGEN_POISON=1). Integer storage gets
+    every bit set, so the float workspaces carved from a byte buffer read NaN too."""
+    if dtype.is_floating_point:
+        return torch.full(shape, math.nan, dtype=dtype, device=device)
+    return torch.empty(shape, dtype=dtype, device=device).fill_(-1 if dtype.is_signed else torch.iinfo(dtype).max)
+
+
+_CARVING = (torch.empty, poisoned)      # the allocators that make a byte buffer float workspaces can share
 
 
 def state_shape(plan: Plan, N: int, HV: int) -> tuple:

@@ -215,13 +215,58 @@ def _backward_autograd(keyset, key, inputs, initial_state, cu_seqlens, scalars, 
                            dht)
 
 
+# What `direct` reads of torch's state: private torch._C names (present from torch 2.4 to at least 2.13); where one
+# is missing, every call goes through the dispatcher.
+_C = torch._C
+_DIRECT = all(hasattr(_C, n) for n in ("_len_torch_dispatch_stack", "_is_torch_function_mode_enabled",
+                                        "_get_tracing_state", "_dispatch_tls_local_include_set", "DispatchKeySet")) \
+    and hasattr(_C._autograd, "_profiler_enabled") and hasattr(_C.DispatchKeySet, "raw_repr")
+_PLAIN_KEYS = _C.DispatchKeySet(_C.DispatchKey.BackendSelect).add(_C.DispatchKey.ADInplaceOrView).raw_repr() \
+    if _DIRECT else 0
+
+
+def direct(tensors) -> bool:
+    """Whether, for a call asking for no gradient, the dispatcher would do nothing but run the op's
+    implementation on these tensors (each a tensor or None): `eager()`, and `plain(tensors)`."""
+    return eager() and plain(tensors)
+
+
+def eager() -> bool:
+    """Nothing compiles, traces (torch.jit) or profiles (the profiler records dispatched ops); no
+    TorchFunctionMode, no TorchDispatchMode (FakeTensorMode, functionalization and proxy modes included), no
+    dispatch key beyond the default ones in the thread's include set (functorch transforms, functionalization,
+    the Python dispatcher add theirs)."""
+    return _DIRECT and not (torch.compiler.is_compiling() or _C._len_torch_dispatch_stack()
+                            or _C._is_torch_function_mode_enabled() or _C._autograd._profiler_enabled()
+                            or _C._get_tracing_state() is not None
+                            or _C._dispatch_tls_local_include_set().raw_repr() & ~_PLAIN_KEYS)
+
+
+def plain(tensors) -> bool:
+    """Every tensor a plain torch.Tensor (no subclass) off the meta device (the fake kernel serves that)."""
+    return all(t is None or type(t) is torch.Tensor and not t.is_meta for t in tensors)
+
+
 def dispatch(op, args: tuple, grad: bool):
-    """op(*args); where no gradient is asked for (`grad` false) and nothing traces, past the op's Autograd kernel,
-    as that kernel would go, without a second trip through the dispatcher (the eager inference path)."""
+    """op(*args); where no gradient is asked for (`grad` false), past the op's Autograd kernel, as that kernel
+    would go — to the implementation without the dispatcher where that is all it would do (`direct`)."""
     if grad or torch.compiler.is_compiling():
         return op(*args)
+    if direct(_tensors(args)):
+        return _IMPLEMENTATIONS[op](*args)
     with torch._C._AutoDispatchBelowAutograd():
         return op(*args)
+
+
+def _tensors(args: tuple) -> list:
+    """The tensors (and Nones) among an op's arguments, tensor lists flattened."""
+    out = []
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            out.extend(t for t in a if t is None or isinstance(t, torch.Tensor))
+        elif a is None or isinstance(a, torch.Tensor):
+            out.append(a)
+    return out
 
 
 _LIB.impl("recurrence_forward", _forward_impl, "CompositeExplicitAutograd")
@@ -230,3 +275,4 @@ _LIB.impl("recurrence_forward", _forward_autograd, "Autograd", with_keyset=True)
 _LIB.impl("recurrence_backward", _backward_autograd, "Autograd", with_keyset=True)
 torch.library.register_fake("kdagen::recurrence_forward", _forward_fake, lib=_LIB)
 torch.library.register_fake("kdagen::recurrence_backward", _backward_fake, lib=_LIB)
+_IMPLEMENTATIONS = {recurrence_forward: _forward_impl, recurrence_backward: _backward_impl}

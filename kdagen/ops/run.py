@@ -2,6 +2,12 @@
 custom op kdagen::recurrence_forward (kdagen.ops.library; its autograd formula runs kdagen::recurrence_backward),
 which plans, compiles and launches through kdagen.ops.forward and kdagen.ops.backward. chunk_kda,
 chunk_gated_delta_rule and kdagen.compile(...) ops all call `run`.
+
+A call repeats a signature (its tensors' types, shapes, contiguity, dtypes and devices, its scalars and options)
+more often than not. `checked` validates a signature once; a later call of it only runs the checks that read
+values (cu_seqlens), and shares with the earlier ones a memo where the forward keeps what it derives from the
+signature (Config, sizes, its own checks). An eager call that asks for no gradient runs the op's implementation
+without the dispatcher where that is all the dispatcher would do (kdagen.ops.library.eager and plain).
 """
 from __future__ import annotations
 
@@ -9,9 +15,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import library
+from . import autograd, library
 from .config import Spec
-from .validate import validate
+from .validate import seqlens_values, validate
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,8 @@ class Call:
     cu_seqlens: object = field(default=None, compare=False)
     family: str | None = None                  # a requested kernel family, else KDAGEN_FAMILY or the planner's
     emulate: bool = False                      # the kernels on the CPU, through kdagen.codegen.emulate
+    # shared by the calls of one validated signature: what is derived from it (Config, Sized...), each by its key
+    memo: dict | None = field(default=None, compare=False, repr=False)
 
 
 def host_reads_allowed() -> bool:
@@ -34,21 +42,72 @@ def host_reads_allowed() -> bool:
     return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
+_CHECKED: dict[tuple, Call] = {}       # checked's memo: the Call of each signature validated, cu_seqlens left out
+_CACHED_SIGNATURES = 256
+KEYED = frozenset({bool, int, float, str, type(None)})     # the types of scalars and options a memo keys on
+
+
 def checked(spec: Spec, tensors: dict, scalars: dict, *, initial_state=None, output_final_state: bool = False,
             cu_seqlens=None, cu_seqlens_cpu=None, state_v_first: bool = False, family: str | None = None,
             emulate: bool = False, use_graph: bool = False) -> Call:
     """The Call of these arguments once every input check passed (errors name the argument). use_graph:
     cu_seqlens may end with empty sequences padding it to a static count, and its values are not checked on the
-    host."""
+    host. Memoised on the call's signature (outside torch.compile, which traces the checks): a signature seen
+    before is not validated again, but cu_seqlens' values are (`seqlens_values`)."""
+    options = (output_final_state, state_v_first, family, emulate, use_graph)
+    key = None if torch.compiler.is_compiling() else \
+        signature(spec, tensors, scalars, initial_state, cu_seqlens, cu_seqlens_cpu, options)
+    try:
+        call = None if key is None else _CHECKED.get(key)
+    except TypeError:                   # symbolic sizes (a tracer's fake tensors) do not hash
+        key = call = None
+    read_seqlens = cu_seqlens is not None and not use_graph and host_reads_allowed()
+    if call is None:
+        call = _checked(spec, tensors, scalars, initial_state, cu_seqlens, cu_seqlens_cpu, options, read_seqlens)
+        if key is None:
+            return call
+        if len(_CHECKED) >= _CACHED_SIGNATURES:
+            _CHECKED.clear()
+        call = _CHECKED[key] = Call(spec, call.scalars, output_final_state, call.state_layout, None, family, emulate,
+                                    {})
+    elif cu_seqlens is not None:
+        seqlens_values(cu_seqlens, cu_seqlens_cpu, tensors[spec.qk[0] if spec.qk else spec.value].shape[1],
+                       read_seqlens)
+    if cu_seqlens is None:
+        return call
+    return Call(spec, call.scalars, output_final_state, call.state_layout, cu_seqlens, family, emulate, call.memo)
+
+
+def _checked(spec: Spec, tensors: dict, scalars: dict, initial_state, cu_seqlens, cu_seqlens_cpu, options: tuple,
+             read_seqlens: bool) -> Call:
+    output_final_state, state_v_first, family, emulate, use_graph = options
     if not isinstance(output_final_state, bool):
         raise TypeError(f"output_final_state must be a bool, got {type(output_final_state).__name__}")
     if not isinstance(state_v_first, bool):
         raise TypeError(f"state_v_first must be a bool, got {type(state_v_first).__name__}")
     _, _, resolved = validate(spec, tensors, scalars, initial_state=initial_state, cu_seqlens=cu_seqlens,
                               cu_seqlens_cpu=cu_seqlens_cpu, state_v_first=state_v_first,
-                              device_type="cpu" if emulate else "cuda",
-                              read_seqlens=cu_seqlens is not None and not use_graph and host_reads_allowed())
+                              device_type="cpu" if emulate else "cuda", read_seqlens=read_seqlens)
     return Call(spec, resolved, output_final_state, "vk" if state_v_first else "kv", cu_seqlens, family, emulate)
+
+
+def signature(spec: Spec, tensors: dict, scalars: dict, initial_state, cu_seqlens, cu_seqlens_cpu,
+              options: tuple) -> tuple | None:
+    """What `validate` reads of a call besides cu_seqlens' values: per tensor its type, shape, contiguity (its
+    strides are read for nothing else), dtype and device; the scalars and options with their types (True and 1
+    check differently). None where something else was passed — a tensor scalar (its value is checked), an input
+    that is not a tensor —: such a call is validated in full."""
+    values = (*scalars.values(), *options)
+    if not KEYED.issuperset(map(type, values)):
+        return None
+    optional = [t for t in (initial_state, cu_seqlens, cu_seqlens_cpu) if t is not None]
+    try:
+        metas = tuple((type(t), t.size(), t.is_contiguous(), t.dtype, t.device) for t in (*tensors.values(), *optional))
+    except (AttributeError, TypeError, RuntimeError):
+        return None
+    # the Spec by identity: the memo's Call holds it, so its id is not reused while the entry lives
+    return (id(spec), tuple(tensors), tuple(scalars), values, tuple(map(type, values)),
+            (initial_state is None, cu_seqlens is None, cu_seqlens_cpu is None), metas)
 
 
 def run(spec: Spec, tensors: dict, scalars: dict, *, initial_state=None, **options):
@@ -58,13 +117,31 @@ def run(spec: Spec, tensors: dict, scalars: dict, *, initial_state=None, **optio
     return apply(checked(spec, tensors, scalars, initial_state=initial_state, **options), tensors, initial_state)
 
 
+def _plain(call: Call, inputs: list, initial_state) -> bool:
+    """library.plain of the call's tensors: once per signature (types and devices are part of it) where the call
+    has a memo."""
+    tensors = (*inputs, initial_state, call.cu_seqlens)
+    if call.memo is None:
+        return library.plain(tensors)
+    plain = call.memo.get("plain")
+    if plain is None:
+        plain = call.memo["plain"] = library.plain(tensors)
+    return plain
+
+
 def apply(call: Call, tensors: dict, initial_state):
     """(o, final state or None) through the custom op kdagen::recurrence_forward (kdagen.ops.library), whose
-    autograd formula runs kdagen::recurrence_backward; the tensors are not checked here (`run` does)."""
+    autograd formula runs kdagen::recurrence_backward; the tensors are not checked here (`run` does). Where no
+    gradient is asked for and the dispatcher would only pass the call on (library.direct), its implementation
+    runs directly, with the Call and its per-signature memo."""
     spec = call.spec
     inputs = [tensors[n] for n in spec.inputs]
     keep = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (*inputs, initial_state))
-    args = (library.call_key(spec, call.state_layout, call.family, call.emulate), inputs, initial_state,
-            call.cu_seqlens, [call.scalars[n] for n in spec.scalars], call.output_final_state, keep)
-    o, ht, _ = library.dispatch(library.recurrence_forward, args, keep)
+    if not keep and library.eager() and _plain(call, inputs, initial_state):
+        x = {**dict(zip(spec.inputs, inputs)), "initial_state": initial_state, "cu_seqlens": call.cu_seqlens}
+        o, ht, _ = autograd.kernel_forward(x, call, False)
+    else:
+        args = (library.call_key(spec, call.state_layout, call.family, call.emulate), inputs, initial_state,
+                call.cu_seqlens, [call.scalars[n] for n in spec.scalars], call.output_final_state, keep)
+        o, ht, _ = library.dispatch(library.recurrence_forward, args, keep)
     return o, ht if call.output_final_state else None

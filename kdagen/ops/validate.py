@@ -237,20 +237,7 @@ def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqle
         _is_tensor("cu_seqlens", cu_seqlens)
         if B != 1:
             raise ValueError(f"with cu_seqlens the batch size must be 1 (flatten the sequences), got B = {B}")
-        if not read_seqlens or cu_seqlens.device.type == "meta":      # no values to read (the device check refuses
-            check_seqlens_format("cu_seqlens", cu_seqlens)             # a meta tensor below)
-            seqlens = None
-        elif cu_seqlens_cpu is None:
-            seqlens = host_seqlens("cu_seqlens", cu_seqlens, T)
-        else:
-            check_seqlens_format("cu_seqlens", cu_seqlens)
-            _is_tensor("cu_seqlens_cpu", cu_seqlens_cpu)
-            if cu_seqlens_cpu.device.type != "cpu":
-                raise ValueError(f"cu_seqlens_cpu must be on the CPU, got {cu_seqlens_cpu.device}")
-            if cu_seqlens_cpu.shape != cu_seqlens.shape:
-                raise ValueError(f"cu_seqlens_cpu has shape {list(cu_seqlens_cpu.shape)} but cu_seqlens has "
-                                 f"{list(cu_seqlens.shape)}; they must hold the same offsets")
-            seqlens = check_seqlens("cu_seqlens_cpu", cu_seqlens_cpu, T)
+        seqlens = seqlens_values(cu_seqlens, cu_seqlens_cpu, T, read_seqlens)
         N = cu_seqlens.shape[0] - 1
     elif cu_seqlens_cpu is not None:
         raise ValueError("cu_seqlens_cpu was given without cu_seqlens")
@@ -272,3 +259,22 @@ def validate(spec, tensors: dict, scalars: dict, *, initial_state=None, cu_seqle
         where = "kdagen's kernels run on CUDA devices" if device_type == "cuda" else "the emulator runs on the CPU"
         raise ValueError(f"{ref} is on {x0.device}; {where}")
     return Dims(B, T, H, HV, K, V, N), seqlens, resolved
+
+
+def seqlens_values(cu_seqlens: torch.Tensor, cu_seqlens_cpu, T: int, read_seqlens: bool) -> list[int] | None:
+    """The checks of cu_seqlens (a tensor) and cu_seqlens_cpu that read more than their metadata, as `validate`
+    makes them: the host values of the offsets (see `validate` on read_seqlens and cu_seqlens_cpu), or None where
+    they are not read. A call whose metadata passed `validate` before runs only these again."""
+    if not read_seqlens or cu_seqlens.device.type == "meta":      # no values to read (the device check refuses
+        check_seqlens_format("cu_seqlens", cu_seqlens)             # a meta tensor)
+        return None
+    if cu_seqlens_cpu is None:
+        return host_seqlens("cu_seqlens", cu_seqlens, T)
+    check_seqlens_format("cu_seqlens", cu_seqlens)
+    _is_tensor("cu_seqlens_cpu", cu_seqlens_cpu)
+    if cu_seqlens_cpu.device.type != "cpu":
+        raise ValueError(f"cu_seqlens_cpu must be on the CPU, got {cu_seqlens_cpu.device}")
+    if cu_seqlens_cpu.shape != cu_seqlens.shape:
+        raise ValueError(f"cu_seqlens_cpu has shape {list(cu_seqlens_cpu.shape)} but cu_seqlens has "
+                         f"{list(cu_seqlens.shape)}; they must hold the same offsets")
+    return check_seqlens("cu_seqlens_cpu", cu_seqlens_cpu, T)

@@ -11,6 +11,8 @@ KDAGEN_POISON      1: every kernel output and workspace is filled with NaN befor
 KDAGEN_PRECOMPILE  configurations to compile when kdagen is imported, separated by ';' (`kdagen compile --help`);
                    one that does not parse is reported with a warning, not an import error
 KDAGEN_FAMILY      a kernel family to use instead of the planner's choice (`kdagen plan` lists them)
+KDAGEN_SEGMENTS    sequence parallelism inside one GPU (docs/segments.md): off (default), auto (cut long
+                   sequences when their (sequence, head) pairs fill under a third of the SMs) or tokens per segment
 """
 from __future__ import annotations
 
@@ -59,6 +61,16 @@ def debug() -> bool:
 
 def poison() -> bool:
     return flag("KDAGEN_POISON")
+
+
+def segments() -> str:
+    """KDAGEN_SEGMENTS as off, auto or a positive number of tokens; anything else is an error naming it."""
+    value = os.environ.get("KDAGEN_SEGMENTS", "").strip().lower()
+    if value in _FALSE:
+        return "off"
+    if value == "auto" or value.isdigit() and int(value) > 0:
+        return value
+    raise ValueError(f"KDAGEN_SEGMENTS={os.environ['KDAGEN_SEGMENTS']!r}: expected off, auto or a number of tokens")
 
 
 def precompile_list() -> list[str]:

@@ -3,11 +3,19 @@
 Arguments are packed by hand into the driver's `void*[]` because the C signature is fixed and
 CuPy's launcher does no type checking: a Python int would silently become a 64-bit value where the
 kernel reads 32 bits. The CPU emulator (kdagen.codegen.emulate) packs through the same `pack_args`.
+
+`Module.launch` packs every argument afresh (a ctypes object each). A launch repeated with only its
+pointers and float scalars changing — the ops' per-call path — is prepared once instead
+(`Module.prepare`): its fixed arguments are checked and packed when it is made, and each launch writes the
+changing ones into the prebuilt argument block with one `struct.pack_into`.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
+import struct
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -61,6 +69,21 @@ def c_value(arg, position: int, pointer=device_pointer):
     raise TypeError(f"kernel argument {position} has unsupported type {type(arg).__name__}")
 
 
+@dataclass(frozen=True)
+class Slot:
+    """A parameter of a prepared launch whose value each launch supplies: "ptr" (a device address as an int,
+    0 for nullptr) or "f32" (a float)."""
+    kind: str
+
+    def __post_init__(self):
+        if self.kind not in _SLOT_FORMATS:
+            raise ValueError(f"a launch slot is one of {sorted(_SLOT_FORMATS)}, got {self.kind!r}")
+
+
+_SLOT_FORMATS = {"ptr": "Q", "f32": "f4x"}     # struct codes, 8 bytes each (the pad keeps every slot 8-aligned)
+_SLOT_BYTES = 8
+
+
 def pack_args(args, pointer=device_pointer) -> tuple[ctypes.Array, list]:
     """(the void*[] the kernel's launch reads, the values it points to — keep both alive until the launch returns)."""
     values = [c_value(a, i, pointer) for i, a in enumerate(args)]
@@ -96,6 +119,9 @@ def _raw_stream(index: int) -> int:
     return get(index) if get is not None else torch.cuda.current_stream(index).cuda_stream
 
 
+_CONTEXTS: dict[int, int] = {}      # device index -> the context _ensure_context made current for it
+
+
 def _ensure_context(index: int) -> None:
     """Make device `index`'s primary context current on this thread (shared with torch) for driver calls.
 
@@ -106,6 +132,27 @@ def _ensure_context(index: int) -> None:
     if driver.ctxGetCurrent() == 0 or driver.ctxGetDevice() != index:
         from cupy.cuda import runtime as cudart
         cudart.setDevice(index)
+    _CONTEXTS[index] = driver.ctxGetCurrent()
+
+
+@contextlib.contextmanager
+def _on_device(index: int):
+    """torch's current device is `index` and its context the current one, for the driver calls inside."""
+    with torch.cuda.device(index):
+        _ensure_context(index)
+        yield
+
+
+def _launch(index: int, fn: int, grid: tuple, block: tuple, smem_bytes: int, params: int) -> None:
+    """cuLaunchKernel of `fn` with the argument array at address `params`, on device `index`'s current torch
+    stream. Where that device's context already is this thread's current one (one driver query), the launch
+    needs no device switch (`torch.cuda.device` in and out costs several µs)."""
+    driver = _driver()
+    if _CONTEXTS.get(index, 0) == driver.ctxGetCurrent() != 0:
+        driver.launchKernel(fn, *grid, *block, smem_bytes, _raw_stream(index), params, 0)
+        return
+    with _on_device(index):
+        driver.launchKernel(fn, *grid, *block, smem_bytes, _raw_stream(index), params, 0)
 
 
 class Module:
@@ -130,8 +177,7 @@ class Module:
             return fn
         from cupy.cuda import function
         if device_index not in self._loaded:
-            with torch.cuda.device(device_index):
-                _ensure_context(device_index)
+            with _on_device(device_index):
                 mod = function.Module()
                 mod.load(self.image + b"\0" if self.kind == "ptx" else self.image)
             self._loaded[device_index] = mod
@@ -143,6 +189,17 @@ class Module:
         self._functions[(device_index, name)] = fn
         return fn
 
+    def _launchable(self, name: str, device_index: int, smem_bytes: int) -> int:
+        """The kernel's function handle on the device, opted in to `smem_bytes` of dynamic shared memory where
+        that exceeds the default limit."""
+        fn = self.function(name, device_index)
+        if smem_bytes > _SMEM_DEFAULT_LIMIT and self._smem_set.get((device_index, name), 0) < smem_bytes:
+            driver = _driver()
+            with _on_device(device_index):
+                driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes)
+            self._smem_set[(device_index, name)] = smem_bytes
+        return fn.ptr
+
     def launch(self, kernel_name: str, grid, block, args, smem_bytes: int = 0) -> None:
         grid, block = dim3(grid, "grid"), dim3(block, "block")
         if 0 in block:
@@ -151,15 +208,17 @@ class Module:
             return                              # nothing to do (e.g. no tokens); CUDA rejects empty grids
         device = args_device(args)
         index = torch.cuda.current_device() if device is None else device.index
-        fn, driver = self.function(kernel_name, index), _driver()
+        fn = self._launchable(kernel_name, index, smem_bytes)
         pointers, _keep = pack_args(args)
-        with torch.cuda.device(index):
-            _ensure_context(index)
-            if smem_bytes > _SMEM_DEFAULT_LIMIT and self._smem_set.get((index, kernel_name), 0) < smem_bytes:
-                driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes)
-                self._smem_set[(index, kernel_name)] = smem_bytes
-            stream = _raw_stream(index)
-            driver.launchKernel(fn.ptr, *grid, *block, smem_bytes, stream, ctypes.addressof(pointers), 0)
+        _launch(index, fn, grid, block, smem_bytes, ctypes.addressof(pointers))
+
+    def prepare(self, kernel_name: str, grid, block, params, smem_bytes: int = 0,
+                device_index: int | None = None) -> "PreparedLaunch":
+        """The launch of `kernel_name` on a device (default: the current one) at this grid, block and dynamic
+        shared memory, with `params`: per kernel parameter a value as `launch` takes it, fixed for every launch,
+        or a `Slot` its launches fill (see PreparedLaunch)."""
+        return PreparedLaunch(self, kernel_name, grid, block, params, smem_bytes,
+                              torch.cuda.current_device() if device_index is None else device_index)
 
     def attributes(self, kernel_name: str, device_index: int | None = None) -> dict:
         """Registers, local (spill) memory and static shared memory per thread block, as the driver reports."""
@@ -170,3 +229,58 @@ class Module:
                  "shared_size_bytes": driver.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
                  "max_threads_per_block": driver.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}
         return {k: driver.funcGetAttribute(a, fn.ptr) for k, a in names.items()}
+
+
+class PreparedLaunch:
+    """One kernel of a Module on one device at a fixed grid, block and dynamic shared memory, its argument block
+    laid out once. The fixed arguments are checked (as `pack_args` checks them: int32 range, f32 and i64
+    wrappers, no bools) and packed when it is made; a launch, `prepared(values)`, writes the slots' values
+    (in parameter order) into the block with one struct.pack_into and calls the driver. Slots come first in
+    the block, 8 bytes each, the fixed arguments after them; the driver's void*[] points into it.
+
+    The block is per thread: the driver reads it during cuLaunchKernel, which runs without the GIL, while
+    another thread may be launching the same kernel. Tensor maps are not slots (they are encoded from their
+    tensor at each launch): a kernel taking one goes through `Module.launch`."""
+
+    def __init__(self, module: Module, kernel_name: str, grid, block, params, smem_bytes: int, device_index: int):
+        self.kernel_name, self.grid, self.block = kernel_name, dim3(grid, "grid"), dim3(block, "block")
+        if 0 in self.block or 0 in self.grid:
+            raise ValueError(f"grid {self.grid} and block {self.block} of {kernel_name} must have no zero dimension")
+        self.smem_bytes, self.device_index = smem_bytes, device_index
+        self.format = struct.Struct("<" + "".join(_SLOT_FORMATS[p.kind] for p in params if isinstance(p, Slot)))
+        template, slot, self.offsets = bytearray(self.format.size), 0, []
+        for i, p in enumerate(params):          # the slots first, then each fixed argument, 8-aligned
+            if isinstance(p, Slot):
+                self.offsets.append(slot)
+                slot += _SLOT_BYTES
+            else:
+                self.offsets.append(len(template))
+                data = bytes(c_value(p, i, _no_tensor))
+                template += data.ljust(-(-len(data) // _SLOT_BYTES) * _SLOT_BYTES, b"\0")
+        self.template = bytes(template or b"\0")
+        self.fn = module._launchable(kernel_name, device_index, smem_bytes)
+        self._local = threading.local()
+
+    def __repr__(self):
+        return f"PreparedLaunch({self.kernel_name!r}, grid={self.grid}, block={self.block}, smem={self.smem_bytes})"
+
+    def _block(self) -> tuple:
+        """(this thread's argument block, the address of its void*[], the array) — made on a thread's first
+        launch."""
+        try:
+            return self._local.block
+        except AttributeError:
+            block = ctypes.create_string_buffer(self.template, len(self.template))
+            base = ctypes.addressof(block)
+            pointers = (ctypes.c_void_p * max(len(self.offsets), 1))(*[base + o for o in self.offsets])
+            self._local.block = (block, ctypes.addressof(pointers), pointers)
+            return self._local.block
+
+    def __call__(self, values) -> None:
+        block, params, _ = self._block()
+        self.format.pack_into(block, 0, *values)
+        _launch(self.device_index, self.fn, self.grid, self.block, self.smem_bytes, params)
+
+
+def _no_tensor(tensor, position: int) -> int:
+    raise TypeError(f"kernel argument {position} is a tensor: a prepared launch takes its address through a Slot")

@@ -1,0 +1,171 @@
+"""Exact sequence parallelism inside one GPU, built from the ops themselves (docs/segments.md).
+
+A recurrence walks a sequence's chunks one after another, so a few long sequences with few heads leave most of
+the GPU idle. The state after a stretch of tokens is an affine function of the state before it,
+S_out = M·S_in + B (kv layout; S_out = S_in·M + B with state_v_first), M [K, K] built from the keys, decays and
+β alone. So each sequence is cut into segments, and three things run in parallel over every segment:
+1. one call of the op with the value heads doubled: per head, a copy with v = 0 and initial state I (its final
+   state is M) and a copy with the real v and initial state 0 (its final state is B);
+2. a short serial combine across each sequence's segments (S_in of segment j+1 = M_j·S_in_j + B_j, a batched
+   matmul per position, in a fixed order);
+3. the op again on every segment with its exact incoming state: o and the final states.
+Nothing is truncated (a decay that never forgets still gives today's accuracy), every step is an op call or a
+torch matmul, so autograd runs each op's backward — segment-parallel too — and the combine's transpose, and two
+runs are bitwise equal. It needs K = V (the copy that yields M has a K × K state).
+"""
+from __future__ import annotations
+
+import contextvars
+import math
+
+import torch
+
+
+CHUNK_ALIGN = 64                     # segment lengths are multiples of every family's chunk
+MIN_AUTO_TOKENS = 1024               # auto: shorter segments would not amortise their three op calls' launches
+_inside = contextvars.ContextVar("kdagen_segments_inside", default=False)
+
+
+def segment_length(lengths: list[int], value_heads: int, sms: int, setting: str) -> int | None:
+    """Tokens per segment for sequences of these lengths, or None for no segments. `setting` is KDAGEN_SEGMENTS:
+    "off" (the default until the cost model is measured), "auto" (cut when the (sequence, head) pairs fill less
+    than a third of the SMs, into segments of at least MIN_AUTO_TOKENS that fill them: each segment costs about
+    three forward passes' work, so fewer than three segments per sequence cannot pay), or a number of tokens."""
+    if setting == "off" or not lengths:
+        return None
+    if setting != "auto":
+        tokens = int(setting)
+        return max(CHUNK_ALIGN, tokens // CHUNK_ALIGN * CHUNK_ALIGN)
+    pairs = len(lengths) * value_heads
+    if 3 * pairs > sms:
+        return None
+    cuts = math.ceil(sms / pairs)                       # segments per sequence that fill the SMs
+    tokens = max(MIN_AUTO_TOKENS, math.ceil(max(lengths) / cuts / CHUNK_ALIGN) * CHUNK_ALIGN)
+    return tokens if tokens * 3 <= max(lengths) else None
+
+
+def cut(bounds: list[int], tokens: int) -> tuple[list[int], list[int]]:
+    """(segment bounds, segment count per sequence) for sequences bounds[n]..bounds[n+1] cut every `tokens`
+    tokens; an empty sequence keeps one empty segment (its initial state passes through)."""
+    seg, counts = [bounds[0]], []
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        pieces = list(range(start + tokens, end, tokens)) + [end]
+        seg += pieces
+        counts.append(len(pieces))
+    return seg, counts
+
+
+def _doubled(x: torch.Tensor, dim: int, H: int, first: torch.Tensor | None = None) -> torch.Tensor:
+    """x with its value-head axis `dim` (HV = H·G heads) doubled to H·2G: per q/k head, G copies (or `first`,
+    of x's shape) then the G originals — the head order the ops' grouped value attention reads."""
+    y = x.unflatten(dim, (H, -1))
+    lead = y if first is None else first.unflatten(dim, (H, -1))
+    return torch.cat([lead, y], dim=dim + 1).flatten(dim, dim + 1)
+
+
+def _halves(state: torch.Tensor, H: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two copies of a doubled-head state [N, H·2G, ...]: (the first G of each group, the last G)."""
+    y = state.unflatten(1, (H, 2, -1))
+    return y[:, :, 0].flatten(1, 2), y[:, :, 1].flatten(1, 2)
+
+
+def combine(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor, counts: list[int], v_first: bool) -> torch.Tensor:
+    """The incoming state of every segment [S, HV, ·, ·] from the segments' (M, B) and each sequence's initial
+    state `first` [N, HV, ·, ·]: position by position along the sequences (a batched matmul each), fixed order."""
+    starts = [0]
+    for c in counts[:-1]:
+        starts.append(starts[-1] + c)
+    rows, cur = [], first
+    order = []                                          # segment index of each row of torch.cat(rows)
+    active = list(range(len(counts)))
+    for j in range(max(counts)):
+        if j:
+            keep = [i for i, n in enumerate(active) if counts[n] > j]
+            active = [active[i] for i in keep]
+            prev = torch.tensor([starts[n] + j - 1 for n in active], device=M.device)
+            cur = cur[torch.tensor(keep, device=M.device)]
+            cur = (cur @ M[prev] if v_first else M[prev] @ cur) + B[prev]
+        rows.append(cur)
+        order += [starts[n] + j for n in active]
+    stacked = torch.cat(rows)
+    return stacked[torch.argsort(torch.tensor(order, device=M.device))]
+
+
+# what `run` sets itself in its op calls; everything else a caller passed goes through unchanged (chunk_indices
+# describes the uncut sequences; the CUDA-graph options never reach here)
+_REPLACED = {"initial_state", "output_final_state", "state_v_first", "cu_seqlens", "cu_seqlens_cpu", "cp_context",
+             "use_graph", "max_num_seqs", "return_intermediate_states", "chunk_indices", "kwargs"}
+_PER_HEAD = ("A_log", "dt_bias")
+
+
+def maybe_run(fn, q, k, v, g, beta, params: dict, call, setting: str):
+    """fn's result computed segment by segment when `setting` (KDAGEN_SEGMENTS) and the shapes ask for it, else
+    None. `params` are the public call's parameters by name (extra keywords under "kwargs"), `call` what
+    kdagen.ops.api.resolve made of them. Never under use_graph, torch.compile tracing or CUDA-graph capture (the
+    cut reads the sequence lengths on the host), nor inside a segmented call."""
+    if setting == "off" or _inside.get() or call.use_graph or torch.compiler.is_compiling():
+        return None
+    if q.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return None
+    t = call.tensors
+    B, T, HV = q.shape[0], q.shape[1], v.shape[2]
+    cu = t["cu_seqlens_cpu"] if t["cu_seqlens_cpu"] is not None else t["cu_seqlens"]
+    bounds = [int(b) for b in cu.tolist()] if cu is not None else [n * T for n in range(B + 1)]
+    lengths = [e - s for s, e in zip(bounds[:-1], bounds[1:])]
+    sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.device.type == "cuda" else 0
+    tokens = segment_length(lengths, HV, sms, setting)
+    if tokens is None or max(lengths) <= tokens:
+        return None
+    flat = [x.flatten(0, 1).unsqueeze(0) if cu is None else x for x in (q, k, v, g, beta)]
+    extra = dict(params.get("kwargs", {}))
+    extra.pop("transpose_state_layout", None)          # resolved into call.opt.state_v_first
+    options = {n: x for n, x in {**params, **extra}.items() if n not in _REPLACED and n not in _PER_HEAD}
+    per_head = {n: t[n] for n in _PER_HEAD if t[n] is not None}
+    o, final = run(fn, *flat, tokens=tokens, bounds=bounds, initial_state=t["initial_state"],
+                   output_final_state=call.output_final_state, state_v_first=call.opt.state_v_first,
+                   per_head=per_head, options=options)
+    return (o.reshape(B, T, *o.shape[2:]) if cu is None else o), final
+
+
+def run(fn, q, k, v, g, beta, *, tokens: int, bounds: list[int], initial_state, output_final_state: bool,
+        state_v_first: bool, per_head: dict, options: dict):
+    """`fn` (chunk_kda or chunk_gated_delta_rule) on sequences bounds[n]..bounds[n+1] of the flattened token axis,
+    cut every `tokens` tokens; q.. are [1, total, heads, dim] (callers flatten a fixed-length batch), `per_head`
+    the value-head parameters the op takes in **kwargs (A_log, dt_bias; absent ones left out), `options` every
+    other argument as the caller gave it. Returns what fn returns for the unsegmented call."""
+    H, HV, K, V = q.shape[2], v.shape[2], k.shape[3], v.shape[3]
+    if K != V:
+        raise ValueError(f"segments need K = V (the copy that yields M has a K x K state), got K={K}, V={V}")
+    seg, counts = cut(bounds, tokens)
+    device, N, S = q.device, len(counts), len(seg) - 1
+    seg_cu = torch.tensor(seg, dtype=torch.int64, device=device)
+    seg_cu_cpu = torch.tensor(seg, dtype=torch.int64)
+    shape = (N, HV, V, K) if state_v_first else (N, HV, K, V)
+    if initial_state is None:
+        initial_state = torch.zeros(shape, dtype=torch.float32, device=device)
+    firsts = [0]
+    for c in counts[:-1]:
+        firsts.append(firsts[-1] + c)
+    # 1. (M, B) of every segment in one call: per head a copy with v = 0 from I, and one with v from 0
+    eye = torch.eye(K, dtype=torch.float32, device=device).expand(S, HV, K, K)
+    h0_B = torch.zeros((S, *shape[1:]), dtype=torch.float32, device=device)
+    doubled_params = {n: _doubled(t.reshape(HV, -1), 0, H).reshape(-1) if t.dim() == 1 else _doubled(t, 0, H)
+                      for n, t in per_head.items()}
+    token = _inside.set(True)
+    try:
+        _, states = fn(q, k, _doubled(v, 2, H, torch.zeros_like(v)), _doubled(g, 2, H), _doubled(beta, 2, H),
+                       initial_state=_doubled(h0_B, 1, H, eye), output_final_state=True, state_v_first=state_v_first,
+                       cu_seqlens=seg_cu, cu_seqlens_cpu=seg_cu_cpu, **doubled_params, **options)
+        M, B = _halves(states, H)
+        # 2. the incoming state of every segment
+        h0 = combine(M, B, initial_state, counts, state_v_first)
+        # 3. every segment from its exact incoming state
+        o, final = fn(q, k, v, g, beta, initial_state=h0, output_final_state=output_final_state,
+                      state_v_first=state_v_first, cu_seqlens=seg_cu, cu_seqlens_cpu=seg_cu_cpu, **per_head,
+                      **options)
+    finally:
+        _inside.reset(token)
+    if final is not None:
+        lasts = torch.tensor([f + c - 1 for f, c in zip(firsts, counts)], device=device)
+        final = final[lasts]
+    return o, final

@@ -1,0 +1,49 @@
+"""Sequence parallelism inside one GPU (KDAGEN_SEGMENTS, docs/segments.md) on long sequences: o, the final state
+and every gradient against the float64 chunked reference, with segments and without, for a decay that barely
+fades (log decay ≈ −1e-3 per token: the state entering a segment matters to its last token) and a strong one;
+two segmented runs bitwise equal. Bounds as tests/test_runtime_ops_gpu.py.
+Run: python -m pytest -m gpu tests/gpu/test_segments_gpu.py -q (the float64 references take a minute).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import test_runtime_ops_gpu as ops_gpu
+from kdagen import reference
+from kdagen.ops import reference_options
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+CASES = {
+    "weak-decay": ("kda", dict(use_qk_l2norm_in_kernel=True), dict(T=0, H=1, G=2, K=64, cu=[0, 70000, 70001])),
+    "strong-decay-gate": ("kda", dict(use_gate_in_kernel=True, lower_bound=-5.0, safe_gate=True,
+                                      use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True),
+                          dict(T=65536, H=1, G=1, K=64)),
+    "gdn-weak-vfirst": ("gdn", dict(state_v_first=True), dict(T=0, H=2, G=1, K=64, cu=[0, 5, 65541])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("setting", ["off", "4096"])
+def test_long_sequences_match_float64(monkeypatch, name, setting):
+    op, options, shape = CASES[name]
+    options = {"output_final_state": True, **options}
+    x = ops_gpu.case_inputs(op, options, **shape, seed=11)
+    if "weak" in name:                               # log decay ≈ −1e-3 per token (as bf16 the kernels read)
+        x["g"] = (-1e-3 * torch.rand(x["g"].shape, dtype=torch.float64)).to(torch.bfloat16).double()
+    if options.get("state_v_first"):
+        x["initial_state"] = x["initial_state"].transpose(-1, -2).contiguous()
+    opt = reference_options(op, **options, **{n: x[n] for n in ("A_log", "dt_bias") if n in x})
+    o_ref, ht_ref = reference.chunked(x, opt, 64)
+    do, dht = torch.randn_like(o_ref), torch.randn_like(ht_ref)
+    grads_ref = reference.chunked_backward(x, opt, do, dht, 64)
+    monkeypatch.setenv("KDAGEN_SEGMENTS", setting)
+    runs = [ops_gpu.run_kdagen(op, x, options, do, dht) for _ in range(2)]
+    (o, ht, grads), (o2, ht2, grads2) = runs
+    errors = {"o": ops_gpu.rel_l2(o, o_ref), "final_state": ops_gpu.rel_l2(ht, ht_ref)}
+    errors.update({n: ops_gpu.rel_l2(grads[n], w) for n, w in grads_ref.items() if w is not None})
+    print(f"\n[{name} segments={setting}] " + " ".join(f"{n}={e:.2e}" for n, e in errors.items()))
+    bad = {n: e for n, e in errors.items() if not e <= ops_gpu.BOUNDS[n]}
+    assert not bad, f"over bounds: {bad}; all: {errors}"
+    assert torch.equal(o, o2) and torch.equal(ht, ht2) and all(torch.equal(grads[n], grads2[n]) for n in grads)
