@@ -30,6 +30,7 @@ def test_cut_keeps_every_token_once_and_empty_sequences_one_segment():
 
 @pytest.mark.parametrize("lengths, heads, sms, setting, want", [
     ([32768], 16, 132, "off", None),
+    ([65536], 4, 132, "auto (forward only)", None),  # a forward alone: never cut by auto
     ([32768], 16, 132, "auto", 3648),        # 16 pairs: 9 segments of 57 chunks per sequence fill 132 SMs
     ([65536], 4, 132, "auto", 2048),
     ([4096] * 8, 32, 132, "auto", None),     # 256 pairs fill the GPU already
@@ -38,7 +39,8 @@ def test_cut_keeps_every_token_once_and_empty_sequences_one_segment():
     ([1000], 1, 132, "130", 128),
 ])
 def test_segment_length(lengths, heads, sms, setting, want):
-    assert segments.segment_length(lengths, heads, sms, setting) == want
+    training = setting != "auto (forward only)"
+    assert segments.segment_length(lengths, heads, sms, setting.split()[0], training) == want
 
 
 @pytest.mark.parametrize("v_first", [False, True])
@@ -145,3 +147,22 @@ def test_the_public_op_cuts_a_fixed_length_batch_when_asked(monkeypatch):
     o_plain, ht_plain = kdagen.chunk_kda(*x, gate, beta, **kw)
     assert calls == [64] and o.shape == o_plain.shape and ht.shape == ht_plain.shape
     assert rel(o, o_plain) < 0.005 and rel(ht, ht_plain) < 0.005, (rel(o, o_plain), rel(ht, ht_plain))
+
+
+@needs_emulation
+def test_auto_cuts_a_call_that_will_run_a_backward_and_not_a_forward_alone(monkeypatch):
+    monkeypatch.setattr(ops_run, "run", functools.partial(ops_run.run, emulate=True))
+    monkeypatch.setattr(segments, "multiprocessors", lambda device: 132)
+    monkeypatch.setattr(segments, "MIN_AUTO_TOKENS", 64)
+    cut_at = []
+    marker = torch.full((1, 256, 1, 64), 7.0)
+    monkeypatch.setattr(segments, "run", lambda *a, **k: cut_at.append(k["tokens"]) or (marker, None))
+    monkeypatch.setenv("KDAGEN_SEGMENTS", "auto")
+    g = torch.Generator().manual_seed(5)
+    x = [torch.randn(1, 256, 1, 64, generator=g).bfloat16() for _ in range(4)] + [
+        torch.rand(1, 256, 1, generator=g).bfloat16()]
+    with torch.no_grad():
+        o, _ = kdagen.chunk_gated_delta_rule(x[0], x[1], x[2], -torch.rand(1, 256, 1, generator=g), x[4])
+    assert cut_at == [] and o.shape == (1, 256, 1, 64)
+    o, _ = kdagen.chunk_gated_delta_rule(x[0], x[1], x[2].requires_grad_(), -torch.rand(1, 256, 1), x[4])
+    assert cut_at == [64] and torch.equal(o, marker)

@@ -3,7 +3,9 @@
 
 For chunk_kda with the bench's lb·σ gate inputs, per shape: device time of the forward (no grad) and of
 forward + backward with KDAGEN_SEGMENTS=off and =auto (CUDA events, median of 5 after a warm-up), the segment
-length auto chose, o's and the gradients' relative L2 difference between the two, and peak memory.
+length auto chooses for a training call (auto leaves a forward without grad uncut, so its fwd column is the
+uncut forward since 2026-11-30's first run), o's and the gradients' relative L2 difference between the two, and
+peak memory.
 """
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ def main(shapes) -> None:
             results[setting] = (o, grads)
             lengths = [shape.T] * shape.B
             tokens = segments.segment_length(lengths, shape.H, torch.cuda.get_device_properties(0).multi_processor_count,
-                                             setting)
+                                             setting, training=True)
             diff = ""
             if setting == "auto":
                 o0, g0 = results["off"]

@@ -26,16 +26,19 @@ MIN_AUTO_TOKENS = 1024               # auto: shorter segments would not amortise
 _inside = contextvars.ContextVar("kdagen_segments_inside", default=False)
 
 
-def segment_length(lengths: list[int], value_heads: int, sms: int, setting: str) -> int | None:
+def segment_length(lengths: list[int], value_heads: int, sms: int, setting: str, training: bool) -> int | None:
     """Tokens per segment for sequences of these lengths, or None for no segments. `setting` is KDAGEN_SEGMENTS:
-    "off" (the default until the cost model is measured), "auto" (cut when the (sequence, head) pairs fill less
-    than a third of the SMs, into segments of at least MIN_AUTO_TOKENS that fill them: each segment costs about
-    three forward passes' work, so fewer than three segments per sequence cannot pay), or a number of tokens."""
+    "off" (the default until the cost model is measured), "auto" (for a call that will run a backward: cut when
+    the (sequence, head) pairs fill less than a third of the SMs, into segments of at least MIN_AUTO_TOKENS that
+    fill them — each segment costs about three forward passes' work, so fewer than three segments per sequence
+    cannot pay, and on the H200 a forward alone got slower, benchmarks/NOTES.md), or a number of tokens."""
     if setting == "off" or not lengths:
         return None
     if setting != "auto":
         tokens = int(setting)
         return max(CHUNK_ALIGN, tokens // CHUNK_ALIGN * CHUNK_ALIGN)
+    if not training:
+        return None
     pairs = len(lengths) * value_heads
     if 3 * pairs > sms:
         return None
@@ -91,6 +94,11 @@ def combine(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor, counts: list[
     return stacked[torch.argsort(torch.tensor(order, device=M.device))]
 
 
+def multiprocessors(device: torch.device) -> int:
+    """The SMs `auto` fills (none off a GPU)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 0
+
+
 # what `run` sets itself in its op calls; everything else a caller passed goes through unchanged (chunk_indices
 # describes the uncut sequences; the CUDA-graph options never reach here)
 _REPLACED = {"initial_state", "output_final_state", "state_v_first", "cu_seqlens", "cu_seqlens_cpu", "cp_context",
@@ -112,8 +120,10 @@ def maybe_run(fn, q, k, v, g, beta, params: dict, call, setting: str):
     cu = t["cu_seqlens_cpu"] if t["cu_seqlens_cpu"] is not None else t["cu_seqlens"]
     bounds = [int(b) for b in cu.tolist()] if cu is not None else [n * T for n in range(B + 1)]
     lengths = [e - s for s, e in zip(bounds[:-1], bounds[1:])]
-    sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.device.type == "cuda" else 0
-    tokens = segment_length(lengths, HV, sms, setting)
+    sms = multiprocessors(q.device)
+    training = torch.is_grad_enabled() and any(
+        isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v, g, beta, *t.values()))
+    tokens = segment_length(lengths, HV, sms, setting, training)
     if tokens is None or max(lengths) <= tokens:
         return None
     flat = [x.flatten(0, 1).unsqueeze(0) if cu is None else x for x in (q, k, v, g, beta)]
