@@ -141,3 +141,29 @@ def test_strong_decay_is_masked_by_select(op):
     got = chunked_backward(x, opt, do, dht, chunk_size=64)
     for name, r in ref.items():
         assert rel(got[name], r) <= 1e-10, name
+
+
+@pytest.mark.parametrize("per_channel, lower_bound", [(True, None), (True, -5.0), (False, None), (False, -3.0)])
+def test_gate_param_magnitudes_are_the_terms_of_the_parameter_gradients(per_channel, lower_bound):
+    """gate_param_magnitudes bounds dA_log and ddt_bias for any da, and equals them where every token's term has
+    one sign (da chosen against the sign of ∂a/∂A_log): so its terms are exactly the gradients' terms.
+    tests/test_runtime_ops_gpu.py measures those gradients' errors against these magnitudes."""
+    import importlib
+    P = importlib.import_module("kdagen.reference.prologue")       # kdagen.reference.prologue is also a function
+    g = torch.Generator().manual_seed(0)
+    shape = (2, 30, 3, 4) if per_channel else (2, 30, 3)
+    x, r = (torch.randn(shape, generator=g, dtype=torch.float64) for _ in range(2))
+    A_log = torch.randn(3, generator=g, dtype=torch.float64)
+    dt_bias = torch.randn(12 if per_channel else 3, generator=g, dtype=torch.float64)
+    dg, dA_log, ddt_bias = P.gate_bwd(x, A_log, dt_bias, lower_bound, per_channel, r)
+    got = P.gate_param_magnitudes(x, A_log, dt_bias, lower_bound, per_channel, dg)
+    assert (got["A_log"] >= dA_log.abs()).all() and (got["dt_bias"] >= ddt_bias.abs()).all()
+    assert (got["A_log"] > 1.5 * dA_log.abs()).any()          # random signs cancel: the bound is not the sum
+    # ∂a/∂A_log is a < 0 (softplus form) or lb·σ'(z)·z, of the sign of −x (lower-bound form); ∂a/∂g < 0 in both
+    xb = x + (dt_bias.view(3, -1) if per_channel else dt_bias.view(3))
+    da_A = -r.abs() if lower_bound is None else -torch.sign(xb) * r.abs()
+    dg, dA_log, _ = P.gate_bwd(x, A_log, dt_bias, lower_bound, per_channel, da_A)
+    assert torch.allclose(P.gate_param_magnitudes(x, A_log, dt_bias, lower_bound, per_channel, dg)["A_log"], dA_log)
+    dg, _, ddt_bias = P.gate_bwd(x, A_log, dt_bias, lower_bound, per_channel, -r.abs())
+    assert torch.allclose(P.gate_param_magnitudes(x, A_log, dt_bias, lower_bound, per_channel, dg)["dt_bias"],
+                          ddt_bias)

@@ -30,4 +30,7 @@ for seed in range(int(sys.argv[2]), int(sys.argv[3])):
     o, ht = kdagen.chunk_gated_delta_rule(*(dev[n] for n in t.IO), **{n: dev[n] for n in t.PARAMS if n in dev}, **options)
     ((o.float() * do.float()).sum() + (ht * dht.float()).sum()).backward()
     e = {n: t.rel_l2(dev[n].grad, w) for n, w in g_ref.items() if w is not None and n in ("A_log", "dt_bias")}
+    if hasattr(t, "grad_scales"):     # the test's measure since session 5: against the terms' magnitudes
+        scales = t.grad_scales(x, opt, g_ref)
+        e.update({f"{n} (terms)": t.rel_l2(dev[n].grad, g_ref[n], scales[n]) for n in ("A_log", "dt_bias")})
     print(seed, " ".join(f"{n}={v:.4f}" for n, v in e.items()), flush=True)

@@ -97,3 +97,26 @@ def gate_bwd(g: torch.Tensor, A_log, dt_bias, lower_bound, per_channel: bool, da
     if dt_bias is not None:
         ddt_bias = dx.sum(dim=reduce_dims).reshape(dt_bias.shape)
     return dx, dA_log, ddt_bias
+
+
+def gate_param_magnitudes(g: torch.Tensor, A_log, dt_bias, lower_bound, per_channel: bool, dg: torch.Tensor) -> dict:
+    """Σ over tokens of |each token's term| in dA_log and ddt_bias (their own layouts), from the raw gate input g and
+    its gradient dg (what gate_bwd returns as dx). A per-head parameter gradient is a sum over every token with
+    much cancellation; a floating-point sum's error is bounded by the sum of its terms' magnitudes, not by the sum
+    (tests/test_runtime_ops_gpu.py measures those gradients against this).
+
+    ddt_bias's terms are dg itself; dA_log's are da·∂a/∂A_log = dg·w(x), x = g + dt_bias: w = softplus(x)/σ(x)
+    in the softplus form (∂a/∂A_log = a, ∂a/∂g = −α·σ(x)), w = x in the lower-bound form (∂a/∂A_log = lb·σ'(z)·z,
+    ∂a/∂g = lb·σ'(z)·α, z = α·x)."""
+    x, _ = _gate_parts(g, A_log, dt_bias, per_channel)
+    out = {}
+    if A_log is not None:
+        if lower_bound is None:    # softplus(x)/σ(x) = (1 + e^−x)·log(1 + e^x), → 1 as x → −∞
+            w = torch.where(x < -30, torch.ones_like(x), F.softplus(x, threshold=SOFTPLUS_THRESHOLD) / torch.sigmoid(x))
+        else:
+            w = x
+        terms = (dg * w).abs().sum(dim=(0, 1))
+        out["A_log"] = (terms.sum(-1) if per_channel else terms).reshape(A_log.shape)
+    if dt_bias is not None:
+        out["dt_bias"] = dg.abs().sum(dim=(0, 1)).reshape(dt_bias.shape)
+    return out
