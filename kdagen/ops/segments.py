@@ -16,6 +16,7 @@ runs are bitwise equal. It needs K = V (the copy that yields M has a K × K stat
 from __future__ import annotations
 
 import contextvars
+import itertools
 import math
 
 import torch
@@ -58,6 +59,11 @@ def cut(bounds: list[int], tokens: int) -> tuple[list[int], list[int]]:
     return seg, counts
 
 
+def firsts(counts: list[int]) -> list[int]:
+    """The index of each sequence's first segment, from the segment counts `cut` returns."""
+    return [0, *itertools.accumulate(counts[:-1])]
+
+
 def _doubled(x: torch.Tensor, dim: int, H: int, first: torch.Tensor | None = None) -> torch.Tensor:
     """x with its value-head axis `dim` (HV = H·G heads) doubled to H·2G: per q/k head, G copies (or `first`,
     of x's shape) then the G originals — the head order the ops' grouped value attention reads."""
@@ -75,9 +81,7 @@ def _halves(state: torch.Tensor, H: int) -> tuple[torch.Tensor, torch.Tensor]:
 def combine(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor, counts: list[int], v_first: bool) -> torch.Tensor:
     """The incoming state of every segment [S, HV, ·, ·] from the segments' (M, B) and each sequence's initial
     state `first` [N, HV, ·, ·]: position by position along the sequences (a batched matmul each), fixed order."""
-    starts = [0]
-    for c in counts[:-1]:
-        starts.append(starts[-1] + c)
+    starts = firsts(counts)
     rows, cur = [], first
     order = []                                          # segment index of each row of torch.cat(rows)
     active = list(range(len(counts)))
@@ -153,9 +157,6 @@ def run(fn, q, k, v, g, beta, *, tokens: int, bounds: list[int], initial_state, 
     shape = (N, HV, V, K) if state_v_first else (N, HV, K, V)
     if initial_state is None:
         initial_state = torch.zeros(shape, dtype=torch.float32, device=device)
-    firsts = [0]
-    for c in counts[:-1]:
-        firsts.append(firsts[-1] + c)
     # 1. (M, B) of every segment in one call: per head a copy with v = 0 from I, and one with v from 0
     eye = torch.eye(K, dtype=torch.float32, device=device).expand(S, HV, K, K)
     h0_B = torch.zeros((S, *shape[1:]), dtype=torch.float32, device=device)
@@ -176,6 +177,6 @@ def run(fn, q, k, v, g, beta, *, tokens: int, bounds: list[int], initial_state, 
     finally:
         _inside.reset(token)
     if final is not None:
-        lasts = torch.tensor([f + c - 1 for f, c in zip(firsts, counts)], device=device)
+        lasts = torch.tensor([f + c - 1 for f, c in zip(firsts(counts), counts)], device=device)
         final = final[lasts]
     return o, final
