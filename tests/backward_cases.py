@@ -45,6 +45,7 @@ class Case:
     beta: torch.dtype = torch.bfloat16
     dht: bool = True
     A_log_max: float | None = None                # strong decays: A_log = log U(1, A_log_max)
+    g_scale: float | None = None                  # weak decays: g (a log decay) times this
 
     def __str__(self):
         return self.name
@@ -53,6 +54,8 @@ class Case:
 KDA_SOFT = dict(use_gate_in_kernel=True)
 FULL = dict(use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
 VARLEN = [0, 0, 1, 21, 40, 77]                    # an empty and a length-1 sequence, tails everywhere
+# sequences of several recurrence_bwd blocks (8 chunks of 16): 10 chunks (a full block and a short one), 1, and 9
+BLOCKS_VARLEN = [0, 150, 165, 300]
 # Cases with head parameters have >= 4 value heads: dA_log and ddt_bias are per-head sums that can cancel, and
 # a relative L2 over 1-2 of them measures that luck (GDN on 2 heads × 50 tokens: the forward's bf16 workspace
 # alone passed 0.02 for 2 seeds in 8 in a float64 model; on 4 heads × 100 tokens it stays below 2e-3).
@@ -71,9 +74,15 @@ CASES = [
     Case("gdn_plain_varlen_k64", Options(op="gdn"), 64, dict(cu_seqlens=VARLEN, H=1), g=torch.bfloat16),
     Case("gdn_softplus_vfirst_no_h0_k64", Options(op="gdn", **KDA_SOFT, use_qk_l2norm_in_kernel=True,
                                                   state_v_first=True), 64, dict(B=2, T=40, H=4, initial_state=False)),
+    # one head: no head parameters (a per-head sum over one head measures cancellation luck, see above); decays
+    # weak enough (≈ −0.015 per token) that a block's gradient reaches the blocks before it
+    Case("kda_blocks_varlen_k64", Options(**FULL), 64, dict(cu_seqlens=BLOCKS_VARLEN, H=1), g_scale=0.02),
+    Case("gdn_blocks_vfirst_k64", Options(op="gdn", **FULL, state_v_first=True), 64, dict(B=1, T=260, H=1),
+         g_scale=0.02),
 ]
-# small enough for the host emulation: varlen KDA and GDN, and fixed-length sequences
-EMULATED = ["kda_softplus_vfirst_varlen_k64", "gdn_plain_varlen_k64", "kda_plain_no_h0_k64"]
+# small enough for the host emulation: varlen KDA and GDN, fixed-length sequences, sequences of several blocks
+EMULATED = ["kda_softplus_vfirst_varlen_k64", "gdn_plain_varlen_k64", "kda_plain_no_h0_k64",
+            "kda_blocks_varlen_k64", "gdn_blocks_vfirst_k64"]
 # forward kernels -> backward kernels, both emulated: the factored form of prepare (a lower-bound gate), varlen, GVA
 END_TO_END = Case("kda_lb5_end_to_end_k64", Options(**KDA_SOFT, lower_bound=-5.0, **FULL), 64,
                   dict(cu_seqlens=VARLEN, H=2, G=2), g=torch.bfloat16)
@@ -96,6 +105,8 @@ def case_inputs(case: Case, seed: int) -> tuple[dict, torch.Tensor, torch.Tensor
     x = make_inputs(case.opt, K=case.K, V=case.K, generator=gen, **case.shape)
     if case.A_log_max is not None:
         x["A_log"] = (1 + (case.A_log_max - 1) * torch.rand(x["A_log"].shape, generator=gen, dtype=F64)).log()
+    if case.g_scale is not None:
+        x["g"] = x["g"] * case.g_scale
     dtypes = {"q": torch.bfloat16, "k": torch.bfloat16, "v": torch.bfloat16, "g": case.g, "beta": case.beta}
     x = {n: (t.to(dtypes.get(n, torch.float32)) if t is not None and t.is_floating_point() else t) for n, t in x.items()}
     do = torch.randn(x["v"].shape, generator=gen, dtype=F64).to(torch.bfloat16)
@@ -228,7 +239,8 @@ def run_case(case: Case, device, seed: int, loader=None, debug=None) -> tuple[di
 # ---- the recurrence_bwd oracle ----------------------------------------------------------------------------------
 
 def k2_oracle(case: Case, x: dict, do, dht, rounded: bool = True) -> dict:
-    """float64 S_c, dqd, dkd, dkr, dMqk, dMkk, dgT and dβ (the Σ_v dX⊙P part) from the (rounded) workspace."""
+    """float64 S_c, dqd, dkd, dkr, dMqk, dMkk, dgT and dβ (the Σ_v dX⊙P part) from the (rounded) workspace, and
+    "dgT_terms": e^Γl⊙Σ_v |S⊙dh|, the magnitude of dgT's terms (its sum cancels: check_k2_workspace's measure)."""
     ws = {n: t.to(F64) for n, t in forward_workspace(case, x, rounded).items()}
     ws["gte"] = ws["gte"].expand(*ws["gte"].shape[:2], case.K)          # a per-head decay: [NC, HV, 1]
     v, dO = x["v"].to(F64).flatten(0, 1), do.to(F64).flatten(0, 1)
@@ -238,7 +250,7 @@ def k2_oracle(case: Case, x: dict, do, dht, rounded: bool = True) -> dict:
     NC = ws["qd"].shape[0]
     out = {n: torch.zeros(NC, HV, *s, dtype=F64) for n, s in (("states", (K, K)), ("dqd", (C, K)), ("dkd", (C, K)),
                                                              ("dkr", (C, K)), ("dMqk", (C, C)), ("dMkk", (C, C)),
-                                                             ("dgT", (K,)), ("dbeta", (C,)))}
+                                                             ("dgT", (K,)), ("dgT_terms", (K,)), ("dbeta", (C,)))}
     seqs = {}
     for n, c, s, e in chunks(x):
         seqs.setdefault(n, []).append((c, s, e))
@@ -272,6 +284,7 @@ def k2_oracle(case: Case, x: dict, do, dht, rounded: bool = True) -> dict:
             out["dMqk"][c] = (do_c @ Vn.transpose(1, 2)).masked_fill(~tril, 0)
             out["dMkk"][c] = -(w["A"].transpose(1, 2) @ dA @ w["A"].transpose(1, 2)).tril(-1)
             out["dgT"][c] = w["gte"] * (S * dS).sum(-1)
+            out["dgT_terms"][c] = w["gte"] * (S * dS).abs().sum(-1)
             out["dbeta"][c] = (dX * P).sum(-1)
             dS = w["gte"][..., None] * dS + w["qd"].transpose(1, 2) @ do_c - w["kd"].transpose(1, 2) @ bdX
     return out
@@ -283,10 +296,17 @@ def check_k2_workspace(case: Case, debug: dict, seed: int) -> None:
     used = sorted({c for _, c, _, _ in chunks(x)})
     rows, bad = [], []
     for name, w in want.items():
+        if name.endswith("_terms"):
+            continue
         got = debug[RECURRENCE_BWD[name]].detach().to("cpu", F64)[used]
-        err = rel_l2(got, w[used])
+        if name == "dgT":
+            # a sum of V products that cancel: its error is measured against the sum of their magnitudes (a
+            # floating-point sum's bound), where bf16 operands give ≤ 6e-4 and chunks or channels out of place ≥ 0.024
+            err, bound = ((got - w[used]).norm() / want["dgT_terms"][used].norm()).item(), 0.005
+        else:                                     # bf16 operands give 1e-3..9e-3 here; a wrong index gives > 0.04
+            err, bound = rel_l2(got, w[used]), 0.02
         rows.append(f"  {name:7s} rel L2 {err:.3e}")
-        if not err <= 0.02:                       # bf16 operands give 1e-3..9e-3 here; a wrong index gives > 0.04
+        if not err <= bound:
             bad.append(name)
     assert not bad, f"{case.name} seed={seed}: recurrence_bwd workspace {bad} off\n" + "\n".join(rows)
 

@@ -163,7 +163,7 @@ def test_launches_follow_the_plan_and_match_kernel_signatures(opt, K, shape):
     want = [(k.name, tuple(evaluate(d, sizes) for d in k.grid), (k.threads,), k.smem_bytes if k.smem_dynamic else 0)
             for k in plan.direction("backward")]
     assert mod.launched == want
-    assert [w[0] for w in want] == ["states", "recurrence_bwd", "prepare_bwd"] + ["param_reduce"] * opt.use_gate_in_kernel
+    assert [w[0] for w in want] == ["states", "dstate_pass", "recurrence_bwd", "prepare_bwd"] + ["param_reduce"] * opt.use_gate_in_kernel
     for name, t in x.items():
         if name != "cu_seqlens" and t is not None:
             assert grads[name].shape == t.shape and grads[name].dtype == t.dtype, name

@@ -25,8 +25,8 @@ def kda_plan():
 @pytest.mark.parametrize("problem", default_problems(), ids=lambda p: p.uri("any"))
 def test_default_plans_verify(problem):
     plan = verify(make_plan(problem))
-    assert [k.name for k in plan.kernels] == ["prepare", "recurrence", "states", "recurrence_bwd", "prepare_bwd",
-                                              "param_reduce"]
+    assert [k.name for k in plan.kernels] == ["prepare", "recurrence", "states", "dstate_pass", "recurrence_bwd",
+                                              "prepare_bwd", "param_reduce"]
     assert plan.family == "mma16" and plan.uri.endswith(f"_mma16_{problem.arch.replace('_', '')}")
     limit = ARCHS[problem.arch].smem_per_block
     assert all(k.smem_bytes <= limit for k in plan.kernels)
@@ -87,10 +87,17 @@ def test_exponent_form_rule():
 def test_backward_plan_describes_the_built_kernels(op, head_dim):
     """recurrence_bwd: V/16 warps, no producer, __syncthreads only; its shared memory is the tiles the template
     uses (161600 B at K = V = 128, within sm_80's limit); prepare_bwd: 16 lanes per token row, static smem."""
-    K = head_dim
+    K, C_ = head_dim, 16
     plan = verify(make_plan(default_problem(op, head_dim=K, arch="sm_80")))
-    assert [k.name for k in plan.direction("backward")] == ["states", "recurrence_bwd", "prepare_bwd", "param_reduce"]
+    assert [k.name for k in plan.direction("backward")] == ["states", "dstate_pass", "recurrence_bwd", "prepare_bwd",
+                                                            "param_reduce"]
     k2 = plan.kernel("recurrence_bwd")
+    assert k2.grid == ["chunks // 8 + N", "HV"] and k2.options.block_chunks == 8
+    chain = plan.kernel("dstate_pass")                       # the serial pass: two stages of the chain's tiles
+    assert chain.grid == ["N", "HV"] and chain.threads == k2.threads and chain.options.block_chunks == 8
+    assert chain.smem_bytes == 2 * (2 * (3 * C_ * (K + 8) + C_ * (K + 8) + 2 * C_ * 24) + 4 * (C_ + K))
+    assert plan.workspace("ws_dstate_blocks").shape == ("chunks // 8 + N", "HV", K, K)
+    assert plan.workspace("ws_dstate_blocks").consumers == ["recurrence_bwd"]
     assert k2.threads == K // 16 * 32 and [r.name for r in k2.roles] == ["all"] and not k2.pipelines
     assert [(b.name, b.kind, b.count) for b in k2.barriers] == [("sync", "cta", k2.threads)]
     C, ldk, ldv, ldc, nw = 16, K + 8, K + 8, 24, K // 16      # bf16 rows padded by 8: ldmatrix without conflicts

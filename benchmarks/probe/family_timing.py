@@ -32,8 +32,8 @@ def call(variant, s):
     return lambda: fn(*args, **kwargs)
 
 
-def time_ms(fn, iters=30, warmup=5) -> float:
-    with torch.no_grad():
+def time_ms(fn, iters=30, warmup=5, grad=False) -> float:
+    with torch.set_grad_enabled(grad):
         for _ in range(warmup):
             fn()
         times = []
@@ -47,8 +47,8 @@ def time_ms(fn, iters=30, warmup=5) -> float:
     return statistics.median(times)
 
 
-def kernel_times(fn) -> dict:
-    with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+def kernel_times(fn, grad=False) -> dict:
+    with torch.set_grad_enabled(grad), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(5):
             fn()
         torch.cuda.synchronize()

@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80 (backward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_80
 // family mma16, chunk 16, exponent form factored
-// kernels: states (grid ['N', 'HV', 2], 160 threads, 25248 B smem), recurrence_bwd (grid ['N', 'HV'], 256 threads, 161600 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 43072 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
+// kernels: states (grid ['N', 'HV', 2], 160 threads, 25248 B smem), dstate_pass (grid ['N', 'HV', '8'], 128 threads, 35968 B smem), recurrence_bwd (grid ['chunks // 8 + N', 'HV'], 256 threads, 161600 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 43072 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -372,6 +372,26 @@ __device__ __forceinline__ bool locate_chunk(const long long* cu_seqlens, const 
   return true;
 }
 
+// Blocks of G consecutive chunks of one sequence (the backward's checkpoints): block b of sequence n owns slot
+// ⌊chunk_offsets[n] / G⌋ + n + b. Slots are distinct and below chunks / G + N for any packed batch (⌊(a + m) / G⌋ + 1 ≥
+// ⌊a / G⌋ + ⌈m / G⌉), so a grid of that many CTAs covers every block with no host sync.
+__device__ __forceinline__ long long block_slot(const int* chunk_offsets, int G, int n, int b) {
+  return chunk_offsets[n] / G + n + b;
+}
+
+// The (sequence, block) owning slot s, by binary search over the sequences' first slots: false for a slot no block
+// owns (a surplus CTA).
+__device__ __forceinline__ bool locate_block(const int* chunk_offsets, int N, int G, long long s, int& n, int& b) {
+  int lo = 0, hi = N - 1;  // the last n whose first slot is <= s
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (block_slot(chunk_offsets, G, mid, 0) <= s) lo = mid; else hi = mid - 1;
+  }
+  n = lo;
+  b = (int)(s - block_slot(chunk_offsets, G, lo, 0));
+  return b < (chunk_offsets[lo + 1] - chunk_offsets[lo] + G - 1) / G;
+}
+
 }  // namespace kdg
 
 #line 5 "templates/unit.cu.j2"
@@ -617,7 +637,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 //   P = Sᵀ·k_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) states(
     const bf16* __restrict__ v,
-#line 621 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 641 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ h0,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -632,7 +652,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 636 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 656 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 25248 B, static
   __shared__ __align__(16) unsigned char smem_raw[25248];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -676,7 +696,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 680 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 700 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 58 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -788,7 +808,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
         kdg::mbarrier_arrive(&bar_free[s]);
       }
 
-#line 792 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 812 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
@@ -819,11 +839,386 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 #line 218 "templates/mma16/recurrence.cu.j2"
 }
 
+#line 4 "templates/mma16/dstate_pass.cu.j2"
+// ===== dstate_pass: dstate_pass, the reverse dS chain and its checkpoints =====
+// grid (N sequences, HV heads, V / 16 value slices), 128 threads (role "all"), chunks last to first: the value
+// columns of dS evolve independently, so each CTA carries its 16 rows alone, and warp r holds their key quarter r.
+// Per chunk only what the next dS needs (dstate_chain): each warp's quarter of dVn, the quarters summed through
+// shared memory, β⊙dX, each warp's quarter of the dS update; chunk c − 1's tiles are copied into the other of two
+// stages while chunk c computes. Barrier "sync" (__syncthreads, twice per chunk): a stage landed and the other is
+// free; the dVn quarters are written. At the top of each block's last chunk (8 chunks a block) dSᵀ goes to
+// ws_dstate_blocks[block_slot] in fp32: recurrence_bwd restarts every block from there. The pass stops at block 0's
+// checkpoint; block 0's chunks, and dh0, are recurrence_bwd's.
+
+namespace kdg_dstate_pass {
+using namespace kdg;
+
+// key and value head dims; chunk: one m16 tile of tokens; ws_decay_total per (chunk, head): K values per channel
+// (KDA) or 1 per head (GDN); dht stored [V, K] (state_v_first) or [K, V]
+constexpr int K = 128, V = 128, C = 16, KD = 128, BLOCK = 8;
+constexpr bool STATE_V_FIRST = false;
+typedef float cc_t;  // A and Mqk in the forward workspace
+
+constexpr int VS = 16;   // value rows of this CTA's slice
+constexpr int NW = 4;   // warps: one per key quarter
+constexpr int RT = 128;
+// shared-memory row strides (bf16 elements) of the plan's [.][K], [.][V] and [.][C] tiles
+constexpr int LDK = 136, LDV = 24, LDC = 24;
+constexpr int CC_PER_THREAD = C * C / RT;        // elements of A (and of Mqk) each thread carries to the next stage
+constexpr int DT_PER_THREAD = (K + RT - 1) / RT;  // and of decay_total
+static_assert(RT == 32 * NW && VS == 16 && V % VS == 0, "one m16 tile of value rows per CTA");
+static_assert((C * C) % RT == 0 && C <= RT, "the threads cover a chunk's C×C tiles evenly, β in one pass");
+
+__device__ __forceinline__ int state_index(int k, int v) { return STATE_V_FIRST ? v * K + k : k * V + v; }
+
+#line 1 "templates/mma16/dstate_chain.cuh.j2"
+// ---- the dS chain: one chunk's step of the reverse recurrence. dstate_pass and recurrence_bwd both call these,
+//      so recurrence_bwd, restarting from dstate_pass's checkpoints, computes every dS bit for bit alike ----------
+// dS = ∂L/∂S lives in fp32 registers as dSᵀ, 16 value rows per warp, in tiles of 16 rows × 8 key columns.
+
+// The bf16 residuals x − bf16(x) of two adjacent accumulator tiles, as an A fragment: frag_a_from_c(f0, f1) +
+// frag_a_residual(f0, f1) carries ~16 mantissa bits of an operand whose bf16 rounding the result cannot absorb.
+__device__ __forceinline__ float bf16_residual(float x) { return x - __bfloat162float(__float2bfloat16_rn(x)); }
+
+__device__ __forceinline__ FragA frag_a_residual(const FragC& f0, const FragC& f1) {
+  FragA a;
+  a.x[0] = pack_bf16(bf16_residual(f0.x[0]), bf16_residual(f0.x[1]));
+  a.x[1] = pack_bf16(bf16_residual(f0.x[2]), bf16_residual(f0.x[3]));
+  a.x[2] = pack_bf16(bf16_residual(f1.x[0]), bf16_residual(f1.x[1]));
+  a.x[3] = pack_bf16(bf16_residual(f1.x[2]), bf16_residual(f1.x[3]));
+  return a;
+}
+
+__device__ __forceinline__ FragC frag_neg(FragC f) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) f.x[e] = -f.x[e];
+  return f;
+}
+
+// (e) dVnᵀ = dOᵀ·Mqk + dhᵀ·k_to_endᵀ, dh as bf16 hi + lo: a per-head decay's gradient sums k̂⊙b_kr terms that
+//     cancel, and dh's bf16 rounding alone took it past 0.02 for 1 seed in 16 (float64 model of the kernel).
+//     The key contraction is split in DVN_PARTS quarters, each its own accumulator, added in a fixed order:
+//     dstate_pass gives each quarter to a warp, recurrence_bwd runs all four in one warp, both with these
+//     functions, so the sums are the same bits. adO: the A fragment (m = v, k = token i) = dO[i][v] of the
+//     warp's rows; Mqk [C][LDC], k_to_end [C][LDK].
+constexpr int DVN_PARTS = 4;
+constexpr int PART_KS = K / 16 / DVN_PARTS;  // 16-column key steps per quarter
+constexpr int PART_TILES = 2 * PART_KS;      // dS tiles (8 columns each) per quarter
+static_assert(K % (16 * DVN_PARTS) == 0, "the key quarters tile by 16");
+
+// Quarter r of dVnᵀ: dS holds the quarter's PART_TILES tiles (columns 16·PART_KS·r ...); quarter 0 starts from
+// dOᵀ·Mqk.
+__device__ __forceinline__ void chain_dvn_part(const FragC* dS, int r, const FragA& adO, const bf16* Mqk,
+                                               const bf16* k_to_end, int lane, FragC (&P)[2]) {
+  frag_zero(P[0]);
+  frag_zero(P[1]);
+  if (r == 0) {
+    FragB b[2];
+    load_frag_b_kn(b, Mqk, LDC, lane);                                      // (k = i, n = j) = Mqk[i][j]
+    mma_16816(P[0], adO, b[0]);
+    mma_16816(P[1], adO, b[1]);
+  }
+#pragma unroll
+  for (int ks = 0; ks < PART_KS; ++ks) {
+    const FragA hi = frag_a_from_c(dS[2 * ks], dS[2 * ks + 1]);
+    const FragA lo = frag_a_residual(dS[2 * ks], dS[2 * ks + 1]);
+    FragB b[2];
+    load_frag_b_nk(b, k_to_end + (r * PART_KS + ks) * 16, LDK, lane);      // (k = key channel, n = j) = k_to_end[j][k]
+    mma_16816(P[0], hi, b[0]);
+    mma_16816(P[1], hi, b[1]);
+    mma_16816(P[0], lo, b[0]);
+    mma_16816(P[1], lo, b[1]);
+  }
+}
+
+// dVnᵀ from the four quarters, added in the one order both kernels use.
+__device__ __forceinline__ void chain_dvn_sum(const FragC (&P)[DVN_PARTS][2], FragC (&dVn)[2]) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dVn[nt].x[e] = (P[0][nt].x[e] + P[1][nt].x[e]) + (P[2][nt].x[e] + P[3][nt].x[e]);
+}
+
+// (f) dXᵀ = dVnᵀ·A    (g) (β⊙dX)ᵀ, columns i = tokens. A [C][LDC], beta [C].
+__device__ __forceinline__ void chain_dx(const FragC (&dVn)[2], const bf16* A, const float* beta, int lane,
+                                         FragC (&dX)[2], FragC (&bdX)[2]) {
+  frag_zero(dX[0]);
+  frag_zero(dX[1]);
+  const FragA a = frag_a_from_c(dVn[0], dVn[1]);
+  FragB b[2];
+  load_frag_b_kn(b, A, LDC, lane);                                          // (k = i, n = j) = A[i][j]
+  mma_16816(dX[0], a, b[0]);
+  mma_16816(dX[1], a, b[1]);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) bdX[nt].x[e] = dX[nt].x[e] * beta[nt * 8 + frag_c_col(lane, e)];
+}
+
+// (k) dSᵀ ← dhᵀ·diag(decay_total) + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed for NT tiles of dS, columns 8·t0 ...
+//     (each tile's update is independent: any split of the tiles gives the same bits). q_decayed, k_decayed
+//     [C][LDK], decay_total [K].
+template <int NT>
+__device__ __forceinline__ void chain_dstate(FragC* dS, int t0, const FragA& adO, const FragC (&bdX)[2],
+                                             const bf16* q_decayed, const bf16* k_decayed, const float* decay_total,
+                                             int lane) {
+  static_assert(NT % 2 == 0, "tiles go in pairs (one 16-column operand)");
+  const FragA anbdX = frag_a_from_c(frag_neg(bdX[0]), frag_neg(bdX[1]));
+#pragma unroll
+  for (int np = 0; np < NT / 2; ++np) {
+    FragB bq[2], bk[2];
+    const int col = (t0 + 2 * np) * 8;
+    load_frag_b_kn(bq, q_decayed + col, LDK, lane);                        // (k = i, n = key channel) = q_decayed[i][n]
+    load_frag_b_kn(bk, k_decayed + col, LDK, lane);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      FragC& d = dS[2 * np + half];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d.x[e] *= decay_total[col + half * 8 + frag_c_col(lane, e)];
+      mma_16816(d, adO, bq[half]);
+      mma_16816(d, anbdX, bk[half]);
+    }
+  }
+}
+
+// A checkpoint of dSᵀ: fp32 [V][K] per (slot, head); NT tiles of this warp's rows v0.., columns 8·t0 ...; stored
+// exactly, so a restart is exact.
+template <int NT>
+__device__ __forceinline__ void store_dstate(float* dst, const FragC* dS, int v0, int t0, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2)
+      *reinterpret_cast<float2*>(dst + (v0 + frag_c_row(lane, e)) * K + (t0 + nt) * 8 + frag_c_col(lane, e)) =
+          make_float2(dS[nt].x[e], dS[nt].x[e + 1]);
+}
+
+template <int NT>
+__device__ __forceinline__ void load_dstate(FragC* dS, const float* src, int v0, int t0, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const float2 x = *reinterpret_cast<const float2*>(src + (v0 + frag_c_row(lane, e)) * K + (t0 + nt) * 8 +
+                                                        frag_c_col(lane, e));
+      dS[nt].x[e] = x.x;
+      dS[nt].x[e + 1] = x.y;
+    }
+}
+#line 36 "templates/mma16/dstate_pass.cu.j2"
+static_assert(NW == DVN_PARTS, "a warp per quarter of the dVn contraction");
+
+// A chunk's fp32 workspace values, held in registers from their loads (issued before this chunk's math, which
+// hides their latency) to their stores into the next stage (after it). A and Mqk are masked to L×L as
+// recurrence_bwd masks them, so both kernels read the same operands.
+struct StageScalars {
+  float A[CC_PER_THREAD], Mqk[CC_PER_THREAD];
+  float beta, decay_total[DT_PER_THREAD];
+};
+
+__device__ __forceinline__ StageScalars load_scalars(const SeqChunk& p, int h, int HV, const cc_t* ws_A,
+                                                     const cc_t* ws_Mqk, const float* ws_beta,
+                                                     const float* ws_decay_total, int tid) {
+  const long long ws = p.index * HV + h;
+  StageScalars r;
+#pragma unroll
+  for (int j = 0; j < CC_PER_THREAD; ++j) {
+    const int idx = tid + j * RT, i = idx / C, jj = idx % C;
+    const bool in = i < p.L && jj < p.L;
+    r.A[j] = in ? to_f32(ws_A[ws * C * C + idx]) : 0.f;
+    r.Mqk[j] = in ? to_f32(ws_Mqk[ws * C * C + idx]) : 0.f;
+  }
+  r.beta = tid < p.L ? ws_beta[ws * C + tid] : 0.f;
+#pragma unroll
+  for (int j = 0; j < DT_PER_THREAD; ++j) {
+    const int k = tid + j * RT;
+    r.decay_total[j] = k < K ? ws_decay_total[ws * KD + (KD == 1 ? 0 : k)] : 0.f;
+  }
+  return r;
+}
+
+__device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf16* Mqk, float* beta,
+                                              float* decay_total, int tid) {
+#pragma unroll
+  for (int j = 0; j < CC_PER_THREAD; ++j) {
+    const int idx = tid + j * RT, i = idx / C, jj = idx % C;
+    A[i * LDC + jj] = __float2bfloat16_rn(r.A[j]);
+    Mqk[i * LDC + jj] = __float2bfloat16_rn(r.Mqk[j]);
+  }
+  if (tid < C) beta[tid] = r.beta;
+#pragma unroll
+  for (int j = 0; j < DT_PER_THREAD; ++j)
+    if (tid + j * RT < K) decay_total[tid + j * RT] = r.decay_total[j];
+}
+
+}  // namespace kdg_dstate_pass
+
+extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
+    const bf16* __restrict__ dout,
+#line 1060 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+    const bf16* __restrict__ ws_q_decayed,
+    const bf16* __restrict__ ws_k_decayed,
+    const bf16* __restrict__ ws_k_to_end,
+    const float* __restrict__ ws_decay_total,
+    const float* __restrict__ ws_A,
+    const float* __restrict__ ws_Mqk,
+    const float* __restrict__ ws_beta,
+    const float* __restrict__ dht,
+    float* __restrict__ ws_dstate_blocks,
+    float* __restrict__ grad_h0,
+    const long long* __restrict__ cu_seqlens,
+    const int* __restrict__ chunk_offsets,
+    int HV) {
+#line 85 "templates/mma16/dstate_pass.cu.j2"
+  using namespace kdg_dstate_pass;
+#line 1076 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+  // shared memory: 35968 B, static
+  __shared__ __align__(16) unsigned char smem_raw[35968];
+  bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 2 stages
+  [[maybe_unused]] constexpr int ld_k_decayed = 136;
+  constexpr int stride_k_decayed = 2176;  // elements per stage / warp copy
+  bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 8704);  // k_to_end [16 x 128] bf16, ld 136, 2 stages
+  [[maybe_unused]] constexpr int ld_k_to_end = 136;
+  constexpr int stride_k_to_end = 2176;  // elements per stage / warp copy
+  bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 17408);  // q_decayed [16 x 128] bf16, ld 136, 2 stages
+  [[maybe_unused]] constexpr int ld_q_decayed = 136;
+  constexpr int stride_q_decayed = 2176;  // elements per stage / warp copy
+  bf16* const s_dO = reinterpret_cast<bf16*>(smem_raw + 26112);  // dO [16 x 16] bf16, ld 24, 2 stages
+  [[maybe_unused]] constexpr int ld_dO = 24;
+  constexpr int stride_dO = 384;  // elements per stage / warp copy
+  bf16* const s_A = reinterpret_cast<bf16*>(smem_raw + 27648);  // A [16 x 16] bf16, ld 24, 2 stages
+  [[maybe_unused]] constexpr int ld_A = 24;
+  constexpr int stride_A = 384;  // elements per stage / warp copy
+  bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 29184);  // Mqk [16 x 16] bf16, ld 24, 2 stages
+  [[maybe_unused]] constexpr int ld_Mqk = 24;
+  constexpr int stride_Mqk = 384;  // elements per stage / warp copy
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 30720);  // beta [16] f32, ld 16, 2 stages
+  constexpr int stride_beta = 16;  // elements per stage / warp copy
+  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 30848);  // decay_total [128] f32, ld 128, 2 stages
+  constexpr int stride_decay_total = 128;  // elements per stage / warp copy
+  float* const s_dvn_parts = reinterpret_cast<float*>(smem_raw + 31872);  // dvn_parts [4 x 32 x 8] f32, ld 8
+  [[maybe_unused]] constexpr int ld_dvn_parts = 8;
+#line 87 "templates/mma16/dstate_pass.cu.j2"
+  static_assert(ld_k_decayed == LDK && ld_k_to_end == LDK && ld_q_decayed == LDK && ld_dO == LDV && ld_A == LDC &&
+                ld_Mqk == LDC, "the plan's row strides are the ones the code uses");
+  const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * VS;      // the slice's value rows v0..v0+15
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int t0 = warp * PART_TILES;                                      // this warp's key quarter: tiles t0..
+  const int nchunks = chunk_offsets[n + 1] - chunk_offsets[n];
+  const long long sh = (long long)(n * HV + h) * K * V;       // (sequence, head) block of dht / dh0
+
+#line 15 "templates/skeleton.j2"
+  // ---- step dstate_in (all, vrows): dSᵀ rows of this warp from dht (or zeros) ----
+#line 96 "templates/mma16/dstate_pass.cu.j2"
+  FragC dS[PART_TILES];                          // dSᵀ: element (v0 + row, 8·(t0 + nt) + col)
+#pragma unroll
+  for (int nt = 0; nt < PART_TILES; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dS[nt].x[e] = dht == nullptr ? 0.f
+                                   : dht[sh + state_index((t0 + nt) * 8 + frag_c_col(lane, e), v0 + frag_c_row(lane, e))];
+
+  if (nchunks == 0) {                            // an empty sequence has no block: its dh0 is dht
+#line 15 "templates/skeleton.j2"
+    // ---- step dstate_out (all, thread): an empty sequence's dh0 is its dht (recurrence_bwd has no block there; slice 0 copies it) ----
+#line 106 "templates/mma16/dstate_pass.cu.j2"
+    if (grad_h0 != nullptr && blockIdx.z == 0)
+      for (int idx = tid; idx < K * V; idx += RT) grad_h0[sh + idx] = dht == nullptr ? 0.f : dht[sh + idx];
+    return;
+  }
+
+  // the tiles of chunk ci into stage st: cp.async now (rows >= L zero-filled), the fp32 values returned
+  auto issue_tiles = [&](int ci, int st) {
+    const SeqChunk p = sequence_chunk(cu_seqlens, chunk_offsets, 0, C, n, ci);
+    const long long ws = p.index * HV + h;
+    cp_async_tile(s_k_decayed + st * stride_k_decayed, LDK * 2, ws_k_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
+    cp_async_tile(s_k_to_end + st * stride_k_to_end, LDK * 2, ws_k_to_end + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
+    cp_async_tile(s_q_decayed + st * stride_q_decayed, LDK * 2, ws_q_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
+    cp_async_tile(s_dO + st * stride_dO, LDV * 2, dout + (p.t0 * HV + h) * V + v0, (long long)HV * V * 2, C, VS * 2, p.L,
+                  tid, RT);
+    return load_scalars(p, h, HV, ws_A, ws_Mqk, ws_beta, ws_decay_total, tid);
+  };
+  auto store_stage = [&](const StageScalars& r, int st) {
+    store_scalars(r, s_A + st * stride_A, s_Mqk + st * stride_Mqk, s_beta + st * stride_beta,
+                  s_decay_total + st * stride_decay_total, tid);
+  };
+  if (nchunks > BLOCK) store_stage(issue_tiles(nchunks - 1, 0), 0);
+
+  for (int ci = nchunks - 1;; --ci) {
+#line 15 "templates/skeleton.j2"
+    // ---- step checkpoint (all, vrows): at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block ----
+#line 130 "templates/mma16/dstate_pass.cu.j2"
+    if (ci == nchunks - 1 || ci % BLOCK == BLOCK - 1)
+      store_dstate<PART_TILES>(ws_dstate_blocks + (block_slot(chunk_offsets, BLOCK, n, ci / BLOCK) * HV + h) * V * K, dS,
+                               v0, t0, lane);
+    if (ci < BLOCK) break;                       // block 0 is recurrence_bwd's
+    const int st = (nchunks - 1 - ci) & 1;
+    cp_async_wait_all();
+    __syncthreads();                             // barrier "sync": stage st landed, stage st ^ 1 is free
+
+#line 15 "templates/skeleton.j2"
+    // ---- step load (all, tile): the next chunk into the other stage: cp.async tiles now, the fp32 scalars via registers after this chunk's dstate ----
+#line 139 "templates/mma16/dstate_pass.cu.j2"
+    const bool more = ci - 1 >= BLOCK;           // this pass runs chunk ci − 1 too
+    StageScalars next{};
+    if (more) next = issue_tiles(ci - 1, st ^ 1);
+
+#line 15 "templates/skeleton.j2"
+    // ---- step dvn_part (all, kquarter): this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
+#line 144 "templates/mma16/dstate_pass.cu.j2"
+    const FragA adO = load_frag_a_trans(s_dO + st * stride_dO, LDV, lane);   // (m = v, k = token i) = dO[i][v]
+    {
+      FragC mine[2];
+      chain_dvn_part(dS, warp, adO, s_Mqk + st * stride_Mqk, s_k_to_end + st * stride_k_to_end, lane, mine);
+      float4* out = reinterpret_cast<float4*>(s_dvn_parts + (warp * 32 + lane) * 8);
+      out[0] = make_float4(mine[0].x[0], mine[0].x[1], mine[0].x[2], mine[0].x[3]);
+      out[1] = make_float4(mine[1].x[0], mine[1].x[1], mine[1].x[2], mine[1].x[3]);
+    }
+    __syncthreads();                             // barrier "sync": every quarter is written
+
+#line 15 "templates/skeleton.j2"
+    // ---- step dvn_sum (all, vrows): dVnᵀ: the four quarters added in a fixed order (every warp, the same bits) ----
+#line 155 "templates/mma16/dstate_pass.cu.j2"
+    FragC dVn[2];
+    {
+      FragC part[DVN_PARTS][2];
+#pragma unroll
+      for (int r = 0; r < DVN_PARTS; ++r) {
+        const float4* in = reinterpret_cast<const float4*>(s_dvn_parts + (r * 32 + lane) * 8);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const float4 x = in[nt];
+          part[r][nt].x[0] = x.x;
+          part[r][nt].x[1] = x.y;
+          part[r][nt].x[2] = x.z;
+          part[r][nt].x[3] = x.w;
+        }
+      }
+      chain_dvn_sum(part, dVn);
+    }
+
+#line 15 "templates/skeleton.j2"
+    // ---- step dx (all, vrows): (β⊙dX)ᵀ = diag(β)·(dVnᵀ·A) ----
+#line 174 "templates/mma16/dstate_pass.cu.j2"
+    FragC dX[2], bdX[2];
+    chain_dx(dVn, s_A + st * stride_A, s_beta + st * stride_beta, lane, dX, bdX);
+
+#line 15 "templates/skeleton.j2"
+    // ---- step dstate (all, kquarter): this warp's key quarter of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
+#line 178 "templates/mma16/dstate_pass.cu.j2"
+    chain_dstate<PART_TILES>(dS, t0, adO, bdX, s_q_decayed + st * stride_q_decayed, s_k_decayed + st * stride_k_decayed,
+                             s_decay_total + st * stride_decay_total, lane);
+    if (more) store_stage(next, st ^ 1);
+  }
+}
+
 #line 4 "templates/mma16/recurrence_bwd.cu.j2"
 // ===== recurrence_bwd: recurrence_bwd, the reverse chunk recurrence =====
-// grid (N sequences, HV heads), 256 threads (8 warps, role "all"), chunks last to first; barrier
-// "sync" (__syncthreads) separates the phases. dS = ∂L/∂S (the gradient of the state leaving the current
-// chunk, "dh") lives in fp32 registers as dSᵀ, warp w holding rows v0 = 16w..v0+15.
+// grid (checkpoint slots, HV heads): one CTA per block of 8 chunks of a sequence (block_slot), 256 threads
+// (8 warps, role "all"), the block's chunks last to first from dS at the block's end (ws_dstate_blocks, which
+// dstate_pass wrote); barrier "sync" (__syncthreads) separates the phases. dS = ∂L/∂S (the gradient of the state
+// leaving the current chunk, "dh") lives in fp32 registers as dSᵀ, warp w holding rows v0 = 16w..v0+15.
 // Per chunk, with S = S_c from states (ws_states, stored transposed, [V, K]):
 //   phase V (warp owns value rows):  (a)–(d) recompute Vn; (e) dVn = Mqkᵀ·dO + k_to_end·dh; (f) dX = Aᵀ·dVn;
 //       (g) dv = β⊙dX; (h) dβ partial Σ_v dX⊙P; (i) d_decay_total partial Σ_v S⊙dh;
@@ -839,7 +1234,7 @@ using namespace kdg;
 
 // key and value head dims; chunk: one m16 tile of tokens; ws_decay_total per (chunk, head): K values per channel
 // (KDA) or 1 per head (GDN); h0 / dht / dh0 stored [V, K] (state_v_first) or [K, V]
-constexpr int K = 128, V = 128, C = 16, KD = 128;
+constexpr int K = 128, V = 128, C = 16, KD = 128, BLOCK = 8;
 constexpr bool STATE_V_FIRST = false;
 typedef bf16 state_t;  // S_c, [V, K] per (chunk, head)
 typedef float cc_t;  // A in the forward workspace
@@ -926,7 +1321,143 @@ __device__ __forceinline__ void recompute_vn(const ChunkIn& in, StateA state_a, 
   mma_16816(Vn[1], ax, b[1]);
 }
 
-#line 44 "templates/mma16/recurrence_bwd.cu.j2"
+#line 1 "templates/mma16/dstate_chain.cuh.j2"
+// ---- the dS chain: one chunk's step of the reverse recurrence. dstate_pass and recurrence_bwd both call these,
+//      so recurrence_bwd, restarting from dstate_pass's checkpoints, computes every dS bit for bit alike ----------
+// dS = ∂L/∂S lives in fp32 registers as dSᵀ, 16 value rows per warp, in tiles of 16 rows × 8 key columns.
+
+// The bf16 residuals x − bf16(x) of two adjacent accumulator tiles, as an A fragment: frag_a_from_c(f0, f1) +
+// frag_a_residual(f0, f1) carries ~16 mantissa bits of an operand whose bf16 rounding the result cannot absorb.
+__device__ __forceinline__ float bf16_residual(float x) { return x - __bfloat162float(__float2bfloat16_rn(x)); }
+
+__device__ __forceinline__ FragA frag_a_residual(const FragC& f0, const FragC& f1) {
+  FragA a;
+  a.x[0] = pack_bf16(bf16_residual(f0.x[0]), bf16_residual(f0.x[1]));
+  a.x[1] = pack_bf16(bf16_residual(f0.x[2]), bf16_residual(f0.x[3]));
+  a.x[2] = pack_bf16(bf16_residual(f1.x[0]), bf16_residual(f1.x[1]));
+  a.x[3] = pack_bf16(bf16_residual(f1.x[2]), bf16_residual(f1.x[3]));
+  return a;
+}
+
+__device__ __forceinline__ FragC frag_neg(FragC f) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) f.x[e] = -f.x[e];
+  return f;
+}
+
+// (e) dVnᵀ = dOᵀ·Mqk + dhᵀ·k_to_endᵀ, dh as bf16 hi + lo: a per-head decay's gradient sums k̂⊙b_kr terms that
+//     cancel, and dh's bf16 rounding alone took it past 0.02 for 1 seed in 16 (float64 model of the kernel).
+//     The key contraction is split in DVN_PARTS quarters, each its own accumulator, added in a fixed order:
+//     dstate_pass gives each quarter to a warp, recurrence_bwd runs all four in one warp, both with these
+//     functions, so the sums are the same bits. adO: the A fragment (m = v, k = token i) = dO[i][v] of the
+//     warp's rows; Mqk [C][LDC], k_to_end [C][LDK].
+constexpr int DVN_PARTS = 4;
+constexpr int PART_KS = K / 16 / DVN_PARTS;  // 16-column key steps per quarter
+constexpr int PART_TILES = 2 * PART_KS;      // dS tiles (8 columns each) per quarter
+static_assert(K % (16 * DVN_PARTS) == 0, "the key quarters tile by 16");
+
+// Quarter r of dVnᵀ: dS holds the quarter's PART_TILES tiles (columns 16·PART_KS·r ...); quarter 0 starts from
+// dOᵀ·Mqk.
+__device__ __forceinline__ void chain_dvn_part(const FragC* dS, int r, const FragA& adO, const bf16* Mqk,
+                                               const bf16* k_to_end, int lane, FragC (&P)[2]) {
+  frag_zero(P[0]);
+  frag_zero(P[1]);
+  if (r == 0) {
+    FragB b[2];
+    load_frag_b_kn(b, Mqk, LDC, lane);                                      // (k = i, n = j) = Mqk[i][j]
+    mma_16816(P[0], adO, b[0]);
+    mma_16816(P[1], adO, b[1]);
+  }
+#pragma unroll
+  for (int ks = 0; ks < PART_KS; ++ks) {
+    const FragA hi = frag_a_from_c(dS[2 * ks], dS[2 * ks + 1]);
+    const FragA lo = frag_a_residual(dS[2 * ks], dS[2 * ks + 1]);
+    FragB b[2];
+    load_frag_b_nk(b, k_to_end + (r * PART_KS + ks) * 16, LDK, lane);      // (k = key channel, n = j) = k_to_end[j][k]
+    mma_16816(P[0], hi, b[0]);
+    mma_16816(P[1], hi, b[1]);
+    mma_16816(P[0], lo, b[0]);
+    mma_16816(P[1], lo, b[1]);
+  }
+}
+
+// dVnᵀ from the four quarters, added in the one order both kernels use.
+__device__ __forceinline__ void chain_dvn_sum(const FragC (&P)[DVN_PARTS][2], FragC (&dVn)[2]) {
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      dVn[nt].x[e] = (P[0][nt].x[e] + P[1][nt].x[e]) + (P[2][nt].x[e] + P[3][nt].x[e]);
+}
+
+// (f) dXᵀ = dVnᵀ·A    (g) (β⊙dX)ᵀ, columns i = tokens. A [C][LDC], beta [C].
+__device__ __forceinline__ void chain_dx(const FragC (&dVn)[2], const bf16* A, const float* beta, int lane,
+                                         FragC (&dX)[2], FragC (&bdX)[2]) {
+  frag_zero(dX[0]);
+  frag_zero(dX[1]);
+  const FragA a = frag_a_from_c(dVn[0], dVn[1]);
+  FragB b[2];
+  load_frag_b_kn(b, A, LDC, lane);                                          // (k = i, n = j) = A[i][j]
+  mma_16816(dX[0], a, b[0]);
+  mma_16816(dX[1], a, b[1]);
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) bdX[nt].x[e] = dX[nt].x[e] * beta[nt * 8 + frag_c_col(lane, e)];
+}
+
+// (k) dSᵀ ← dhᵀ·diag(decay_total) + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed for NT tiles of dS, columns 8·t0 ...
+//     (each tile's update is independent: any split of the tiles gives the same bits). q_decayed, k_decayed
+//     [C][LDK], decay_total [K].
+template <int NT>
+__device__ __forceinline__ void chain_dstate(FragC* dS, int t0, const FragA& adO, const FragC (&bdX)[2],
+                                             const bf16* q_decayed, const bf16* k_decayed, const float* decay_total,
+                                             int lane) {
+  static_assert(NT % 2 == 0, "tiles go in pairs (one 16-column operand)");
+  const FragA anbdX = frag_a_from_c(frag_neg(bdX[0]), frag_neg(bdX[1]));
+#pragma unroll
+  for (int np = 0; np < NT / 2; ++np) {
+    FragB bq[2], bk[2];
+    const int col = (t0 + 2 * np) * 8;
+    load_frag_b_kn(bq, q_decayed + col, LDK, lane);                        // (k = i, n = key channel) = q_decayed[i][n]
+    load_frag_b_kn(bk, k_decayed + col, LDK, lane);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      FragC& d = dS[2 * np + half];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d.x[e] *= decay_total[col + half * 8 + frag_c_col(lane, e)];
+      mma_16816(d, adO, bq[half]);
+      mma_16816(d, anbdX, bk[half]);
+    }
+  }
+}
+
+// A checkpoint of dSᵀ: fp32 [V][K] per (slot, head); NT tiles of this warp's rows v0.., columns 8·t0 ...; stored
+// exactly, so a restart is exact.
+template <int NT>
+__device__ __forceinline__ void store_dstate(float* dst, const FragC* dS, int v0, int t0, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2)
+      *reinterpret_cast<float2*>(dst + (v0 + frag_c_row(lane, e)) * K + (t0 + nt) * 8 + frag_c_col(lane, e)) =
+          make_float2(dS[nt].x[e], dS[nt].x[e + 1]);
+}
+
+template <int NT>
+__device__ __forceinline__ void load_dstate(FragC* dS, const float* src, int v0, int t0, int lane) {
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; e += 2) {
+      const float2 x = *reinterpret_cast<const float2*>(src + (v0 + frag_c_row(lane, e)) * K + (t0 + nt) * 8 +
+                                                        frag_c_col(lane, e));
+      dS[nt].x[e] = x.x;
+      dS[nt].x[e + 1] = x.y;
+    }
+}
+
+#line 47 "templates/mma16/recurrence_bwd.cu.j2"
 // Write an m16 x 16 pair of accumulator tiles (rows v0.., columns i 0..15) into a [V][C] bf16 tile.
 __device__ __forceinline__ void store_vc(bf16* dst, const FragC (&f)[2], int v0, int lane, float sign = 1.f) {
 #pragma unroll
@@ -949,25 +1480,6 @@ __device__ __forceinline__ void store_ck(float* dst, const FragC (&f)[2], int co
     }
 }
 
-__device__ __forceinline__ FragC frag_neg(FragC f) {
-#pragma unroll
-  for (int e = 0; e < 4; ++e) f.x[e] = -f.x[e];
-  return f;
-}
-
-// The bf16 residuals x − bf16(x) of two adjacent accumulator tiles, as an A fragment: frag_a_from_c(f0, f1) +
-// frag_a_residual(f0, f1) carries ~16 mantissa bits of an operand whose bf16 rounding the result cannot absorb.
-__device__ __forceinline__ float bf16_residual(float x) { return x - __bfloat162float(__float2bfloat16_rn(x)); }
-
-__device__ __forceinline__ FragA frag_a_residual(const FragC& f0, const FragC& f1) {
-  FragA a;
-  a.x[0] = pack_bf16(bf16_residual(f0.x[0]), bf16_residual(f0.x[1]));
-  a.x[1] = pack_bf16(bf16_residual(f0.x[2]), bf16_residual(f0.x[3]));
-  a.x[2] = pack_bf16(bf16_residual(f1.x[0]), bf16_residual(f1.x[1]));
-  a.x[3] = pack_bf16(bf16_residual(f1.x[2]), bf16_residual(f1.x[3]));
-  return a;
-}
-
 // Sum of x over the 8 lane groups g (lanes t, t+4, ..., t+28): a column sum of an accumulator tile.
 __device__ __forceinline__ float sum_over_groups(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 4);
@@ -980,7 +1492,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 984 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1496 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -990,7 +1502,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const float* __restrict__ ws_Mqk,
     const float* __restrict__ ws_beta,
     const bf16* __restrict__ ws_states,
-    const float* __restrict__ dht,
+    const float* __restrict__ ws_dstate_blocks,
     float* __restrict__ ws_d_q_decayed,
     float* __restrict__ ws_d_k_decayed,
     float* __restrict__ ws_d_k_to_end,
@@ -1002,10 +1514,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     float* __restrict__ grad_h0,
     const long long* __restrict__ cu_seqlens,
     const int* __restrict__ chunk_offsets,
+    int N,
     int HV) {
-#line 97 "templates/mma16/recurrence_bwd.cu.j2"
+#line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1009 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1522 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1050,36 +1563,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
   [[maybe_unused]] constexpr int ld_dbeta_part = 16;
   float* const s_d_decay_total_part = reinterpret_cast<float*>(smem_raw + 157504);  // d_decay_total_part [8 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_d_decay_total_part = 128;
-#line 99 "templates/mma16/recurrence_bwd.cu.j2"
+#line 83 "templates/mma16/recurrence_bwd.cu.j2"
   static_assert(ld_k_decayed == LDK && ld_k_to_end == LDK && ld_q_decayed == LDK && ld_ST == LDK && ld_dhT_hi == LDK && ld_dhT_lo == LDK &&
                 ld_v == LDV && ld_dO == LDV && ld_A == LDC && ld_VnT == LDC && ld_XT == LDC && ld_dVnT == LDC &&
                 ld_bdXT == LDC && ld_Mqk == LDC && ld_A_f32 == C && ld_dMqk == C && ld_dA == C && ld_T == C &&
                 ld_dbeta_part == C && ld_d_decay_total_part == K, "the plan's row strides are the ones the code uses");
   const ChunkIn in{s_k_decayed, s_k_to_end, s_v, s_A, s_A_f32, s_beta, s_decay_total};
-  const int n = blockIdx.x, h = blockIdx.y;
+  int n, blk;
+  if (!locate_block(chunk_offsets, N, BLOCK, blockIdx.x, n, blk)) return;   // a surplus CTA
+  const int h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, v0 = warp * 16;
   const int g = lane >> 2, t = lane & 3;
   const int nchunks = chunk_offsets[n + 1] - chunk_offsets[n];
-  const long long sh = (long long)(n * HV + h) * K * V;       // (sequence, head) block of dht / dh0
+  const long long sh = (long long)(n * HV + h) * K * V;       // (sequence, head) block of dh0
 
 #line 15 "templates/skeleton.j2"
-  // ---- step dstate_in (all, vrows): dSᵀ rows of this warp from dht (or zeros) ----
-#line 111 "templates/mma16/recurrence_bwd.cu.j2"
+  // ---- step dstate_in (all, vrows): dSᵀ rows of this warp from the block's checkpoint ----
+#line 97 "templates/mma16/recurrence_bwd.cu.j2"
   FragC dS[KT];                                  // dSᵀ: element (v0 + row, 8·nt + col)
-#pragma unroll
-  for (int nt = 0; nt < KT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      dS[nt].x[e] = dht == nullptr ? 0.f : dht[sh + state_index(nt * 8 + frag_c_col(lane, e), v0 + frag_c_row(lane, e))];
+  load_dstate<KT>(dS, ws_dstate_blocks + ((long long)blockIdx.x * HV + h) * V * K, v0, 0, lane);
 
-  for (int ci = nchunks - 1; ci >= 0; --ci) {
+  for (int ci = min(nchunks, (blk + 1) * BLOCK) - 1; ci >= blk * BLOCK; --ci) {
     const SeqChunk p = sequence_chunk(cu_seqlens, chunk_offsets, 0, C, n, ci);
     const long long ws = p.index * HV + h;
     __syncthreads();                             // barrier "sync": the previous chunk is done with shared memory
 
 #line 15 "templates/skeleton.j2"
     // ---- step load (all, tile): cp.async tiles (rows >= L zero-filled); A, Mqk masked to L×L; A also kept in fp32 ----
-#line 124 "templates/mma16/recurrence_bwd.cu.j2"
+#line 106 "templates/mma16/recurrence_bwd.cu.j2"
     load_chunk_in(in, p, h, HV, v, ws_k_decayed, ws_k_to_end, ws_decay_total, ws_A, ws_beta, tid);
     cp_async_tile(s_q_decayed, LDK * 2, ws_q_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
     cp_async_tile(s_dO, LDV * 2, dout + (p.t0 * HV + h) * V, (long long)HV * V * 2, C, V * 2, p.L, tid, RT);
@@ -1095,7 +1606,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     }
 #line 15 "templates/skeleton.j2"
     // ---- step dh_copy (all, vrows): dhᵀ from the registers as bf16 hi + lo (its rounding alone would cost the decay gradient ~2x) ----
-#line 138 "templates/mma16/recurrence_bwd.cu.j2"
+#line 120 "templates/mma16/recurrence_bwd.cu.j2"
 #pragma unroll
     for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
@@ -1111,59 +1622,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     //      handover, (k) dstate ----
 #line 15 "templates/skeleton.j2"
     // ---- step recompute (all, vrows): P = v − k_decayed·S, X = β⊙P, Vn = A·X (transposed, this warp's value rows) ----
-#line 152 "templates/mma16/recurrence_bwd.cu.j2"
+#line 134 "templates/mma16/recurrence_bwd.cu.j2"
     FragC P[2], X[2], Vn[2];
     recompute_vn(in, [&](int ks) { return load_frag_a(s_ST + v0 * LDK + ks * 16, LDK, lane); },
                  v0, lane, P, X, Vn);                                        // (a)–(d)
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn (all, vrows): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 157 "templates/mma16/recurrence_bwd.cu.j2"
+#line 139 "templates/mma16/recurrence_bwd.cu.j2"
     // (e) dVnᵀ = dOᵀ·Mqk + dhᵀ·k_to_endᵀ, dh as bf16 hi + lo: a per-head decay's gradient sums k̂⊙b_kr terms that
     //     cancel, and dh's bf16 rounding alone took it past 0.02 for 1 seed in 16 (float64 model of the kernel)
     const FragA adO = load_frag_a_trans(s_dO + v0, LDV, lane);              // (m = v, k = token i) = dO[i][v]
     FragC dVn[2];
-    frag_zero(dVn[0]);
-    frag_zero(dVn[1]);
     {
-      FragB b[2];
-      load_frag_b_kn(b, s_Mqk, LDC, lane);                                  // (k = i, n = j) = Mqk[i][j]
-      mma_16816(dVn[0], adO, b[0]);
-      mma_16816(dVn[1], adO, b[1]);
-    }
+      FragC part[DVN_PARTS][2];
 #pragma unroll
-    for (int ks = 0; ks < K / 16; ++ks) {
-      const FragA hi = frag_a_from_c(dS[2 * ks], dS[2 * ks + 1]);
-      const FragA lo = frag_a_residual(dS[2 * ks], dS[2 * ks + 1]);
-      FragB b[2];
-      load_frag_b_nk(b, in.k_to_end + ks * 16, LDK, lane);                        // (k = key channel, n = j) = k_to_end[j][k]
-      mma_16816(dVn[0], hi, b[0]);
-      mma_16816(dVn[1], hi, b[1]);
-      mma_16816(dVn[0], lo, b[0]);
-      mma_16816(dVn[1], lo, b[1]);
+      for (int r = 0; r < DVN_PARTS; ++r) chain_dvn_part(dS + r * PART_TILES, r, adO, s_Mqk, in.k_to_end, lane, part[r]);
+      chain_dvn_sum(part, dVn);
     }
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (all, vrows): dX = Aᵀ·dVn, dv = β⊙dX, this warp's Σ_v dX⊙P ----
-#line 182 "templates/mma16/recurrence_bwd.cu.j2"
+#line 151 "templates/mma16/recurrence_bwd.cu.j2"
     // (f) dXᵀ = dVnᵀ·A    (g) dv = β⊙dX
     FragC dX[2], bdX[2];
-    frag_zero(dX[0]);
-    frag_zero(dX[1]);
-    {
-      const FragA a = frag_a_from_c(dVn[0], dVn[1]);
-      FragB b[2];
-      load_frag_b_kn(b, in.A, LDC, lane);                                   // (k = i, n = j) = A[i][j]
-      mma_16816(dX[0], a, b[0]);
-      mma_16816(dX[1], a, b[1]);
-    }
+    chain_dx(dVn, in.A, in.beta, lane, dX, bdX);
     float dbeta_acc[2][2] = {};
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int vr = v0 + frag_c_row(lane, e), i = nt * 8 + frag_c_col(lane, e);
-        bdX[nt].x[e] = dX[nt].x[e] * in.beta[i];
         dbeta_acc[nt][e & 1] += dX[nt].x[e] * P[nt].x[e];                   // (h)
         if (i < p.L) grad_v[((p.t0 + i) * HV + h) * V + vr] = __float2bfloat16_rn(bdX[nt].x[e]);
       }
@@ -1177,7 +1666,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step d_decay_total_partial (all, vrows): this warp's Σ_v S⊙dh ----
-#line 212 "templates/mma16/recurrence_bwd.cu.j2"
+#line 172 "templates/mma16/recurrence_bwd.cu.j2"
     // (i) d_decay_total partial: Σ over this warp's value rows of S[k][v]·dh[k][v]. With an fp32 S_c workspace S is
     // read in fp32 from it: for a per-head decay this sum runs over all K·V products, and S rounded to bf16
     // leaves ~2^-9 relative noise in each, which the sum does not average out when it cancels.
@@ -1199,7 +1688,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step handover (all, vrows): Vnᵀ, Xᵀ, dVnᵀ, (β⊙dX)ᵀ for phase K ----
-#line 232 "templates/mma16/recurrence_bwd.cu.j2"
+#line 192 "templates/mma16/recurrence_bwd.cu.j2"
     store_vc(s_VnT, Vn, v0, lane);
     store_vc(s_XT, X, v0, lane);
     store_vc(s_dVnT, dVn, v0, lane);
@@ -1207,29 +1696,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate (all, vrows): dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
-#line 238 "templates/mma16/recurrence_bwd.cu.j2"
-    // (k) dSᵀ ← dhᵀ·diag(decay_total) + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed
-    const FragA anbdX = frag_a_from_c(frag_neg(bdX[0]), frag_neg(bdX[1]));
-#pragma unroll
-    for (int np = 0; np < KT / 2; ++np) {
-      FragB bq[2], bk[2];
-      load_frag_b_kn(bq, s_q_decayed + np * 16, LDK, lane);                        // (k = i, n = key channel) = q_decayed[i][n]
-      load_frag_b_kn(bk, in.k_decayed + np * 16, LDK, lane);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        FragC& d = dS[2 * np + half];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) d.x[e] *= in.decay_total[(2 * np + half) * 8 + frag_c_col(lane, e)];
-        mma_16816(d, adO, bq[half]);
-        mma_16816(d, anbdX, bk[half]);
-      }
-    }
+#line 198 "templates/mma16/recurrence_bwd.cu.j2"
+    chain_dstate<KT>(dS, 0, adO, bdX, s_q_decayed, in.k_decayed, in.decay_total, lane);      // (k)
     __syncthreads();
 
     // ---- phase K ----
 #line 15 "templates/skeleton.j2"
     // ---- step key_grads (all, kcols): this warp's key columns of dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·dhᵀ ----
-#line 258 "templates/mma16/recurrence_bwd.cu.j2"
+#line 203 "templates/mma16/recurrence_bwd.cu.j2"
     // this warp's key columns k0..k0+KW-1
 #pragma unroll
     for (int kp = 0; kp < KW / 16; ++kp) {
@@ -1264,7 +1738,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     }
 #line 15 "templates/skeleton.j2"
     // ---- step cc_grads (all, warp01): warp 0: dMqk = tril₀(dO·Vnᵀ); warp 1: dA = dVn·Xᵀ ----
-#line 291 "templates/mma16/recurrence_bwd.cu.j2"
+#line 236 "templates/mma16/recurrence_bwd.cu.j2"
     if (warp < 2) {
       FragC m[2];
       frag_zero(m[0]);
@@ -1289,7 +1763,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     }
 #line 15 "templates/skeleton.j2"
     // ---- step warp_sums (all, thread): Σ over warps in warp order; d_decay_total = decay_total⊙Σ_v S⊙dh ----
-#line 314 "templates/mma16/recurrence_bwd.cu.j2"
+#line 259 "templates/mma16/recurrence_bwd.cu.j2"
     for (int i = tid; i < C; i += RT) {          // dβ, a fixed-order sum over the warps
       float acc = 0.f;
       for (int w = 0; w < NW; ++w) acc += s_dbeta_part[w * C + i];
@@ -1305,7 +1779,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     // ---- phase A, in fp32 ----
 #line 15 "templates/skeleton.j2"
     // ---- step dmkk_right (all, element): T = dA·Aᵀ (fp32) ----
-#line 328 "templates/mma16/recurrence_bwd.cu.j2"
+#line 273 "templates/mma16/recurrence_bwd.cu.j2"
     for (int idx = tid; idx < C * C; idx += RT) {
       const int i = idx / C, m = idx % C;
       float acc = 0.f;
@@ -1316,7 +1790,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step dmkk (all, element): dMkk = −tril₋₁(Aᵀ·T) ----
-#line 337 "templates/mma16/recurrence_bwd.cu.j2"
+#line 282 "templates/mma16/recurrence_bwd.cu.j2"
     for (int idx = tid; idx < C * C; idx += RT) {
       const int i = idx / C, j = idx % C;
       float acc = 0.f;
@@ -1330,9 +1804,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
   }
 
 #line 15 "templates/skeleton.j2"
-  // ---- step dstate_out (all, vrows): dh0 (fp32) when h0 was given ----
-#line 350 "templates/mma16/recurrence_bwd.cu.j2"
-  if (grad_h0 != nullptr) {
+  // ---- step dstate_out (all, vrows): dh0 (fp32) when h0 was given: block 0 ----
+#line 295 "templates/mma16/recurrence_bwd.cu.j2"
+  if (grad_h0 != nullptr && blk == 0) {
 #pragma unroll
     for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
@@ -1374,7 +1848,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1378 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1852 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1401,7 +1875,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1405 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1879 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 43072 B, static
   __shared__ __align__(16) unsigned char smem_raw[43072];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -1438,7 +1912,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 1442 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1916 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -1492,7 +1966,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 1496 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1970 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -1629,7 +2103,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 1633 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2107 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -1773,7 +2247,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 1777 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2251 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -1906,7 +2380,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 1910 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2384 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -1915,7 +2389,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 1919 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2393 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

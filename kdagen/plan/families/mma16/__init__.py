@@ -1,8 +1,8 @@
 """The mma16 family: chunk 16, mma.sync m16n8k16 with ldmatrix and cp.async; sm_80 and sm_90a alike.
 
 Forward: a token-parallel prepare and a head-parallel recurrence (the state in fp32 mma accumulators);
-backward: the states recompute, the reverse recurrence, the token-parallel prepare_bwd and a fixed-order
-parameter reduction. docs/kernels.md §1.
+backward: the states recompute, the serial dS pass with its checkpoints, the reverse recurrence per block of
+chunks, the token-parallel prepare_bwd and a fixed-order parameter reduction. docs/kernels.md §1.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ class Mma16(Family):
             forward.prepare(C=C, K=K, form=form, varlen=problem.varlen, f=f, ws=ws),
             forward.recurrence(C=C, K=K, V=V, KD=f.KD, mode="forward", **common),
             forward.recurrence(C=C, K=K, V=V, KD=f.KD, mode="store_states", **common),
-            backward.recurrence_bwd(C=C, K=K, V=V, io=problem.dtypes.io, state_layout=problem.state_layout, ws=ws),
+            *(make(C=C, K=K, V=V, io=problem.dtypes.io, state_layout=problem.state_layout, ws=ws)
+              for make in (backward.dstate_pass, backward.recurrence_bwd)),
             backward.prepare_bwd(C=C, K=K, f=f),
         ]
         if f.head_params:

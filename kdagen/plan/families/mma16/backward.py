@@ -1,10 +1,19 @@
 """mma16 backward kernels (templates/mma16/): the recurrence once more in "store_states" mode ("states",
-writing S_c, the state entering each chunk), then recurrence_bwd, prepare_bwd and the deterministic
-parameter reduction. The math is kdagen.reference.chunked.chunk_delta_rule_bwd_k2 and
+writing S_c, the state entering each chunk), dstate_pass (the serial dS chain alone, checkpointed every
+BLOCK_CHUNKS chunks), recurrence_bwd (every block of chunks at once from its checkpoint), prepare_bwd and the
+deterministic parameter reduction. The math is kdagen.reference.chunked.chunk_delta_rule_bwd_k2 and
 kdagen.reference.prepare, split where the reference splits it (docs/math.md, docs/kernels.md §1).
 
-recurrence_bwd, per (sequence, value head), chunks last to first: V/16 warps, no producer. All threads load the
-chunk (cp.async and plain loads), then three phases separated by __syncthreads (barrier "sync"):
+dstate_pass, per (sequence, value head), chunks last to first: only what the next chunk's dS needs (dVn, dX,
+the dS update; no S_c, no output but the checkpoints), the next chunk's tiles prefetched into a second stage
+while this one computes. At the top of each block's last chunk it stores dS (fp32, as dSᵀ [V, K]) in
+ws_dstate_blocks: the gradient of the state leaving that block (dht or zero for a sequence's last block). It
+stops at block 0's checkpoint: the chunks of block 0 are recurrence_bwd's.
+
+recurrence_bwd, per (block of BLOCK_CHUNKS chunks, value head), its chunks last to first from the block's
+checkpoint — the same dS chain as dstate_pass, operation for operation, so the gradients are bitwise those of
+one CTA walking the whole sequence. V/16 warps, no producer. All threads load the chunk (cp.async and plain
+loads), then three phases separated by __syncthreads (barrier "sync"):
   phase V  warp w owns value rows 16w..16w+15: recompute Vn from S_c; dVn, dX, dv; partial sums of dβ
            and of rowsum(S⊙dh); dSᵀ (fp32 registers, the whole sequence) ← dSᵀ⊙gte + dOᵀ·qd − (β⊙dX)ᵀ·kd
   phase K  warp w owns K/(V/16) key columns: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·dhᵀ; warp 0 dMqk, warp 1 dA;
@@ -33,6 +42,18 @@ PREPARE_BWD_LANES_PER_ROW = 16       # prepare_bwd: 16 lanes share a token row, 
 PREPARE_BWD_CTAS_PER_SM = {64: 3, 128: 2}
 REDUCE_ROWS = 8              # param_reduce: 8 rows of 32 lanes, row y sums chunks y, y+8, ...
 STATES_DTYPE = "bf16"        # S_c as states writes it: recurrence_bwd's mma operand is bf16 either way
+# Chunks per recurrence_bwd block: the serial part of the backward (dstate_pass) is ≈ 1/8 of a chunk step of
+# recurrence_bwd, which then runs T/(16·8) blocks per head in parallel. Each checkpoint is K·V fp32 per 128
+# tokens and head, a quarter of what ws_states holds for them.
+BLOCK_CHUNKS = 8
+BLOCK_SLOTS = f"chunks // {BLOCK_CHUNKS} + N"      # checkpoint slots: sequence n's block b is ⌊first chunk/8⌋ + n + b
+# dstate_pass: value rows per CTA, and warps per CTA. The value columns of dS evolve independently, so a few
+# (sequence, head) pairs spread over V/16 times as many CTAs; inside one, a chunk's step is a chain of dependent
+# instructions that one warp issues at a fraction of an instruction per cycle (measured: ≈ 2.3 µs per chunk with
+# the whole K on one warp), so its key columns go to 4 warps, one per quarter of the dVn contraction (the
+# template's DVN_PARTS), whose partial sums meet in shared memory.
+DSTATE_V_SLICE = 16
+DSTATE_K_PARTS = 4
 RECURRENCE_GRADS = ("ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end", "ws_dMqk", "ws_dMkk", "ws_d_decay_total",
                     "ws_dbeta")
 
@@ -43,6 +64,16 @@ class RecurrenceBwdOptions:
     warps: int
     state_layout: str
     order: str               # "reverse": chunks last to first
+    block_chunks: int        # chunks per block (recurrence_bwd: one CTA per block; dstate_pass: one checkpoint)
+
+
+@kernel_options
+@dataclass
+class DstatePassOptions:
+    v_slice: int             # value rows per CTA (blockIdx.z picks the slice)
+    k_parts: int             # warps per CTA, one per quarter of the key columns
+    state_layout: str
+    block_chunks: int        # chunks per checkpoint
 
 
 @kernel_options
@@ -61,11 +92,13 @@ class ReduceOptions:
 
 
 def backward_workspaces(C: int, K: int, V: int, head_params: list[tuple[str, bool]]) -> list[Workspace]:
-    """states -> recurrence_bwd -> prepare_bwd -> param_reduce. head_params: (name, has a K row)."""
+    """states, dstate_pass -> recurrence_bwd -> prepare_bwd -> param_reduce. head_params: (name, has a K row)."""
     grads = ["prepare_bwd"]
     ws = [
         Workspace("ws_states", ("chunks", "HV", V, K), STATES_DTYPE, "states", ["recurrence_bwd"],
                   "S entering each chunk, stored [V, K]"),
+        Workspace("ws_dstate_blocks", (BLOCK_SLOTS, "HV", V, K), "f32", "dstate_pass", ["recurrence_bwd"],
+                  "dSᵀ leaving each block of chunks (dht or zero for a sequence's last block)"),
         Workspace("ws_d_q_decayed", ("chunks", "HV", C, K), "f32", "recurrence_bwd", grads, "dO·Sᵀ"),
         Workspace("ws_d_k_decayed", ("chunks", "HV", C, K), "f32", "recurrence_bwd", grads, "−(β⊙dX)·Sᵀ"),
         Workspace("ws_d_k_to_end", ("chunks", "HV", C, K), "f32", "recurrence_bwd", grads, "Vn·dhᵀ"),
@@ -92,6 +125,61 @@ def _sync(threads: int, phases: int, note: str) -> Barrier:
     return Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=phases, note=note)
 
 
+# The forward workspace tiles the dS chain reads per chunk (dstate_pass and recurrence_bwd alike)
+CHAIN_WORKSPACES = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_A", "ws_Mqk", "ws_beta"]
+
+
+def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[Workspace]) -> Kernel:
+    """The serial part of the backward alone: dS from the last chunk to block 0's checkpoint, one CTA per
+    (sequence, head, DSTATE_V_SLICE value rows), two stages of tiles so the next chunk's copies overlap this
+    chunk's tensor-core work."""
+    vs = DSTATE_V_SLICE
+    threads = DSTATE_K_PARTS * WARP
+    ldk, ldc = K + PAD, C + PAD
+    stages = 2
+    buffers = [
+        *[Buffer(n, (C, K), "bf16", ld=ldk, stages=stages) for n in ("k_decayed", "k_to_end", "q_decayed")],
+        Buffer("dO", (C, vs), "bf16", ld=vs + PAD, stages=stages),
+        *[Buffer(n, (C, C), "bf16", ld=ldc, stages=stages) for n in ("A", "Mqk")],
+        Buffer("beta", (C,), "f32", stages=stages), Buffer("decay_total", (K,), "f32", stages=stages),
+    ]
+    loads = [b.name for b in buffers]
+    buffers.append(Buffer("dvn_parts", (DSTATE_K_PARTS, WARP, 8), "f32"))
+    steps = [
+        Step("dstate_in", "all", "vrows", global_reads=["dht"], note="dSᵀ rows of this warp from dht (or zeros)"),
+        Step("dstate_out", "all", "thread", global_writes=["grad_h0"],
+             note="an empty sequence's dh0 is its dht (recurrence_bwd has no block there; slice 0 copies it)"),
+        Step("checkpoint", "all", "vrows", global_writes=["ws_dstate_blocks"], loop=True,
+             note="at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block"),
+        Step("load", "all", "tile", writes=loads, loop=True,
+             global_reads=["ws_k_decayed", "ws_k_to_end", "ws_q_decayed", "dout", "ws_A", "ws_Mqk", "ws_beta",
+                           "ws_decay_total"],
+             note="the next chunk into the other stage: cp.async tiles now, the fp32 scalars via registers after "
+                  "this chunk's dstate"),
+        Step("dvn_part", "all", "kquarter", reads=["dO", "Mqk", "k_to_end"], writes=["dvn_parts"], waits=["sync"],
+             loop=True, note="this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ"),
+        Step("dvn_sum", "all", "vrows", reads=["dvn_parts"], waits=["sync"], loop=True,
+             note="dVnᵀ: the four quarters added in a fixed order (every warp, the same bits)"),
+        Step("dx", "all", "vrows", reads=["A", "beta"], loop=True, note="(β⊙dX)ᵀ = diag(β)·(dVnᵀ·A)"),
+        Step("dstate", "all", "kquarter", reads=["decay_total", "q_decayed", "k_decayed"], loop=True,
+             note="this warp's key quarter of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed"),
+    ]
+    dtypes = {w.name: w.dtype for w in ws}
+    params = [Param("dout", "ptr", io)]
+    params += [Param(n, "ptr", dtypes[n]) for n in CHAIN_WORKSPACES]
+    params += [Param("dht", "ptr", "f32"), Param("ws_dstate_blocks", "ptr", "f32", const=False),
+               Param("grad_h0", "ptr", "f32", const=False), Param("cu_seqlens", "ptr", "i64"), Param("chunk_offsets", "ptr", "i32"), Param("HV", "i32")]
+    return _at_cap(Kernel(
+        name="dstate_pass", kind="dstate_pass", template="mma16/dstate_pass.cu.j2", direction="backward",
+        grid=["N", "HV", str(V // vs)], threads=threads, min_ctas_per_sm=1,
+        roles=[Role("all", (0, threads // WARP), work=[s.name for s in steps])],
+        buffers=buffers, barriers=[_sync(threads, 2, "__syncthreads per chunk: its stage landed and the other is "
+                                                     "free; the dVn quarters are written")],
+        pipelines=[], steps=steps, params=params,
+        options=DstatePassOptions(vs, DSTATE_K_PARTS, state_layout, BLOCK_CHUNKS),
+        note="head-parallel, chunks in reverse; the backward's only serial pass: dS in fp32 registers"))
+
+
 def recurrence_bwd(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[Workspace]) -> Kernel:
     warps = V // 16
     threads = warps * WARP
@@ -109,7 +197,8 @@ def recurrence_bwd(*, C: int, K: int, V: int, io: str, state_layout: str, ws: li
     ]
     loads = ["k_decayed", "k_to_end", "v", "A", "A_f32", "beta", "decay_total", "q_decayed", "dO", "ST", "Mqk"]
     steps = [
-        Step("dstate_in", "all", "vrows", global_reads=["dht"], note="dSᵀ rows of this warp from dht (or zeros)"),
+        Step("dstate_in", "all", "vrows", global_reads=["ws_dstate_blocks"],
+             note="dSᵀ rows of this warp from the block's checkpoint"),
         Step("load", "all", "tile", writes=loads, waits=["sync"], loop=True,
              global_reads=["ws_k_decayed", "ws_k_to_end", "v", "ws_A", "ws_beta", "ws_decay_total", "ws_q_decayed",
                            "dout", "ws_states", "ws_Mqk"],
@@ -140,25 +229,25 @@ def recurrence_bwd(*, C: int, K: int, V: int, io: str, state_layout: str, ws: li
              note="T = dA·Aᵀ (fp32)"),
         Step("dmkk", "all", "element", reads=["A_f32", "T", "dMqk"], waits=["sync"], loop=True,
              global_writes=["ws_dMkk", "ws_dMqk"], note="dMkk = −tril₋₁(Aᵀ·T)"),
-        Step("dstate_out", "all", "vrows", global_writes=["grad_h0"], note="dh0 (fp32) when h0 was given"),
+        Step("dstate_out", "all", "vrows", global_writes=["grad_h0"], note="dh0 (fp32) when h0 was given: block 0"),
     ]
     dtypes = {w.name: w.dtype for w in ws}
     params = [Param("v", "ptr", io), Param("dout", "ptr", io)]
-    params += [Param(n, "ptr", dtypes[n]) for n in ("ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total",
-                                                    "ws_A", "ws_Mqk", "ws_beta", "ws_states")]
-    params += [Param("dht", "ptr", "f32")]
+    params += [Param(n, "ptr", dtypes[n]) for n in CHAIN_WORKSPACES + ["ws_states", "ws_dstate_blocks"]]
     params += [Param(n, "ptr", dtypes[n], const=False) for n in RECURRENCE_GRADS]
     params += [Param("grad_v", "ptr", io, const=False), Param("grad_h0", "ptr", "f32", const=False),
-               Param("cu_seqlens", "ptr", "i64"), Param("chunk_offsets", "ptr", "i32"), Param("HV", "i32")]
+               Param("cu_seqlens", "ptr", "i64"), Param("chunk_offsets", "ptr", "i32"), Param("N", "i32"),
+               Param("HV", "i32")]
     return _at_cap(Kernel(
         name="recurrence_bwd", kind="recurrence_bwd", template="mma16/recurrence_bwd.cu.j2", direction="backward",
-        grid=["N", "HV"], threads=threads, min_ctas_per_sm=1,
+        grid=[BLOCK_SLOTS, "HV"], threads=threads, min_ctas_per_sm=1,
         roles=[Role("all", (0, warps), work=[s.name for s in steps])],
         buffers=buffers, barriers=[_sync(threads, 5, "__syncthreads: loop top, loads landed, after phases V and K, "
                                                     "inside phase A")],
         pipelines=[], steps=steps, params=params,
-        options=RecurrenceBwdOptions(warps, state_layout, "reverse"),
-        note="head-parallel, chunks in reverse; dS in fp32 registers, the whole V per CTA (the V sums stay on chip)"))
+        options=RecurrenceBwdOptions(warps, state_layout, "reverse", BLOCK_CHUNKS),
+        note="block-parallel, a block's chunks in reverse; dS in fp32 registers, the whole V per CTA (the V sums stay "
+             "on chip); surplus CTAs exit"))
 
 
 def prepare_bwd(*, C: int, K: int, f: Facts) -> Kernel:

@@ -53,9 +53,9 @@ class RecurrenceOptions:
 
 def forward_workspaces(C: int, K: int, KD: int) -> list[Workspace]:
     """prepare -> recurrence (and the backward): per (chunk, value head); rows >= the chunk's length are zero.
-    states reads all but q_decayed and Mqk."""
-    everyone = ["recurrence", "states", "recurrence_bwd"]
-    outputs = ["recurrence", "recurrence_bwd"]
+    states reads all but q_decayed and Mqk; the backward's dstate_pass and recurrence_bwd read them all."""
+    everyone = ["recurrence", "states", "dstate_pass", "recurrence_bwd"]
+    outputs = ["recurrence", "dstate_pass", "recurrence_bwd"]
     return [
         Workspace("ws_q_decayed", ("chunks", "HV", C, K), "bf16", "prepare", outputs, "scale·q̂⊙e^Γ"),
         Workspace("ws_k_decayed", ("chunks", "HV", C, K), "bf16", "prepare", everyone, "k̂⊙e^Γ"),
