@@ -1,10 +1,11 @@
 """Forward + backward time of kdagen on a GPU, and where it goes: `python benchmarks/probe/backward_timing.py
-[--ops kda_lb,gdn] [--shapes 1x8192x64x128,...]`.
+[--ops kda_lb,gdn] [--shapes 1x8192x64x128,...] [--dstate-v-slice 32]`.
 
 For the bench's ops and inputs (kdagen.bench) times one training step's kernels (forward with grad, then the
 gradients of every input) by CUDA events (median of 30 after 5 warm-up calls; a quick look, `kdagen bench` is the
 measurement), prints each kernel's device time from torch.profiler and the step's peak memory. Writes the table to
-$OUT/backward_timing.md when OUT is set.
+$OUT/backward_timing.md when OUT is set. --dstate-v-slice plans dstate_pass with that many value rows per CTA
+(kdagen.plan.families.mma16.backward.DSTATE_V_SLICE) to compare the choices.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import kdagen  # noqa: E402
 from family_timing import kernel_times, time_ms  # noqa: E402
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
+from kdagen.plan.families.mma16 import backward as mma16_backward  # noqa: E402
 
 SHAPES = "1x8192x64x128,1x32768x16x128,4x4096x16x64,1x65536x4x128"
 
@@ -36,7 +38,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", default="kda_lb,gdn")
     ap.add_argument("--shapes", default=SHAPES)
+    ap.add_argument("--dstate-v-slice", type=int, default=mma16_backward.DSTATE_V_SLICE)
     a = ap.parse_args()
+    mma16_backward.DSTATE_V_SLICE = a.dstate_v_slice       # read when the plan is made, at the first call
+    print(f"dstate_pass: {a.dstate_v_slice} value rows per CTA")
     rows = ["| op | shape | fwd+bwd ms | peak GB | kernels (ms per call) |", "| --- | --- | ---: | ---: | --- |"]
     for key in a.ops.split(","):
         variant = VARIANTS[key]

@@ -842,7 +842,8 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 #line 4 "templates/mma16/dstate_pass.cu.j2"
 // ===== dstate_pass: dstate_pass, the reverse dS chain and its checkpoints =====
 // grid (N sequences, HV heads, V / 16 value slices), 128 threads (role "all"), chunks last to first: the value
-// columns of dS evolve independently, so each CTA carries its 16 rows alone, and warp r holds their key quarter r.
+// columns of dS evolve independently, so each CTA carries its 16 rows alone; warp w holds key quarter r = w mod 4 of
+// the m16 row tile w / 4.
 // Per chunk only what the next dS needs (dstate_chain): each warp's quarter of dVn, the quarters summed through
 // shared memory, β⊙dX, each warp's quarter of the dS update; chunk c − 1's tiles are copied into the other of two
 // stages while chunk c computes. Barrier "sync" (__syncthreads, twice per chunk): a stage landed and the other is
@@ -860,14 +861,15 @@ constexpr bool STATE_V_FIRST = false;
 typedef float cc_t;  // A and Mqk in the forward workspace
 
 constexpr int VS = 16;   // value rows of this CTA's slice
-constexpr int NW = 4;   // warps: one per key quarter
+constexpr int ROW_TILES = VS / 16;     // m16 tiles of value rows
+constexpr int NW = ROW_TILES * 4;   // warps: one per (row tile, key quarter)
 constexpr int RT = 128;
 // shared-memory row strides (bf16 elements) of the plan's [.][K], [.][V] and [.][C] tiles
 constexpr int LDK = 136, LDV = 24, LDC = 24;
-constexpr int CC_PER_THREAD = C * C / RT;        // elements of A (and of Mqk) each thread carries to the next stage
+constexpr int CC_PER_THREAD = (C * C + RT - 1) / RT;   // elements of A (and of Mqk) a thread carries to the next stage
 constexpr int DT_PER_THREAD = (K + RT - 1) / RT;  // and of decay_total
-static_assert(RT == 32 * NW && VS == 16 && V % VS == 0, "one m16 tile of value rows per CTA");
-static_assert((C * C) % RT == 0 && C <= RT, "the threads cover a chunk's C×C tiles evenly, β in one pass");
+static_assert(RT == 32 * NW && VS % 16 == 0 && V % VS == 0, "m16 tiles of value rows");
+static_assert(C <= RT, "β in one pass of the threads");
 
 __device__ __forceinline__ int state_index(int k, int v) { return STATE_V_FIRST ? v * K + k : k * V + v; }
 
@@ -1006,8 +1008,8 @@ __device__ __forceinline__ void load_dstate(FragC* dS, const float* src, int v0,
       dS[nt].x[e + 1] = x.y;
     }
 }
-#line 36 "templates/mma16/dstate_pass.cu.j2"
-static_assert(NW == DVN_PARTS, "a warp per quarter of the dVn contraction");
+#line 38 "templates/mma16/dstate_pass.cu.j2"
+static_assert(NW == ROW_TILES * DVN_PARTS, "a warp per quarter of the dVn contraction of each row tile");
 
 // A chunk's fp32 workspace values, held in registers from their loads (issued before this chunk's math, which
 // hides their latency) to their stores into the next stage (after it). A and Mqk are masked to L×L as
@@ -1025,7 +1027,7 @@ __device__ __forceinline__ StageScalars load_scalars(const SeqChunk& p, int h, i
 #pragma unroll
   for (int j = 0; j < CC_PER_THREAD; ++j) {
     const int idx = tid + j * RT, i = idx / C, jj = idx % C;
-    const bool in = i < p.L && jj < p.L;
+    const bool in = idx < C * C && i < p.L && jj < p.L;
     r.A[j] = in ? to_f32(ws_A[ws * C * C + idx]) : 0.f;
     r.Mqk[j] = in ? to_f32(ws_Mqk[ws * C * C + idx]) : 0.f;
   }
@@ -1043,8 +1045,10 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 #pragma unroll
   for (int j = 0; j < CC_PER_THREAD; ++j) {
     const int idx = tid + j * RT, i = idx / C, jj = idx % C;
-    A[i * LDC + jj] = __float2bfloat16_rn(r.A[j]);
-    Mqk[i * LDC + jj] = __float2bfloat16_rn(r.Mqk[j]);
+    if (idx < C * C) {
+      A[i * LDC + jj] = __float2bfloat16_rn(r.A[j]);
+      Mqk[i * LDC + jj] = __float2bfloat16_rn(r.Mqk[j]);
+    }
   }
   if (tid < C) beta[tid] = r.beta;
 #pragma unroll
@@ -1056,7 +1060,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const bf16* __restrict__ dout,
-#line 1060 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1064 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -1070,9 +1074,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const long long* __restrict__ cu_seqlens,
     const int* __restrict__ chunk_offsets,
     int HV) {
-#line 85 "templates/mma16/dstate_pass.cu.j2"
+#line 89 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 1076 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1080 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 35968 B, static
   __shared__ __align__(16) unsigned char smem_raw[35968];
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 2 stages
@@ -1099,18 +1103,19 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   constexpr int stride_decay_total = 128;  // elements per stage / warp copy
   float* const s_dvn_parts = reinterpret_cast<float*>(smem_raw + 31872);  // dvn_parts [4 x 32 x 8] f32, ld 8
   [[maybe_unused]] constexpr int ld_dvn_parts = 8;
-#line 87 "templates/mma16/dstate_pass.cu.j2"
+#line 91 "templates/mma16/dstate_pass.cu.j2"
   static_assert(ld_k_decayed == LDK && ld_k_to_end == LDK && ld_q_decayed == LDK && ld_dO == LDV && ld_A == LDC &&
                 ld_Mqk == LDC, "the plan's row strides are the ones the code uses");
-  const int n = blockIdx.x, h = blockIdx.y, v0 = blockIdx.z * VS;      // the slice's value rows v0..v0+15
+  const int n = blockIdx.x, h = blockIdx.y, slice = blockIdx.z * VS;  // the slice's value rows slice..
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int t0 = warp * PART_TILES;                                      // this warp's key quarter: tiles t0..
+  const int rt = warp / DVN_PARTS, quarter = warp % DVN_PARTS;
+  const int v0 = slice + rt * 16, t0 = quarter * PART_TILES;             // this warp's rows v0.. and tiles t0..
   const int nchunks = chunk_offsets[n + 1] - chunk_offsets[n];
   const long long sh = (long long)(n * HV + h) * K * V;       // (sequence, head) block of dht / dh0
 
 #line 15 "templates/skeleton.j2"
   // ---- step dstate_in (all, vrows): dSᵀ rows of this warp from dht (or zeros) ----
-#line 96 "templates/mma16/dstate_pass.cu.j2"
+#line 101 "templates/mma16/dstate_pass.cu.j2"
   FragC dS[PART_TILES];                          // dSᵀ: element (v0 + row, 8·(t0 + nt) + col)
 #pragma unroll
   for (int nt = 0; nt < PART_TILES; ++nt)
@@ -1122,7 +1127,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   if (nchunks == 0) {                            // an empty sequence has no block: its dh0 is dht
 #line 15 "templates/skeleton.j2"
     // ---- step dstate_out (all, thread): an empty sequence's dh0 is its dht (recurrence_bwd has no block there; slice 0 copies it) ----
-#line 106 "templates/mma16/dstate_pass.cu.j2"
+#line 111 "templates/mma16/dstate_pass.cu.j2"
     if (grad_h0 != nullptr && blockIdx.z == 0)
       for (int idx = tid; idx < K * V; idx += RT) grad_h0[sh + idx] = dht == nullptr ? 0.f : dht[sh + idx];
     return;
@@ -1135,7 +1140,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     cp_async_tile(s_k_decayed + st * stride_k_decayed, LDK * 2, ws_k_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
     cp_async_tile(s_k_to_end + st * stride_k_to_end, LDK * 2, ws_k_to_end + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
     cp_async_tile(s_q_decayed + st * stride_q_decayed, LDK * 2, ws_q_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
-    cp_async_tile(s_dO + st * stride_dO, LDV * 2, dout + (p.t0 * HV + h) * V + v0, (long long)HV * V * 2, C, VS * 2, p.L,
+    cp_async_tile(s_dO + st * stride_dO, LDV * 2, dout + (p.t0 * HV + h) * V + slice, (long long)HV * V * 2, C, VS * 2, p.L,
                   tid, RT);
     return load_scalars(p, h, HV, ws_A, ws_Mqk, ws_beta, ws_decay_total, tid);
   };
@@ -1148,7 +1153,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   for (int ci = nchunks - 1;; --ci) {
 #line 15 "templates/skeleton.j2"
     // ---- step checkpoint (all, vrows): at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block ----
-#line 130 "templates/mma16/dstate_pass.cu.j2"
+#line 135 "templates/mma16/dstate_pass.cu.j2"
     if (ci == nchunks - 1 || ci % BLOCK == BLOCK - 1)
       store_dstate<PART_TILES>(ws_dstate_blocks + (block_slot(chunk_offsets, BLOCK, n, ci / BLOCK) * HV + h) * V * K, dS,
                                v0, t0, lane);
@@ -1159,18 +1164,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step load (all, tile): the next chunk into the other stage: cp.async tiles now, the fp32 scalars via registers after this chunk's dstate ----
-#line 139 "templates/mma16/dstate_pass.cu.j2"
+#line 144 "templates/mma16/dstate_pass.cu.j2"
     const bool more = ci - 1 >= BLOCK;           // this pass runs chunk ci − 1 too
     StageScalars next{};
     if (more) next = issue_tiles(ci - 1, st ^ 1);
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_part (all, kquarter): this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 144 "templates/mma16/dstate_pass.cu.j2"
-    const FragA adO = load_frag_a_trans(s_dO + st * stride_dO, LDV, lane);   // (m = v, k = token i) = dO[i][v]
+#line 149 "templates/mma16/dstate_pass.cu.j2"
+    const FragA adO = load_frag_a_trans(s_dO + st * stride_dO + rt * 16, LDV, lane);   // (m = v, k = token i) = dO[i][v]
     {
       FragC mine[2];
-      chain_dvn_part(dS, warp, adO, s_Mqk + st * stride_Mqk, s_k_to_end + st * stride_k_to_end, lane, mine);
+      chain_dvn_part(dS, quarter, adO, s_Mqk + st * stride_Mqk, s_k_to_end + st * stride_k_to_end, lane, mine);
       float4* out = reinterpret_cast<float4*>(s_dvn_parts + (warp * 32 + lane) * 8);
       out[0] = make_float4(mine[0].x[0], mine[0].x[1], mine[0].x[2], mine[0].x[3]);
       out[1] = make_float4(mine[1].x[0], mine[1].x[1], mine[1].x[2], mine[1].x[3]);
@@ -1179,13 +1184,13 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_sum (all, vrows): dVnᵀ: the four quarters added in a fixed order (every warp, the same bits) ----
-#line 155 "templates/mma16/dstate_pass.cu.j2"
+#line 160 "templates/mma16/dstate_pass.cu.j2"
     FragC dVn[2];
     {
       FragC part[DVN_PARTS][2];
 #pragma unroll
       for (int r = 0; r < DVN_PARTS; ++r) {
-        const float4* in = reinterpret_cast<const float4*>(s_dvn_parts + (r * 32 + lane) * 8);
+        const float4* in = reinterpret_cast<const float4*>(s_dvn_parts + ((rt * DVN_PARTS + r) * 32 + lane) * 8);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
           const float4 x = in[nt];
@@ -1200,13 +1205,13 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (all, vrows): (β⊙dX)ᵀ = diag(β)·(dVnᵀ·A) ----
-#line 174 "templates/mma16/dstate_pass.cu.j2"
+#line 179 "templates/mma16/dstate_pass.cu.j2"
     FragC dX[2], bdX[2];
     chain_dx(dVn, s_A + st * stride_A, s_beta + st * stride_beta, lane, dX, bdX);
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate (all, kquarter): this warp's key quarter of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
-#line 178 "templates/mma16/dstate_pass.cu.j2"
+#line 183 "templates/mma16/dstate_pass.cu.j2"
     chain_dstate<PART_TILES>(dS, t0, adO, bdX, s_q_decayed + st * stride_q_decayed, s_k_decayed + st * stride_k_decayed,
                              s_decay_total + st * stride_decay_total, lane);
     if (more) store_stage(next, st ^ 1);
@@ -1492,7 +1497,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1496 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1501 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1518,7 +1523,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1522 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1527 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1848,7 +1853,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1852 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1857 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1875,7 +1880,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1879 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1884 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 35968 B, static
   __shared__ __align__(16) unsigned char smem_raw[35968];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -1914,7 +1919,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 1918 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1923 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -1968,7 +1973,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 1972 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1977 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2102,7 +2107,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2106 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2111 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2207,7 +2212,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2211 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2216 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2340,7 +2345,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2344 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2349 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2349,7 +2354,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2353 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2358 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

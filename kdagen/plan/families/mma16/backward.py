@@ -134,7 +134,7 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
     (sequence, head, DSTATE_V_SLICE value rows), two stages of tiles so the next chunk's copies overlap this
     chunk's tensor-core work."""
     vs = DSTATE_V_SLICE
-    threads = DSTATE_K_PARTS * WARP
+    threads = vs // 16 * DSTATE_K_PARTS * WARP
     ldk, ldc = K + PAD, C + PAD
     stages = 2
     buffers = [
@@ -144,7 +144,7 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
         Buffer("beta", (C,), "f32", stages=stages), Buffer("decay_total", (K,), "f32", stages=stages),
     ]
     loads = [b.name for b in buffers]
-    buffers.append(Buffer("dvn_parts", (DSTATE_K_PARTS, WARP, 8), "f32"))
+    buffers.append(Buffer("dvn_parts", (vs // 16 * DSTATE_K_PARTS, WARP, 8), "f32"))
     steps = [
         Step("dstate_in", "all", "vrows", global_reads=["dht"], note="dSᵀ rows of this warp from dht (or zeros)"),
         Step("dstate_out", "all", "thread", global_writes=["grad_h0"],
