@@ -83,9 +83,12 @@ CASES = [
 # small enough for the host emulation: varlen KDA and GDN, fixed-length sequences, sequences of several blocks
 EMULATED = ["kda_softplus_vfirst_varlen_k64", "gdn_plain_varlen_k64", "kda_plain_no_h0_k64",
             "kda_blocks_varlen_k64", "gdn_blocks_vfirst_k64"]
-# forward kernels -> backward kernels, both emulated: the factored form of prepare (a lower-bound gate), varlen, GVA
-END_TO_END = Case("kda_lb5_end_to_end_k64", Options(**KDA_SOFT, lower_bound=-5.0, **FULL), 64,
-                  dict(cu_seqlens=VARLEN, H=2, G=2), g=torch.bfloat16)
+# forward kernels -> backward kernels, both emulated: the factored form of prepare (a lower-bound gate), varlen, GVA;
+# and sequences of several blocks, where the forward's state checkpoints restart the backward's states
+END_TO_END = [Case("kda_lb5_end_to_end_k64", Options(**KDA_SOFT, lower_bound=-5.0, **FULL), 64,
+                   dict(cu_seqlens=VARLEN, H=2, G=2), g=torch.bfloat16),
+              Case("kda_blocks_end_to_end_k64", Options(**FULL), 64, dict(cu_seqlens=BLOCKS_VARLEN, H=1), g_scale=0.02)]
+BLOCK_CHUNKS = 8
 
 
 def dsl_only(r):
@@ -188,10 +191,36 @@ def forward_workspace(case: Case, x: dict, rounded: bool = True) -> dict:
     return {n: t.to(TORCH_DTYPE[plan.workspace(WORKSPACE[n]).dtype]) for n, t in ws.items()}
 
 
+def block_slots(x: dict) -> dict:
+    """{(sequence, block): checkpoint slot} of every block of 8 chunks: ⌊first chunk / 8⌋ + n + b."""
+    first, slots = {}, {}
+    for n, c, _, _ in chunks(x):
+        first.setdefault(n, c)
+        b = (c - first[n]) // BLOCK_CHUNKS
+        slots[n, b] = first[n] // BLOCK_CHUNKS + n + b
+    return slots
+
+
+def state_blocks(case: Case, x: dict) -> torch.Tensor:
+    """The forward's saved ws_state_blocks: Sᵀ entering each block's first chunk (the float64 chain over the
+    rounded workspace, stored in fp32), zero in slots no block owns."""
+    states = k2_oracle(case, x, torch.zeros_like(x["v"]), None)["states"]
+    B, T, HV = x["v"].shape[:3]
+    N = B if x.get("cu_seqlens") is None else len(x["cu_seqlens"]) - 1
+    out = torch.zeros((B * T // C + N) // BLOCK_CHUNKS + N, HV, case.K, case.K)
+    first = {}
+    for n, c, _, _ in chunks(x):
+        first.setdefault(n, c)
+        if (c - first[n]) % BLOCK_CHUNKS == 0:
+            out[block_slots(x)[n, (c - first[n]) // BLOCK_CHUNKS]] = states[c].float()
+    return out
+
+
 def saved_for(case: Case, x: dict, device) -> dict:
     """What kdagen.ops.forward saves, with the workspace built here from float64 math."""
     on = {n: (t.to(device) if isinstance(t, torch.Tensor) else t) for n, t in x.items()}
     ws = {WORKSPACE[n]: t.to(device) for n, t in forward_workspace(case, x).items()}
+    ws["ws_state_blocks"] = state_blocks(case, x).to(device)
     return {"config": config_of(case, x, device), "x": on, "scalars": {"scale": scale_of(case.opt, case.K)},
             "workspace": ws}
 

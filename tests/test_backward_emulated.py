@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from backward_cases import (BOUND, CASES, EMULATED, END_TO_END, F64, as64, call_options, case_inputs, check_grads,
-                            check_k2_workspace, chunk_reference_k2, chunks, dsl_only, k2_oracle, poisoned, reference,
-                            run_case)
+from backward_cases import (BLOCK_CHUNKS, BOUND, CASES, EMULATED, END_TO_END, F64, as64, block_slots, call_options,
+                            case_inputs, check_grads, check_k2_workspace, chunk_reference_k2, chunks, dsl_only,
+                            k2_oracle, poisoned, reference, run_case)
 
 from kdagen import dsl
 from kdagen.codegen import emulate
@@ -75,9 +75,11 @@ def test_backward_emulated_on_cpu(name, seed):
 
 
 @needs_emulation
-def test_forward_then_backward_emulated_on_cpu(seed):
-    """The forward kernels' own saved workspace feeds the backward kernels; both run emulated on the CPU."""
-    case = END_TO_END
+@pytest.mark.parametrize("case", END_TO_END, ids=str)
+def test_forward_then_backward_emulated_on_cpu(case, seed):
+    """The forward kernels' own saved workspace feeds the backward kernels; both run emulated on the CPU. The
+    forward's state checkpoints are defined everywhere (poisoned outputs) and are exactly where the backward's
+    states restart: its S entering each block's first chunk is the checkpoint in bf16."""
     x, do, dht = case_inputs(case, seed)
     ref = reference(case, x, do, dht)
     call = make_call(case.opt.op, initial_state=x.get("initial_state"), output_final_state=True,
@@ -86,8 +88,19 @@ def test_forward_then_backward_emulated_on_cpu(seed):
     kcall, tensors = kernel_call(call, x, emulate=True)
     _, _, saved = fw.forward({**tensors, "initial_state": x.get("initial_state"), "cu_seqlens": x.get("cu_seqlens")},
                              kcall, poison=True)
-    grads = bw.backward(saved, do, dht, alloc=poisoned)
+    debug = {}
+    grads = bw.backward(saved, do, dht, alloc=poisoned, debug=debug)
     check_grads(grads, ref, f"{case.name} (forward + backward emulated) seed={seed}")
+    blocks = saved["workspace"]["ws_state_blocks"]
+    assert torch.isfinite(blocks).all(), "a checkpoint slot the forward left unwritten"
+    first = {}
+    for n, c, _, _ in chunks(x):
+        first.setdefault(n, c)
+        if (c - first[n]) % BLOCK_CHUNKS == 0:
+            slot = block_slots(x)[n, (c - first[n]) // BLOCK_CHUNKS]
+            assert torch.equal(debug["ws_states"][c], blocks[slot].to(torch.bfloat16)), (n, c)
+    owned = set(block_slots(x).values())
+    assert all(not blocks[s].any() for s in range(len(blocks)) if s not in owned)
 
 
 @needs_emulation

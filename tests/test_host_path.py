@@ -448,11 +448,15 @@ def test_carved_workspaces_are_aligned_apart_and_kept_ones_separate():
     ws = launcher.Workspaces(sized, "cpu", torch.empty, separate=False)
     views, base = ws.tensors(), ws.buffer.data_ptr()
     spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in views.values())
-    assert {n: (tuple(t.shape), t.dtype) for n, t in views.items()} == {n: (s, d) for n, s, d in sized.workspaces}
+    # what only a backward reads (the state checkpoints) is neither carved nor allocated for an inference call
+    assert sized.kept_only == ("ws_state_blocks",)
+    assert {n: (tuple(t.shape), t.dtype) for n, t in views.items()} == {n: (s, d) for n, s, d in sized.workspaces
+                                                                         if n not in sized.kept_only}
     assert all((a - base) % 256 == 0 for a, _ in spans) and all(e <= a for (_, e), (a, _) in zip(spans, spans[1:]))
     assert ws.addresses() == {n: t.data_ptr() for n, t in views.items()} and spans[-1][1] <= base + sized.carved[1]
     kept = launcher.Workspaces(sized, "cpu", torch.empty, separate=True)
     assert kept.buffer is None and len({t.data_ptr() for t in kept.tensors().values()}) == len(sized.workspaces)
+    assert "ws_state_blocks" in kept.tensors()
     own = launcher.Workspaces(sized, "cpu", lambda shape, dtype, device: torch.zeros(shape, dtype=dtype), False)
     assert own.buffer is None and all(t.count_nonzero() == 0 for t in own.tensors().values())
 

@@ -93,9 +93,14 @@ def test_backward_plan_describes_the_built_kernels(op, head_dim):
                                                             "param_reduce"]
     k2 = plan.kernel("recurrence_bwd")
     assert k2.grid == ["chunks // 8 + N", "HV"] and k2.options.block_chunks == 8
-    chain = plan.kernel("dstate_pass")                       # the serial pass: two stages of the chain's tiles
-    assert chain.grid == ["N", "HV"] and chain.threads == k2.threads and chain.options.block_chunks == 8
-    assert chain.smem_bytes == 2 * (2 * (3 * C_ * (K + 8) + C_ * (K + 8) + 2 * C_ * 24) + 4 * (C_ + K))
+    chain = plan.kernel("dstate_pass")          # the serial pass: 16 value rows, a warp per key quarter, 2 stages
+    assert chain.grid == ["N", "HV", K // 16] and chain.threads == 128 and chain.options.block_chunks == 8
+    assert chain.smem_bytes == 2 * (2 * (3 * C_ * (K + 8) + 3 * C_ * 24) + 4 * (C_ + K)) + 4 * 4 * 32 * 8
+    states = plan.kernel("states")              # restarted per block from the forward's checkpoints
+    assert states.grid == ["chunks // 8 + N", "HV", K // 64] and states.options.block_chunks == 8
+    kept = plan.workspace("ws_state_blocks")
+    assert kept.kept_only and kept.producer == "recurrence" and kept.consumers == ["states"]
+    assert kept.shape == ("chunks // 8 + N", "HV", K, K) and "ws_state_blocks" in plan.saved
     assert plan.workspace("ws_dstate_blocks").shape == ("chunks // 8 + N", "HV", K, K)
     assert plan.workspace("ws_dstate_blocks").consumers == ["recurrence_bwd"]
     assert k2.threads == K // 16 * 32 and [r.name for r in k2.roles] == ["all"] and not k2.pipelines
@@ -111,7 +116,8 @@ def test_backward_plan_describes_the_built_kernels(op, head_dim):
     assert ("F" in [b.name for b in k1.buffers]) == (op == "gdn")          # a per-head decay's C×C factors
     assert plan.kernel("states").options.mode == "store_states"
     assert plan.workspace("ws_states").producer == "states" and plan.workspace("ws_states").dtype == "bf16"
-    assert plan.saved == ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_A", "ws_Mqk", "ws_beta"]
+    assert plan.saved == ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_A", "ws_Mqk", "ws_beta",
+                          "ws_state_blocks"]
     sums = {w.name for w in plan.workspaces if w.consumers == ["param_reduce"]}
     assert sums == {"ws_part_A_log", "ws_part_dt_bias"}
 

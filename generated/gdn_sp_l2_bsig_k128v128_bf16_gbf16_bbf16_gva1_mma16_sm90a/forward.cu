@@ -373,23 +373,30 @@ __device__ __forceinline__ bool locate_chunk(const long long* cu_seqlens, const 
 }
 
 // Blocks of G consecutive chunks of one sequence (the backward's checkpoints): block b of sequence n owns slot
-// ⌊chunk_offsets[n] / G⌋ + n + b. Slots are distinct and below chunks / G + N for any packed batch (⌊(a + m) / G⌋ + 1 ≥
+// ⌊first_chunk(n) / G⌋ + n + b. Slots are distinct and below chunks / G + N for any batch (⌊(a + m) / G⌋ + 1 ≥
 // ⌊a / G⌋ + ⌈m / G⌉), so a grid of that many CTAs covers every block with no host sync.
-__device__ __forceinline__ long long block_slot(const int* chunk_offsets, int G, int n, int b) {
-  return chunk_offsets[n] / G + n + b;
+__device__ __forceinline__ long long block_slot(const int* chunk_offsets, int T, int C, int G, int n, int b) {
+  return first_chunk(chunk_offsets, T, C, n) / G + n + b;
+}
+
+// The blocks of sequence n.
+__device__ __forceinline__ int sequence_blocks(const int* chunk_offsets, int T, int C, int G, int n) {
+  const long long chunks = first_chunk(chunk_offsets, T, C, n + 1) - first_chunk(chunk_offsets, T, C, n);
+  return (int)((chunks + G - 1) / G);
 }
 
 // The (sequence, block) owning slot s, by binary search over the sequences' first slots: false for a slot no block
 // owns (a surplus CTA).
-__device__ __forceinline__ bool locate_block(const int* chunk_offsets, int N, int G, long long s, int& n, int& b) {
+__device__ __forceinline__ bool locate_block(const int* chunk_offsets, int T, int C, int N, int G, long long s, int& n,
+                                             int& b) {
   int lo = 0, hi = N - 1;  // the last n whose first slot is <= s
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (block_slot(chunk_offsets, G, mid, 0) <= s) lo = mid; else hi = mid - 1;
+    if (block_slot(chunk_offsets, T, C, G, mid, 0) <= s) lo = mid; else hi = mid - 1;
   }
   n = lo;
-  b = (int)(s - block_slot(chunk_offsets, G, lo, 0));
-  return b < (chunk_offsets[lo + 1] - chunk_offsets[lo] + G - 1) / G;
+  b = (int)(s - block_slot(chunk_offsets, T, C, G, lo, 0));
+  return b < sequence_blocks(chunk_offsets, T, C, G, lo);
 }
 
 }  // namespace kdg
@@ -636,7 +643,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 // rows >= the chunk's length L are zero. Γ is kept in log2 units (Γ₂ = Γ·log2 e) and used through exp2f.
 extern "C" __global__ void __launch_bounds__(128, 4) prepare(
     const bf16* __restrict__ in_q,
-#line 640 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 647 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -657,7 +664,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   constexpr int LANES = 8, KPT = 16, THREADS = 128;
   constexpr float LOG2E = 1.4426950408889634f;
   static_assert(LANES * KPT == K && C * LANES == THREADS, "row mapping: C rows x LANES threads x KPT channels");
-#line 661 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 668 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // shared memory: 18560 B, static
   __shared__ __align__(16) unsigned char smem_raw[18560];
   float* const s_gamma = reinterpret_cast<float*>(smem_raw + 0);  // gamma [16 x 1] f32, ld 1
@@ -702,7 +709,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 41 "templates/mma16/prepare.cu.j2"
   // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 706 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 713 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // A_log: head_param
   const float n_A_log = *in_A_log_row;
   // beta: token_input
@@ -863,9 +870,11 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   }
 }
 
-#line 5 "templates/mma16/recurrence.cu.j2"
+#line 7 "templates/mma16/recurrence.cu.j2"
 // ===== recurrence: "recurrence" (forward) =====
+#line 9 "templates/mma16/recurrence.cu.j2"
 // grid (N, HV, V/64): one CTA per (sequence, value head, V slice of 64); 160 threads.
+#line 14 "templates/mma16/recurrence.cu.j2"
 // Roles: warps 0..3 "mma" each own 16 value rows of the transposed state Sᵀ [V_slice, K] as fp32 mma
 // accumulators for the whole sequence; warp 4 "load" streams each chunk through a 2-stage cp.async
 // ring (pipeline "chunk_ring": mbarriers ready[s] <- 32 producer lanes, free[s] <- 128 consumer threads).
@@ -873,7 +882,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
 //   P = Sᵀ·k_decayedᵀ,  Q = Sᵀ·q_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Oᵀ = Q + Vnᵀ·Mqkᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
     const bf16* __restrict__ v,
-#line 877 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 886 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
     const float* __restrict__ h0,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -885,13 +894,14 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
     int T,
     int N,
     bf16* __restrict__ o,
-    float* __restrict__ ht) {
-#line 14 "templates/mma16/recurrence.cu.j2"
+    float* __restrict__ ht,
+    float* __restrict__ ws_state_blocks) {
+#line 21 "templates/mma16/recurrence.cu.j2"
   constexpr int C = 16, K = 128, V = 128;
-  constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2;
+  constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2, BLOCK = 8;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 895 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 905 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // shared memory: 38064 B, static
   __shared__ __align__(16) unsigned char smem_raw[38064];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -922,13 +932,19 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
   [[maybe_unused]] constexpr int ld_o = 24;
   constexpr int stride_o = 384;  // elements per stage / warp copy
 
-#line 20 "templates/mma16/recurrence.cu.j2"
+#line 27 "templates/mma16/recurrence.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y, v0 = blockIdx.z * VS;
+  const int* const offsets = nullptr;
+#line 30 "templates/mma16/recurrence.cu.j2"
+  const int n = blockIdx.x;
+#line 35 "templates/mma16/recurrence.cu.j2"
+  const int h = blockIdx.y, HV = gridDim.y, v0 = blockIdx.z * VS;
   const kdg::Span seq = kdg::sequence_span(nullptr, T, n);
   const long long bos = seq.begin, eos = seq.end;
-  const long long chunk0 = kdg::first_chunk(nullptr, T, C, n);
+  const long long chunk0 = kdg::first_chunk(offsets, T, C, n);
   const int num_chunks = (int)((eos - bos + C - 1) / C);
+#line 41 "templates/mma16/recurrence.cu.j2"
+  const int c_begin = 0, c_end = num_chunks;
 #line 23 "templates/skeleton.j2"
   // barriers (plan): ready[2] × 32 (load/thread); free[2] × 128 (mma/thread)
 #line 25 "templates/skeleton.j2"
@@ -944,54 +960,72 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 948 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 964 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
-#line 58 "templates/mma16/recurrence.cu.j2"
+#line 77 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
       const int vr0 = v0 + warp * 16;
       kdg::FragC S[NT8];  // S[t]: Sᵀ rows vr0.., columns 8t..8t+7
 #line 15 "templates/skeleton.j2"
       // ---- step state_in (mma, strip): Sᵀ rows of this warp from h0 (or zeros) ----
-#line 62 "templates/mma16/recurrence.cu.j2"
+#line 81 "templates/mma16/recurrence.cu.j2"
     #pragma unroll
       for (int t = 0; t < NT8; ++t) {
     #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
-#line 68 "templates/mma16/recurrence.cu.j2"
+#line 89 "templates/mma16/recurrence.cu.j2"
           S[t].x[e] = h0 ? h0[(((long long)n * HV + h) * K + d) * V + vr] : 0.f;
-#line 72 "templates/mma16/recurrence.cu.j2"
+#line 93 "templates/mma16/recurrence.cu.j2"
         }
       }
-#line 75 "templates/mma16/recurrence.cu.j2"
+#line 96 "templates/mma16/recurrence.cu.j2"
+      // Sᵀ (or zeros) of this warp's rows into checkpoint slot `slot`, [V, K] fp32 per (slot, head)
+      auto store_block = [&](long long slot, bool zero) {
+        float* const out = ws_state_blocks + (slot * HV + h) * (long long)V * K;
+    #pragma unroll
+        for (int t = 0; t < NT8; ++t)
+    #pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int vr = vr0 + kdg::frag_c_row(lane, 2 * half), d = t * 8 + kdg::frag_c_col(lane, 0);
+            *reinterpret_cast<float2*>(out + (long long)vr * K + d) =
+                zero ? make_float2(0.f, 0.f) : make_float2(S[t].x[2 * half], S[t].x[2 * half + 1]);
+          }
+      };
+#line 110 "templates/mma16/recurrence.cu.j2"
       bf16* const o_stage = s_o + warp * stride_o;
 
-#line 78 "templates/mma16/recurrence.cu.j2"
-      for (int c = 0; c < num_chunks; ++c) {
-        const int s = c % STAGES;
+#line 113 "templates/mma16/recurrence.cu.j2"
+      for (int c = c_begin; c < c_end; ++c) {
+        const int s = (c - c_begin) % STAGES;
         const long long t0 = bos + (long long)c * C;
         const int L = (int)min((long long)C, eos - t0);
-        kdg::mbarrier_wait(&bar_ready[s], (c / STAGES) & 1);
+#line 15 "templates/skeleton.j2"
+        // ---- step checkpoint (mma, strip): at a block's first chunk, when kept: Sᵀ (fp32) for the backward's states; the sequence's unowned slots zeroed ----
+#line 119 "templates/mma16/recurrence.cu.j2"
+        if (ws_state_blocks != nullptr && c % BLOCK == 0) store_block(kdg::block_slot(offsets, T, C, BLOCK, n, c / BLOCK), false);
+#line 121 "templates/mma16/recurrence.cu.j2"
+        kdg::mbarrier_wait(&bar_ready[s], ((c - c_begin) / STAGES) & 1);
         const bf16* v_tile = s_v + s * stride_v;
         const bf16* k_decayed = s_k_decayed + s * stride_k_decayed;
         const bf16* k_to_end = s_k_to_end + s * stride_k_to_end;
         const float* A = s_A + s * stride_A;
         const float* beta = s_beta + s * stride_beta;
         const float* decay_total = s_decay_total + s * stride_decay_total;
-#line 90 "templates/mma16/recurrence.cu.j2"
+#line 129 "templates/mma16/recurrence.cu.j2"
         const bf16* q_decayed = s_q_decayed + s * stride_q_decayed;
         const float* Mqk = s_Mqk + s * stride_Mqk;
 
 #line 15 "templates/skeleton.j2"
         // ---- step state_products (mma, strip): P = Sᵀ·k_decayedᵀ, Q = Sᵀ·q_decayedᵀ (A operand from the state registers) ----
-#line 95 "templates/mma16/recurrence.cu.j2"
+#line 134 "templates/mma16/recurrence.cu.j2"
         kdg::FragC P[2], Q[2];
         kdg::frag_zero(P[0]);
         kdg::frag_zero(P[1]);
-#line 99 "templates/mma16/recurrence.cu.j2"
+#line 138 "templates/mma16/recurrence.cu.j2"
         kdg::frag_zero(Q[0]);
         kdg::frag_zero(Q[1]);
-#line 102 "templates/mma16/recurrence.cu.j2"
+#line 141 "templates/mma16/recurrence.cu.j2"
     #pragma unroll
         for (int kk = 0; kk < K / 16; ++kk) {
           const kdg::FragA sa = kdg::frag_a_from_c(S[2 * kk], S[2 * kk + 1]);
@@ -999,11 +1033,11 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
           kdg::load_frag_b_nk(b, k_decayed + kk * 16, ld_k_decayed, lane);  // (d, token) at k_decayed[token][d]
           kdg::mma_16816(P[0], sa, b[0]);
           kdg::mma_16816(P[1], sa, b[1]);
-#line 110 "templates/mma16/recurrence.cu.j2"
+#line 149 "templates/mma16/recurrence.cu.j2"
           kdg::load_frag_b_nk(b, q_decayed + kk * 16, ld_q_decayed, lane);
           kdg::mma_16816(Q[0], sa, b[0]);
           kdg::mma_16816(Q[1], sa, b[1]);
-#line 114 "templates/mma16/recurrence.cu.j2"
+#line 153 "templates/mma16/recurrence.cu.j2"
         }
 
         // ---- step delta (mma, strip): Xᵀ = β⊙(vᵀ − P) ---- (tail tokens have β = 0 and zero-filled v)
@@ -1019,7 +1053,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
 
 #line 15 "templates/skeleton.j2"
         // ---- step solve (mma, strip): Vnᵀ = Xᵀ·Aᵀ (bf16x3: X and A split hi + lo) ----
-#line 128 "templates/mma16/recurrence.cu.j2"
+#line 167 "templates/mma16/recurrence.cu.j2"
         kdg::FragC Vn[2];
         {
           kdg::FragA xh, xl;
@@ -1036,7 +1070,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
 
 #line 15 "templates/skeleton.j2"
         // ---- step output (mma, strip): Oᵀ = Q + Vnᵀ·Mqkᵀ (bf16x3); staged per warp for 16-byte stores ----
-#line 144 "templates/mma16/recurrence.cu.j2"
+#line 183 "templates/mma16/recurrence.cu.j2"
         {
           kdg::FragB bh[2], bl[2];
           kdg::load_frag_b_nk_split(bh, bl, Mqk, ld_Mqk, lane);
@@ -1061,7 +1095,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
 
 #line 15 "templates/skeleton.j2"
         // ---- step update (mma, strip): Sᵀ ← Sᵀ⊙decay_total + (Vn_hi + Vn_lo)ᵀ·k_to_end ----
-#line 182 "templates/mma16/recurrence.cu.j2"
+#line 221 "templates/mma16/recurrence.cu.j2"
     #pragma unroll
         for (int t2 = 0; t2 < K / 16; ++t2) {
           kdg::FragB b[2];
@@ -1077,55 +1111,62 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
         }
         kdg::mbarrier_arrive(&bar_free[s]);
       }
-
+#line 237 "templates/mma16/recurrence.cu.j2"
+      if (ws_state_blocks != nullptr) {       // step checkpoint: zeros in the slots after this sequence's blocks no block owns
+        const long long total = (long long)N * T / C + N;      // the launch's "chunks"
+        const long long next = n + 1 < N ? kdg::block_slot(offsets, T, C, BLOCK, n + 1, 0) : total / BLOCK + N;
+        for (long long slot = kdg::block_slot(offsets, T, C, BLOCK, n, kdg::sequence_blocks(offsets, T, C, BLOCK, n));
+             slot < next; ++slot)
+          store_block(slot, true);
+      }
 #line 15 "templates/skeleton.j2"
       // ---- step state_out (mma, strip): final state (if requested) ----
-#line 200 "templates/mma16/recurrence.cu.j2"
+#line 245 "templates/mma16/recurrence.cu.j2"
       if (ht) {
     #pragma unroll
         for (int t = 0; t < NT8; ++t) {
     #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
-#line 207 "templates/mma16/recurrence.cu.j2"
+#line 252 "templates/mma16/recurrence.cu.j2"
             ht[(((long long)n * HV + h) * K + d) * V + vr] = S[t].x[e];
-#line 211 "templates/mma16/recurrence.cu.j2"
+#line 256 "templates/mma16/recurrence.cu.j2"
           }
         }
       }
 
-#line 1098 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 1139 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
-#line 31 "templates/mma16/recurrence.cu.j2"
-        for (int c = 0; c < num_chunks; ++c) {
-          const int s = c % STAGES;
-          kdg::mbarrier_wait(&bar_free[s], ((c / STAGES) & 1) ^ 1);
+#line 50 "templates/mma16/recurrence.cu.j2"
+        for (int c = c_begin; c < c_end; ++c) {
+          const int s = (c - c_begin) % STAGES;
+          kdg::mbarrier_wait(&bar_free[s], (((c - c_begin) / STAGES) & 1) ^ 1);
           const long long ws_ch = (chunk0 + c) * HV + h;
           const long long t0 = bos + (long long)c * C;
           const int L = (int)min((long long)C, eos - t0);
           kdg::cp_async_tile(s_v + s * stride_v, ld_v * 2, v + (t0 * HV + h) * V + v0, (long long)HV * V * 2,
                              C, VS * 2, L, lane, 32);
-#line 40 "templates/mma16/recurrence.cu.j2"
+#line 59 "templates/mma16/recurrence.cu.j2"
           kdg::cp_async_tile(s_q_decayed + s * stride_q_decayed, ld_q_decayed * 2, ws_q_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
-#line 42 "templates/mma16/recurrence.cu.j2"
+#line 61 "templates/mma16/recurrence.cu.j2"
           kdg::cp_async_tile(s_k_decayed + s * stride_k_decayed, ld_k_decayed * 2, ws_k_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
           kdg::cp_async_tile(s_k_to_end + s * stride_k_to_end, ld_k_to_end * 2, ws_k_to_end + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
           kdg::cp_async_tile(s_A + s * stride_A, ld_A * 4, ws_A + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
-#line 46 "templates/mma16/recurrence.cu.j2"
+#line 65 "templates/mma16/recurrence.cu.j2"
           kdg::cp_async_tile(s_Mqk + s * stride_Mqk, ld_Mqk * 4, ws_Mqk + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
-#line 48 "templates/mma16/recurrence.cu.j2"
+#line 67 "templates/mma16/recurrence.cu.j2"
           kdg::cp_async_tile(s_beta + s * stride_beta, C * 4, ws_beta + ws_ch * C, C * 4, 1, C * 4, 1, lane, 32);
-#line 52 "templates/mma16/recurrence.cu.j2"
+#line 71 "templates/mma16/recurrence.cu.j2"
           if (lane == 0) kdg::cp_async_4(s_decay_total + s * stride_decay_total, ws_decay_total + ws_ch, true);
-#line 54 "templates/mma16/recurrence.cu.j2"
+#line 73 "templates/mma16/recurrence.cu.j2"
           kdg::cp_async_arrive(&bar_ready[s]);
         }
         kdg::cp_async_wait_all();
 
 #line 50 "templates/skeleton.j2"
   }
-#line 218 "templates/mma16/recurrence.cu.j2"
+#line 263 "templates/mma16/recurrence.cu.j2"
 }
 

@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a (backward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family mma16, chunk 16, exponent form factored
-// kernels: states (grid ['N', 'HV', 2], 160 threads, 25248 B smem), dstate_pass (grid ['N', 'HV', '8'], 128 threads, 35968 B smem), recurrence_bwd (grid ['chunks // 8 + N', 'HV'], 256 threads, 161600 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 43072 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
+// kernels: states (grid ['chunks // 8 + N', 'HV', 2], 160 threads, 25248 B smem), dstate_pass (grid ['N', 'HV', 8], 128 threads, 35968 B smem), recurrence_bwd (grid ['chunks // 8 + N', 'HV'], 256 threads, 161600 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 43072 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -373,23 +373,30 @@ __device__ __forceinline__ bool locate_chunk(const long long* cu_seqlens, const 
 }
 
 // Blocks of G consecutive chunks of one sequence (the backward's checkpoints): block b of sequence n owns slot
-// ⌊chunk_offsets[n] / G⌋ + n + b. Slots are distinct and below chunks / G + N for any packed batch (⌊(a + m) / G⌋ + 1 ≥
+// ⌊first_chunk(n) / G⌋ + n + b. Slots are distinct and below chunks / G + N for any batch (⌊(a + m) / G⌋ + 1 ≥
 // ⌊a / G⌋ + ⌈m / G⌉), so a grid of that many CTAs covers every block with no host sync.
-__device__ __forceinline__ long long block_slot(const int* chunk_offsets, int G, int n, int b) {
-  return chunk_offsets[n] / G + n + b;
+__device__ __forceinline__ long long block_slot(const int* chunk_offsets, int T, int C, int G, int n, int b) {
+  return first_chunk(chunk_offsets, T, C, n) / G + n + b;
+}
+
+// The blocks of sequence n.
+__device__ __forceinline__ int sequence_blocks(const int* chunk_offsets, int T, int C, int G, int n) {
+  const long long chunks = first_chunk(chunk_offsets, T, C, n + 1) - first_chunk(chunk_offsets, T, C, n);
+  return (int)((chunks + G - 1) / G);
 }
 
 // The (sequence, block) owning slot s, by binary search over the sequences' first slots: false for a slot no block
 // owns (a surplus CTA).
-__device__ __forceinline__ bool locate_block(const int* chunk_offsets, int N, int G, long long s, int& n, int& b) {
+__device__ __forceinline__ bool locate_block(const int* chunk_offsets, int T, int C, int N, int G, long long s, int& n,
+                                             int& b) {
   int lo = 0, hi = N - 1;  // the last n whose first slot is <= s
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (block_slot(chunk_offsets, G, mid, 0) <= s) lo = mid; else hi = mid - 1;
+    if (block_slot(chunk_offsets, T, C, G, mid, 0) <= s) lo = mid; else hi = mid - 1;
   }
   n = lo;
-  b = (int)(s - block_slot(chunk_offsets, G, lo, 0));
-  return b < (chunk_offsets[lo + 1] - chunk_offsets[lo] + G - 1) / G;
+  b = (int)(s - block_slot(chunk_offsets, T, C, G, lo, 0));
+  return b < sequence_blocks(chunk_offsets, T, C, G, lo);
 }
 
 }  // namespace kdg
@@ -627,9 +634,12 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 
 }  // namespace kdg
 
-#line 5 "templates/mma16/recurrence.cu.j2"
+#line 7 "templates/mma16/recurrence.cu.j2"
 // ===== states: "recurrence" (store_states) =====
-// grid (N, HV, V/64): one CTA per (sequence, value head, V slice of 64); 160 threads.
+#line 11 "templates/mma16/recurrence.cu.j2"
+// grid (checkpoint slots, HV, V/64): one CTA per (block of 8 chunks, value head, V slice of 64), from
+// the state the forward stored at the block's start (ws_state_blocks); 160 threads.
+#line 14 "templates/mma16/recurrence.cu.j2"
 // Roles: warps 0..3 "mma" each own 16 value rows of the transposed state Sᵀ [V_slice, K] as fp32 mma
 // accumulators for the whole sequence; warp 4 "load" streams each chunk through a 2-stage cp.async
 // ring (pipeline "chunk_ring": mbarriers ready[s] <- 32 producer lanes, free[s] <- 128 consumer threads).
@@ -637,8 +647,8 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 //   P = Sᵀ·k_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) states(
     const bf16* __restrict__ v,
-#line 641 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
-    const float* __restrict__ h0,
+#line 651 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+    const float* __restrict__ ws_state_blocks,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
     const float* __restrict__ ws_decay_total,
@@ -647,12 +657,12 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
     int T,
     int N,
     bf16* __restrict__ ws_states) {
-#line 14 "templates/mma16/recurrence.cu.j2"
+#line 21 "templates/mma16/recurrence.cu.j2"
   constexpr int C = 16, K = 128, V = 128;
-  constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2;
+  constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2, BLOCK = 8;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 656 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 666 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 25248 B, static
   __shared__ __align__(16) unsigned char smem_raw[25248];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -674,13 +684,20 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
   float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 24224);  // decay_total [128] f32, ld 128, 2 stages
   constexpr int stride_decay_total = 128;  // elements per stage / warp copy
 
-#line 20 "templates/mma16/recurrence.cu.j2"
+#line 27 "templates/mma16/recurrence.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y, v0 = blockIdx.z * VS;
+  const int* const offsets = nullptr;
+#line 32 "templates/mma16/recurrence.cu.j2"
+  int n, blk;
+  if (!kdg::locate_block(offsets, T, C, N, BLOCK, blockIdx.x, n, blk)) return;   // a surplus CTA
+#line 35 "templates/mma16/recurrence.cu.j2"
+  const int h = blockIdx.y, HV = gridDim.y, v0 = blockIdx.z * VS;
   const kdg::Span seq = kdg::sequence_span(nullptr, T, n);
   const long long bos = seq.begin, eos = seq.end;
-  const long long chunk0 = kdg::first_chunk(nullptr, T, C, n);
+  const long long chunk0 = kdg::first_chunk(offsets, T, C, n);
   const int num_chunks = (int)((eos - bos + C - 1) / C);
+#line 43 "templates/mma16/recurrence.cu.j2"
+  const int c_begin = blk * BLOCK, c_end = min(num_chunks, c_begin + BLOCK);   // this block's chunks
 #line 23 "templates/skeleton.j2"
   // barriers (plan): ready[2] × 32 (load/thread); free[2] × 128 (mma/thread)
 #line 25 "templates/skeleton.j2"
@@ -696,32 +713,33 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 700 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 717 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
-#line 58 "templates/mma16/recurrence.cu.j2"
+#line 77 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
       const int vr0 = v0 + warp * 16;
       kdg::FragC S[NT8];  // S[t]: Sᵀ rows vr0.., columns 8t..8t+7
 #line 15 "templates/skeleton.j2"
-      // ---- step state_in (mma, strip): Sᵀ rows of this warp from h0 (or zeros) ----
-#line 62 "templates/mma16/recurrence.cu.j2"
+      // ---- step state_in (mma, strip): Sᵀ rows of this warp from the block's checkpoint ----
+#line 81 "templates/mma16/recurrence.cu.j2"
     #pragma unroll
       for (int t = 0; t < NT8; ++t) {
     #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int vr = vr0 + kdg::frag_c_row(lane, e), d = t * 8 + kdg::frag_c_col(lane, e);
-#line 68 "templates/mma16/recurrence.cu.j2"
-          S[t].x[e] = h0 ? h0[(((long long)n * HV + h) * K + d) * V + vr] : 0.f;
-#line 72 "templates/mma16/recurrence.cu.j2"
+#line 87 "templates/mma16/recurrence.cu.j2"
+          S[t].x[e] = ws_state_blocks[(((long long)blockIdx.x * HV + h) * V + vr) * K + d];
+#line 93 "templates/mma16/recurrence.cu.j2"
         }
       }
 
-#line 78 "templates/mma16/recurrence.cu.j2"
-      for (int c = 0; c < num_chunks; ++c) {
-        const int s = c % STAGES;
+#line 113 "templates/mma16/recurrence.cu.j2"
+      for (int c = c_begin; c < c_end; ++c) {
+        const int s = (c - c_begin) % STAGES;
         const long long t0 = bos + (long long)c * C;
         const int L = (int)min((long long)C, eos - t0);
-        kdg::mbarrier_wait(&bar_ready[s], (c / STAGES) & 1);
+#line 121 "templates/mma16/recurrence.cu.j2"
+        kdg::mbarrier_wait(&bar_ready[s], ((c - c_begin) / STAGES) & 1);
         const bf16* v_tile = s_v + s * stride_v;
         const bf16* k_decayed = s_k_decayed + s * stride_k_decayed;
         const bf16* k_to_end = s_k_to_end + s * stride_k_to_end;
@@ -731,11 +749,11 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 15 "templates/skeleton.j2"
         // ---- step state_products (mma, strip): P = Sᵀ·k_decayedᵀ (A operand from the state registers) ----
-#line 95 "templates/mma16/recurrence.cu.j2"
+#line 134 "templates/mma16/recurrence.cu.j2"
         kdg::FragC P[2];
         kdg::frag_zero(P[0]);
         kdg::frag_zero(P[1]);
-#line 102 "templates/mma16/recurrence.cu.j2"
+#line 141 "templates/mma16/recurrence.cu.j2"
     #pragma unroll
         for (int kk = 0; kk < K / 16; ++kk) {
           const kdg::FragA sa = kdg::frag_a_from_c(S[2 * kk], S[2 * kk + 1]);
@@ -743,7 +761,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
           kdg::load_frag_b_nk(b, k_decayed + kk * 16, ld_k_decayed, lane);  // (d, token) at k_decayed[token][d]
           kdg::mma_16816(P[0], sa, b[0]);
           kdg::mma_16816(P[1], sa, b[1]);
-#line 114 "templates/mma16/recurrence.cu.j2"
+#line 153 "templates/mma16/recurrence.cu.j2"
         }
 
         // ---- step delta (mma, strip): Xᵀ = β⊙(vᵀ − P) ---- (tail tokens have β = 0 and zero-filled v)
@@ -759,7 +777,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 15 "templates/skeleton.j2"
         // ---- step solve (mma, strip): Vnᵀ = Xᵀ·Aᵀ (bf16x3: X and A split hi + lo) ----
-#line 128 "templates/mma16/recurrence.cu.j2"
+#line 167 "templates/mma16/recurrence.cu.j2"
         kdg::FragC Vn[2];
         {
           kdg::FragA xh, xl;
@@ -776,7 +794,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 15 "templates/skeleton.j2"
         // ---- step store_state (mma, strip): S entering the chunk, bf16 [V,K] per (chunk, head) ----
-#line 168 "templates/mma16/recurrence.cu.j2"
+#line 207 "templates/mma16/recurrence.cu.j2"
         {
           bf16* const out = ws_states + ((chunk0 + c) * HV + h) * (long long)V * K;
     #pragma unroll
@@ -791,7 +809,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 15 "templates/skeleton.j2"
         // ---- step update (mma, strip): Sᵀ ← Sᵀ⊙decay_total + (Vn_hi + Vn_lo)ᵀ·k_to_end ----
-#line 182 "templates/mma16/recurrence.cu.j2"
+#line 221 "templates/mma16/recurrence.cu.j2"
     #pragma unroll
         for (int t2 = 0; t2 < K / 16; ++t2) {
           kdg::FragB b[2];
@@ -808,35 +826,35 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
         kdg::mbarrier_arrive(&bar_free[s]);
       }
 
-#line 812 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 830 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
-#line 31 "templates/mma16/recurrence.cu.j2"
-        for (int c = 0; c < num_chunks; ++c) {
-          const int s = c % STAGES;
-          kdg::mbarrier_wait(&bar_free[s], ((c / STAGES) & 1) ^ 1);
+#line 50 "templates/mma16/recurrence.cu.j2"
+        for (int c = c_begin; c < c_end; ++c) {
+          const int s = (c - c_begin) % STAGES;
+          kdg::mbarrier_wait(&bar_free[s], (((c - c_begin) / STAGES) & 1) ^ 1);
           const long long ws_ch = (chunk0 + c) * HV + h;
           const long long t0 = bos + (long long)c * C;
           const int L = (int)min((long long)C, eos - t0);
           kdg::cp_async_tile(s_v + s * stride_v, ld_v * 2, v + (t0 * HV + h) * V + v0, (long long)HV * V * 2,
                              C, VS * 2, L, lane, 32);
-#line 42 "templates/mma16/recurrence.cu.j2"
+#line 61 "templates/mma16/recurrence.cu.j2"
           kdg::cp_async_tile(s_k_decayed + s * stride_k_decayed, ld_k_decayed * 2, ws_k_decayed + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
           kdg::cp_async_tile(s_k_to_end + s * stride_k_to_end, ld_k_to_end * 2, ws_k_to_end + ws_ch * C * K, K * 2, C, K * 2, C, lane, 32);
           kdg::cp_async_tile(s_A + s * stride_A, ld_A * 4, ws_A + ws_ch * C * C, C * 4, C, C * 4, C, lane, 32);
-#line 48 "templates/mma16/recurrence.cu.j2"
+#line 67 "templates/mma16/recurrence.cu.j2"
           kdg::cp_async_tile(s_beta + s * stride_beta, C * 4, ws_beta + ws_ch * C, C * 4, 1, C * 4, 1, lane, 32);
-#line 50 "templates/mma16/recurrence.cu.j2"
+#line 69 "templates/mma16/recurrence.cu.j2"
           kdg::cp_async_tile(s_decay_total + s * stride_decay_total, K * 4, ws_decay_total + ws_ch * K, K * 4, 1, K * 4, 1, lane, 32);
-#line 54 "templates/mma16/recurrence.cu.j2"
+#line 73 "templates/mma16/recurrence.cu.j2"
           kdg::cp_async_arrive(&bar_ready[s]);
         }
         kdg::cp_async_wait_all();
 
 #line 50 "templates/skeleton.j2"
   }
-#line 218 "templates/mma16/recurrence.cu.j2"
+#line 263 "templates/mma16/recurrence.cu.j2"
 }
 
 #line 4 "templates/mma16/dstate_pass.cu.j2"
@@ -1060,7 +1078,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const bf16* __restrict__ dout,
-#line 1064 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1082 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -1076,7 +1094,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     int HV) {
 #line 89 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 1080 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1098 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 35968 B, static
   __shared__ __align__(16) unsigned char smem_raw[35968];
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 2 stages
@@ -1155,7 +1173,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     // ---- step checkpoint (all, vrows): at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block ----
 #line 135 "templates/mma16/dstate_pass.cu.j2"
     if (ci == nchunks - 1 || ci % BLOCK == BLOCK - 1)
-      store_dstate<PART_TILES>(ws_dstate_blocks + (block_slot(chunk_offsets, BLOCK, n, ci / BLOCK) * HV + h) * V * K, dS,
+      store_dstate<PART_TILES>(ws_dstate_blocks + (block_slot(chunk_offsets, 0, C, BLOCK, n, ci / BLOCK) * HV + h) * V * K, dS,
                                v0, t0, lane);
     if (ci < BLOCK) break;                       // block 0 is recurrence_bwd's
     const int st = (nchunks - 1 - ci) & 1;
@@ -1497,7 +1515,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1501 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1519 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1523,7 +1541,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1527 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1545 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1575,7 +1593,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
                 ld_dbeta_part == C && ld_d_decay_total_part == K, "the plan's row strides are the ones the code uses");
   const ChunkIn in{s_k_decayed, s_k_to_end, s_v, s_A, s_A_f32, s_beta, s_decay_total};
   int n, blk;
-  if (!locate_block(chunk_offsets, N, BLOCK, blockIdx.x, n, blk)) return;   // a surplus CTA
+  if (!locate_block(chunk_offsets, 0, C, N, BLOCK, blockIdx.x, n, blk)) return;   // a surplus CTA
   const int h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, v0 = warp * 16;
   const int g = lane >> 2, t = lane & 3;
@@ -1853,7 +1871,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1857 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1875 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1880,7 +1898,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1884 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1902 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 43072 B, static
   __shared__ __align__(16) unsigned char smem_raw[43072];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -1917,7 +1935,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 1921 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1939 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -1971,7 +1989,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 1975 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1993 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2108,7 +2126,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2112 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2130 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2252,7 +2270,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2256 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2274 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2385,7 +2403,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2389 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2407 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2394,7 +2412,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2398 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2416 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

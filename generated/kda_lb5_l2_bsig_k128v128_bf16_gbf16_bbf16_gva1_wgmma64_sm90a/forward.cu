@@ -585,23 +585,30 @@ __device__ __forceinline__ bool locate_chunk(const long long* cu_seqlens, const 
 }
 
 // Blocks of G consecutive chunks of one sequence (the backward's checkpoints): block b of sequence n owns slot
-// ⌊chunk_offsets[n] / G⌋ + n + b. Slots are distinct and below chunks / G + N for any packed batch (⌊(a + m) / G⌋ + 1 ≥
+// ⌊first_chunk(n) / G⌋ + n + b. Slots are distinct and below chunks / G + N for any batch (⌊(a + m) / G⌋ + 1 ≥
 // ⌊a / G⌋ + ⌈m / G⌉), so a grid of that many CTAs covers every block with no host sync.
-__device__ __forceinline__ long long block_slot(const int* chunk_offsets, int G, int n, int b) {
-  return chunk_offsets[n] / G + n + b;
+__device__ __forceinline__ long long block_slot(const int* chunk_offsets, int T, int C, int G, int n, int b) {
+  return first_chunk(chunk_offsets, T, C, n) / G + n + b;
+}
+
+// The blocks of sequence n.
+__device__ __forceinline__ int sequence_blocks(const int* chunk_offsets, int T, int C, int G, int n) {
+  const long long chunks = first_chunk(chunk_offsets, T, C, n + 1) - first_chunk(chunk_offsets, T, C, n);
+  return (int)((chunks + G - 1) / G);
 }
 
 // The (sequence, block) owning slot s, by binary search over the sequences' first slots: false for a slot no block
 // owns (a surplus CTA).
-__device__ __forceinline__ bool locate_block(const int* chunk_offsets, int N, int G, long long s, int& n, int& b) {
+__device__ __forceinline__ bool locate_block(const int* chunk_offsets, int T, int C, int N, int G, long long s, int& n,
+                                             int& b) {
   int lo = 0, hi = N - 1;  // the last n whose first slot is <= s
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (block_slot(chunk_offsets, G, mid, 0) <= s) lo = mid; else hi = mid - 1;
+    if (block_slot(chunk_offsets, T, C, G, mid, 0) <= s) lo = mid; else hi = mid - 1;
   }
   n = lo;
-  b = (int)(s - block_slot(chunk_offsets, G, lo, 0));
-  return b < (chunk_offsets[lo + 1] - chunk_offsets[lo] + G - 1) / G;
+  b = (int)(s - block_slot(chunk_offsets, T, C, G, lo, 0));
+  return b < sequence_blocks(chunk_offsets, T, C, G, lo);
 }
 
 }  // namespace kdg
@@ -1026,7 +1033,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 1030 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1037 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1052,7 +1059,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 1056 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1063 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 107264 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132, alias q_then_A
@@ -1119,7 +1126,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 67 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1123 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1130 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1538,7 +1545,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1542 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1549 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1553,7 +1560,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1557 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1564 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 184832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1606,7 +1613,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1610 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1617 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1636,7 +1643,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1640 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1647 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

@@ -47,7 +47,7 @@ def launch_scheduled(schedule: Schedule, module, x: dict, scalars: dict, *, outp
     o = alloc(v.shape, dtype=v.dtype, device=device)
     ht = alloc(sized.state, dtype=torch.float32, device=device) if output_final_state else None
     tensors = {**input_values(x, schedule.value), **schedule.layout_tensors(sized, x.get("cu_seqlens"), device),
-               "o": o, "ht": ht}
+               "o": o, "ht": ht, **({} if keep else dict.fromkeys(sized.kept_only))}
     launch_sized(sized, module, device, tensors, ws, scalar_values(scalars), "forward")
     return o, ht, ws
 

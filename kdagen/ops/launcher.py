@@ -93,6 +93,9 @@ class Sized:
                             for name, label, dtype, kind, row in schedule.inputs)
         self.state = state_shape(plan, N, HV)
         self.workspaces = tuple((w.name, workspace_shape(w, sizes), TORCH_DTYPES[w.dtype]) for w in schedule.produced)
+        # written only for a backward: a call that keeps nothing allocates none of them and passes null pointers
+        self.kept_only = tuple(w.name for w in schedule.produced if w.kept_only)
+        self.unkept = tuple(w for w in self.workspaces if w[0] not in self.kept_only)
         self.saved = tuple((w.name, workspace_shape(w, sizes), TORCH_DTYPES[w.dtype]) for w in schedule.saved)
         # the rows of each saved [chunks, ...] workspace past the real chunk count: at most the last N
         self.tails = tuple((name, shape[0] - N) for (name, shape, _), w in zip(self.saved, schedule.saved)
@@ -107,7 +110,7 @@ class Sized:
                            for p in kernel.params)
             self.launches.append((kernel.name, grid, (kernel.threads,),
                                   kernel.smem_bytes if kernel.smem_dynamic else 0, params))
-        self.carved = carve(self.workspaces)
+        self.carved = carve(self.unkept)
         self.bindable = bindable(self.launches, self.scalars)
         self._bound: dict[tuple, Bound] = {}
 
@@ -353,7 +356,7 @@ class Workspaces:
     def __init__(self, sized: Sized, device, alloc, separate: bool):
         self.separate = self.buffer = None
         if separate or alloc not in _CARVING:
-            self.separate = allocate(sized.workspaces, device, alloc)
+            self.separate = allocate(sized.workspaces if separate else sized.unkept, device, alloc)
             return
         self.layout, nbytes = sized.carved
         if self.layout:

@@ -192,13 +192,15 @@ class Param:
 @dataclass
 class Workspace:
     """A global tensor passed between kernels. `shape` may hold symbols resolved at launch ("chunks",
-    "HV", "N"); `producer` and `consumers` are kernel names."""
+    "HV", "N"); `producer` and `consumers` are kernel names. `kept_only`: written only for a backward (a
+    forward call that keeps nothing passes its kernels a null pointer and allocates none)."""
     name: str
     shape: tuple
     dtype: str
     producer: str
     consumers: list[str]
     note: str = ""
+    kept_only: bool = False
 
     @property
     def bytes_per_chunk_head(self) -> int:

@@ -65,23 +65,30 @@ __device__ __forceinline__ bool locate_chunk(const long long* cu_seqlens, const 
 }
 
 // Blocks of G consecutive chunks of one sequence (the backward's checkpoints): block b of sequence n owns slot
-// ⌊chunk_offsets[n] / G⌋ + n + b. Slots are distinct and below chunks / G + N for any packed batch (⌊(a + m) / G⌋ + 1 ≥
+// ⌊first_chunk(n) / G⌋ + n + b. Slots are distinct and below chunks / G + N for any batch (⌊(a + m) / G⌋ + 1 ≥
 // ⌊a / G⌋ + ⌈m / G⌉), so a grid of that many CTAs covers every block with no host sync.
-__device__ __forceinline__ long long block_slot(const int* chunk_offsets, int G, int n, int b) {
-  return chunk_offsets[n] / G + n + b;
+__device__ __forceinline__ long long block_slot(const int* chunk_offsets, int T, int C, int G, int n, int b) {
+  return first_chunk(chunk_offsets, T, C, n) / G + n + b;
+}
+
+// The blocks of sequence n.
+__device__ __forceinline__ int sequence_blocks(const int* chunk_offsets, int T, int C, int G, int n) {
+  const long long chunks = first_chunk(chunk_offsets, T, C, n + 1) - first_chunk(chunk_offsets, T, C, n);
+  return (int)((chunks + G - 1) / G);
 }
 
 // The (sequence, block) owning slot s, by binary search over the sequences' first slots: false for a slot no block
 // owns (a surplus CTA).
-__device__ __forceinline__ bool locate_block(const int* chunk_offsets, int N, int G, long long s, int& n, int& b) {
+__device__ __forceinline__ bool locate_block(const int* chunk_offsets, int T, int C, int N, int G, long long s, int& n,
+                                             int& b) {
   int lo = 0, hi = N - 1;  // the last n whose first slot is <= s
   while (lo < hi) {
     const int mid = (lo + hi + 1) >> 1;
-    if (block_slot(chunk_offsets, G, mid, 0) <= s) lo = mid; else hi = mid - 1;
+    if (block_slot(chunk_offsets, T, C, G, mid, 0) <= s) lo = mid; else hi = mid - 1;
   }
   n = lo;
-  b = (int)(s - block_slot(chunk_offsets, G, lo, 0));
-  return b < (chunk_offsets[lo + 1] - chunk_offsets[lo] + G - 1) / G;
+  b = (int)(s - block_slot(chunk_offsets, T, C, G, lo, 0));
+  return b < sequence_blocks(chunk_offsets, T, C, G, lo);
 }
 
 }  // namespace kdg

@@ -18,7 +18,8 @@ class Mma16(Family):
         f = facts(problem)
         C, K, V = CHUNK, problem.K, problem.V
         form = form_of(f, C)
-        ws = forward.forward_workspaces(C, K, f.KD) + backward.backward_workspaces(C, K, V, f.head_params)
+        ws = (forward.forward_workspaces(C, K, f.KD) + [forward.state_block_workspace(K, V)]
+              + backward.backward_workspaces(C, K, V, f.head_params))
         common = dict(varlen=problem.varlen, state_layout=problem.state_layout, ws=ws)
         kernels = [
             forward.prepare(C=C, K=K, form=form, varlen=problem.varlen, f=f, ws=ws),
@@ -31,7 +32,7 @@ class Mma16(Family):
         if f.head_params:
             kernels.append(backward.param_reduce(K=K, head_params=f.head_params))
         lo, hi = f.decay_interval
-        return Planned(kernels=kernels, workspaces=ws, saved=list(forward.PREPARE_OUTPUTS), exponent_form=form,
+        return Planned(kernels=kernels, workspaces=ws, saved=[*forward.PREPARE_OUTPUTS, "ws_state_blocks"], exponent_form=form,
                        notes=[f"exponent form {form!r}: decay {f.decay_kind} in [{lo}, {hi}] at chunk {C}"])
 
 

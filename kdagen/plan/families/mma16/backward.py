@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from ...model import WARP, Barrier, Buffer, Kernel, Param, Role, Step, Workspace, kernel_options
 from ..base import Facts, grad_param, input_param, scalar_param
-from .forward import PAD
+from .forward import BLOCK_CHUNKS, BLOCK_SLOTS, PAD
 
 PREPARE_BWD_LANES_PER_ROW = 16       # prepare_bwd: 16 lanes share a token row, K/16 channels each
 # prepare_bwd CTAs per SM, by head dim: its per-thread arrays hold K/16 channels; ptxas fits K = 128 in 128
@@ -42,11 +42,6 @@ PREPARE_BWD_LANES_PER_ROW = 16       # prepare_bwd: 16 lanes share a token row, 
 PREPARE_BWD_CTAS_PER_SM = {64: 3, 128: 2}
 REDUCE_ROWS = 8              # param_reduce: 8 rows of 32 lanes, row y sums chunks y, y+8, ...
 STATES_DTYPE = "bf16"        # S_c as states writes it: recurrence_bwd's mma operand is bf16 either way
-# Chunks per recurrence_bwd block: the serial part of the backward (dstate_pass) is ≈ 1/8 of a chunk step of
-# recurrence_bwd, which then runs T/(16·8) blocks per head in parallel. Each checkpoint is K·V fp32 per 128
-# tokens and head, a quarter of what ws_states holds for them.
-BLOCK_CHUNKS = 8
-BLOCK_SLOTS = f"chunks // {BLOCK_CHUNKS} + N"      # checkpoint slots: sequence n's block b is ⌊first chunk/8⌋ + n + b
 # dstate_pass: value rows per CTA, and warps per CTA. The value columns of dS evolve independently, so a few
 # (sequence, head) pairs spread over V/16 times as many CTAs; inside one, a chunk's step is a chain of dependent
 # instructions that one warp issues at a fraction of an instruction per cycle (measured: ≈ 2.3 µs per chunk with
@@ -171,7 +166,7 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
                Param("grad_h0", "ptr", "f32", const=False), Param("cu_seqlens", "ptr", "i64"), Param("chunk_offsets", "ptr", "i32"), Param("HV", "i32")]
     return _at_cap(Kernel(
         name="dstate_pass", kind="dstate_pass", template="mma16/dstate_pass.cu.j2", direction="backward",
-        grid=["N", "HV", str(V // vs)], threads=threads, min_ctas_per_sm=1,
+        grid=["N", "HV", V // vs], threads=threads, min_ctas_per_sm=1,
         roles=[Role("all", (0, threads // WARP), work=[s.name for s in steps])],
         buffers=buffers, barriers=[_sync(threads, 2, "__syncthreads per chunk: its stage landed and the other is "
                                                      "free; the dVn quarters are written")],

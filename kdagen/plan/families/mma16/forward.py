@@ -49,6 +49,20 @@ class RecurrenceOptions:
     stages: int
     varlen: bool
     state_layout: str
+    block_chunks: int        # chunks per checkpoint block (forward: writes them; store_states: one CTA per block)
+
+
+# Chunks per block: the backward restarts its serial chains (the state forwards in `states`, dS backwards in
+# recurrence_bwd) at the start or end of every block of 8 chunks, from fp32 checkpoints (K·V per 128 tokens and
+# head, a quarter of what ws_states holds for them), so those kernels run every block of a sequence at once.
+BLOCK_CHUNKS = 8
+BLOCK_SLOTS = f"chunks // {BLOCK_CHUNKS} + N"      # checkpoint slots: sequence n's block b is ⌊first chunk/8⌋ + n + b
+
+
+def state_block_workspace(K: int, V: int) -> Workspace:
+    """S entering each block of chunks, written by the forward's recurrence for the backward's states."""
+    return Workspace("ws_state_blocks", (BLOCK_SLOTS, "HV", V, K), "f32", "recurrence", ["states"],
+                     "Sᵀ entering each block of chunks (zero in slots no block owns)", kept_only=True)
 
 
 def forward_workspaces(C: int, K: int, KD: int) -> list[Workspace]:
@@ -133,7 +147,9 @@ def recurrence(*, C: int, K: int, V: int, KD: int, varlen: bool, state_layout: s
     ws_in = ["ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_A", "ws_beta"]
     ws_in += ["ws_q_decayed", "ws_Mqk"] if forward else []
     steps = [
-        Step("state_in", "mma", "strip", global_reads=["h0"], note="Sᵀ rows of this warp from h0 (or zeros)"),
+        Step("state_in", "mma", "strip", global_reads=["h0"] if forward else ["ws_state_blocks"],
+             note="Sᵀ rows of this warp from h0 (or zeros)" if forward else "Sᵀ rows of this warp from the block's "
+                                                                              "checkpoint"),
         Step("load", "load", "cp.async", writes=ring_names, waits=["free"], arrives=["ready"],
              global_reads=ws_in + ["v"], loop=True, note="one chunk of workspace + v rows (tail rows zero-filled)"),
         Step("state_products", "mma", "strip", reads=["k_decayed"] + (["q_decayed"] if forward else []),
@@ -144,6 +160,9 @@ def recurrence(*, C: int, K: int, V: int, KD: int, varlen: bool, state_layout: s
         Step("solve", "mma", "strip", reads=["A"], loop=True, note="Vnᵀ = Xᵀ·Aᵀ (bf16x3: X and A split hi + lo)"),
     ]
     if forward:
+        steps.insert(2, Step("checkpoint", "mma", "strip", global_writes=["ws_state_blocks"], loop=True,
+                             note="at a block's first chunk, when kept: Sᵀ (fp32) for the backward's states; the "
+                                  "sequence's unowned slots zeroed"))
         steps.append(Step("output", "mma", "strip", reads=["Mqk", "o"], writes=["o"], loop=True,
                           global_writes=["o"], note="Oᵀ = Q + Vnᵀ·Mqkᵀ (bf16x3); staged per warp for 16-byte stores"))
     else:
@@ -154,10 +173,11 @@ def recurrence(*, C: int, K: int, V: int, KD: int, varlen: bool, state_layout: s
     if forward:
         steps.append(Step("state_out", "mma", "strip", global_writes=["ht"], note="final state (if requested)"))
     dtypes = {w.name: w.dtype for w in ws}
-    params = [Param("v", "ptr", "bf16"), Param("h0", "ptr", "f32")]
+    params = [Param("v", "ptr", "bf16"), Param("h0" if forward else "ws_state_blocks", "ptr", "f32")]
     params += workspace_params(ws_in, True, ws) + seq_params(varlen)
     if forward:
-        params += [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
+        params += [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False),
+                   Param("ws_state_blocks", "ptr", "f32", const=False)]
     else:
         if dtypes["ws_states"] != "bf16":
             raise PlanError(f"states writes S_c in bf16, the plan's ws_states is {dtypes['ws_states']}")
@@ -165,7 +185,7 @@ def recurrence(*, C: int, K: int, V: int, KD: int, varlen: bool, state_layout: s
     return Kernel(
         name="recurrence" if forward else "states", kind="recurrence", template="mma16/recurrence.cu.j2",
         direction="forward" if forward else "backward",
-        grid=["N", "HV", V // vs], threads=threads, min_ctas_per_sm=2,
+        grid=["N" if forward else BLOCK_SLOTS, "HV", V // vs], threads=threads, min_ctas_per_sm=2,
         roles=[Role("mma", (0, RECURRENCE_MMA_WARPS), work=[s.name for s in steps if s.role == "mma"], regs=200),
                Role("load", (RECURRENCE_MMA_WARPS, RECURRENCE_MMA_WARPS + 1), work=["load"], regs=200)],
         buffers=buffers,
@@ -175,5 +195,7 @@ def recurrence(*, C: int, K: int, V: int, KD: int, varlen: bool, state_layout: s
                           stages=RECURRENCE_STAGES)],
         pipelines=[Pipeline("chunk_ring", RECURRENCE_STAGES, "load", ["mma"], "ready", "free", ring_names)],
         steps=steps, params=params,
-        options=RecurrenceOptions(mode, vs, RECURRENCE_MMA_WARPS, RECURRENCE_STAGES, varlen, state_layout),
-        note="head-parallel: one CTA per (sequence, value head, V slice); the state never leaves registers")
+        options=RecurrenceOptions(mode, vs, RECURRENCE_MMA_WARPS, RECURRENCE_STAGES, varlen, state_layout,
+                                  BLOCK_CHUNKS),
+        note="head-parallel: one CTA per (sequence, value head, V slice); the state never leaves registers"
+             if forward else "block-parallel: one CTA per (block of chunks, value head, V slice) from its checkpoint")
