@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a (backward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family mma16, chunk 16, exponent form factored
-// kernels: states (grid ['chunks // 8 + N', 'HV', 2], 160 threads, 25248 B smem), dstate_pass (grid ['N', 'HV', 8], 128 threads, 35968 B smem), recurrence_bwd (grid ['chunks // 8 + N', 'HV'], 256 threads, 161600 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 43072 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
+// kernels: states (grid ['chunks // 8 + N', 'HV', 2], 160 threads, 25248 B smem), dstate_pass (grid ['N', 'HV', 8], 128 threads, 51904 B smem), recurrence_bwd (grid ['chunks // 8 + N', 'HV'], 256 threads, 161600 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 43072 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -147,6 +147,15 @@ __device__ __forceinline__ void ptx_cp_async_arrive(u64* bar) {
 
 __device__ __forceinline__ void ptx_cp_async_wait_all() {
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
+// Close this thread's group of cp.async copies issued since the last commit.
+__device__ __forceinline__ void ptx_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Wait until at most N of this thread's committed groups are still in flight (the N most recent).
+template <int N>
+__device__ __forceinline__ void ptx_cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
 }
 
 }  // namespace kdg
@@ -603,7 +612,8 @@ __device__ __forceinline__ void load_frag_b_nk_split_scaled(FragB (&hi)[2], Frag
 // cp.async (sm_80+) moves 16 bytes without staging through registers; a false `valid` zero-fills
 // the destination instead of reading (tail rows of a chunk). Completion is signalled either by
 // cp_async_wait_all() or, for a pipeline, by cp_async_arrive(bar) on the stage's "ready" mbarrier:
-// each calling thread contributes one arrival once all of its earlier copies have landed.
+// each calling thread contributes one arrival once all of its earlier copies have landed; or by commit groups
+// (cp_async_commit, cp_async_wait_pending).
 namespace kdg {
 
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
@@ -617,6 +627,13 @@ __device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool va
 __device__ __forceinline__ void cp_async_arrive(u64* bar) { ptx_cp_async_arrive(bar); }
 
 __device__ __forceinline__ void cp_async_wait_all() { ptx_cp_async_wait_all(); }
+
+// Groups, for a ring filled several stages ahead: commit after a stage's copies; cp_async_wait_pending<N>() returns
+// once all but this thread's N most recent groups have landed.
+__device__ __forceinline__ void cp_async_commit() { ptx_cp_async_commit(); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait_pending() { ptx_cp_async_wait_group<N>(); }
 
 // Copy `rows` x `row_bytes` (a multiple of 16) from global (row stride gstride bytes) into shared
 // (row stride sstride bytes) with cp.async, threads [first, first + nthreads) taking 16-byte pieces
@@ -647,7 +664,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 //   P = Sᵀ·k_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) states(
     const bf16* __restrict__ v,
-#line 651 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 668 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const float* __restrict__ ws_state_blocks,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -662,7 +679,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2, BLOCK = 8;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 666 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 683 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 25248 B, static
   __shared__ __align__(16) unsigned char smem_raw[25248];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -713,7 +730,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 717 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 734 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 77 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -826,7 +843,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
         kdg::mbarrier_arrive(&bar_free[s]);
       }
 
-#line 830 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 847 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
@@ -863,9 +880,9 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 // columns of dS evolve independently, so each CTA carries its 16 rows alone; warp w holds key quarter r = w mod 4 of
 // the m16 row tile w / 4.
 // Per chunk only what the next dS needs (dstate_chain): each warp's quarter of dVn, the quarters summed through
-// shared memory, β⊙dX, each warp's quarter of the dS update; chunk c − 1's tiles are copied into the other of two
-// stages while chunk c computes. Barrier "sync" (__syncthreads, twice per chunk): a stage landed and the other is
-// free; the dVn quarters are written. At the top of each block's last chunk (8 chunks a block) dSᵀ goes to
+// shared memory, β⊙dX, each warp's quarter of the dS update; chunk c − 2's tiles are copied into a three-stage ring
+// while chunk c computes. Barrier "sync" (__syncthreads, twice per chunk): chunk c's stage landed and chunk c + 1's
+// is free; the dVn quarters are written. At the top of each block's last chunk (8 chunks a block) dSᵀ goes to
 // ws_dstate_blocks[block_slot] in fp32: recurrence_bwd restarts every block from there. The pass stops at block 0's
 // checkpoint; block 0's chunks, and dh0, are recurrence_bwd's.
 
@@ -1078,7 +1095,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const bf16* __restrict__ dout,
-#line 1082 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1099 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -1094,32 +1111,32 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     int HV) {
 #line 89 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 1098 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
-  // shared memory: 35968 B, static
-  __shared__ __align__(16) unsigned char smem_raw[35968];
-  bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 2 stages
+#line 1115 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+  // shared memory: 51904 B, dynamic (above the static limit)
+  KDG_DYNAMIC_SMEM(smem_raw);
+  bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages
   [[maybe_unused]] constexpr int ld_k_decayed = 136;
   constexpr int stride_k_decayed = 2176;  // elements per stage / warp copy
-  bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 8704);  // k_to_end [16 x 128] bf16, ld 136, 2 stages
+  bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 13056);  // k_to_end [16 x 128] bf16, ld 136, 3 stages
   [[maybe_unused]] constexpr int ld_k_to_end = 136;
   constexpr int stride_k_to_end = 2176;  // elements per stage / warp copy
-  bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 17408);  // q_decayed [16 x 128] bf16, ld 136, 2 stages
+  bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 26112);  // q_decayed [16 x 128] bf16, ld 136, 3 stages
   [[maybe_unused]] constexpr int ld_q_decayed = 136;
   constexpr int stride_q_decayed = 2176;  // elements per stage / warp copy
-  bf16* const s_dO = reinterpret_cast<bf16*>(smem_raw + 26112);  // dO [16 x 16] bf16, ld 24, 2 stages
+  bf16* const s_dO = reinterpret_cast<bf16*>(smem_raw + 39168);  // dO [16 x 16] bf16, ld 24, 3 stages
   [[maybe_unused]] constexpr int ld_dO = 24;
   constexpr int stride_dO = 384;  // elements per stage / warp copy
-  bf16* const s_A = reinterpret_cast<bf16*>(smem_raw + 27648);  // A [16 x 16] bf16, ld 24, 2 stages
+  bf16* const s_A = reinterpret_cast<bf16*>(smem_raw + 41472);  // A [16 x 16] bf16, ld 24, 3 stages
   [[maybe_unused]] constexpr int ld_A = 24;
   constexpr int stride_A = 384;  // elements per stage / warp copy
-  bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 29184);  // Mqk [16 x 16] bf16, ld 24, 2 stages
+  bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 43776);  // Mqk [16 x 16] bf16, ld 24, 3 stages
   [[maybe_unused]] constexpr int ld_Mqk = 24;
   constexpr int stride_Mqk = 384;  // elements per stage / warp copy
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 30720);  // beta [16] f32, ld 16, 2 stages
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 46080);  // beta [16] f32, ld 16, 3 stages
   constexpr int stride_beta = 16;  // elements per stage / warp copy
-  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 30848);  // decay_total [128] f32, ld 128, 2 stages
+  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 46272);  // decay_total [128] f32, ld 128, 3 stages
   constexpr int stride_decay_total = 128;  // elements per stage / warp copy
-  float* const s_dvn_parts = reinterpret_cast<float*>(smem_raw + 31872);  // dvn_parts [4 x 32 x 8] f32, ld 8
+  float* const s_dvn_parts = reinterpret_cast<float*>(smem_raw + 47808);  // dvn_parts [4 x 32 x 8] f32, ld 8
   [[maybe_unused]] constexpr int ld_dvn_parts = 8;
 #line 91 "templates/mma16/dstate_pass.cu.j2"
   static_assert(ld_k_decayed == LDK && ld_k_to_end == LDK && ld_q_decayed == LDK && ld_dO == LDV && ld_A == LDC &&
@@ -1151,45 +1168,61 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     return;
   }
 
-  // the tiles of chunk ci into stage st: cp.async now (rows >= L zero-filled), the fp32 values returned
-  auto issue_tiles = [&](int ci, int st) {
-    const SeqChunk p = sequence_chunk(cu_seqlens, chunk_offsets, 0, C, n, ci);
-    const long long ws = p.index * HV + h;
-    cp_async_tile(s_k_decayed + st * stride_k_decayed, LDK * 2, ws_k_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
-    cp_async_tile(s_k_to_end + st * stride_k_to_end, LDK * 2, ws_k_to_end + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
-    cp_async_tile(s_q_decayed + st * stride_q_decayed, LDK * 2, ws_q_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
-    cp_async_tile(s_dO + st * stride_dO, LDV * 2, dout + (p.t0 * HV + h) * V + slice, (long long)HV * V * 2, C, VS * 2, p.L,
-                  tid, RT);
-    return load_scalars(p, h, HV, ws_A, ws_Mqk, ws_beta, ws_decay_total, tid);
+  // The chunks of this pass are a ring of STAGES stages filled DEPTH chunks ahead: chunk ci in stage
+  // (nchunks − 1 − ci) mod STAGES. Copies are issued DEPTH iterations before their use, so their latency hides
+  // behind the chain's work; the fp32 values travel in registers and are stored the iteration before their use.
+  constexpr int STAGES = 3, DEPTH = STAGES - 1;
+  static_assert(DEPTH == 2, "the register hand-off below holds two chunks' fp32 values");
+  auto stage_of = [&](int ci) { return (nchunks - 1 - ci) % STAGES; };
+  // the tiles of chunk ci into its stage: cp.async now (rows >= L zero-filled) as one commit group; the fp32
+  // values returned (zeros when the pass does not run chunk ci)
+  auto issue_tiles = [&](int ci) {
+    StageScalars r{};
+    if (ci >= BLOCK) {
+      const int st = stage_of(ci);
+      const SeqChunk p = sequence_chunk(cu_seqlens, chunk_offsets, 0, C, n, ci);
+      const long long ws = p.index * HV + h;
+      cp_async_tile(s_k_decayed + st * stride_k_decayed, LDK * 2, ws_k_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
+      cp_async_tile(s_k_to_end + st * stride_k_to_end, LDK * 2, ws_k_to_end + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
+      cp_async_tile(s_q_decayed + st * stride_q_decayed, LDK * 2, ws_q_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
+      cp_async_tile(s_dO + st * stride_dO, LDV * 2, dout + (p.t0 * HV + h) * V + slice, (long long)HV * V * 2, C, VS * 2,
+                    p.L, tid, RT);
+      r = load_scalars(p, h, HV, ws_A, ws_Mqk, ws_beta, ws_decay_total, tid);
+    }
+    cp_async_commit();                           // one group per chunk, empty past the pass's last
+    return r;
   };
-  auto store_stage = [&](const StageScalars& r, int st) {
+  auto store_stage = [&](const StageScalars& r, int ci) {
+    const int st = stage_of(ci);
     store_scalars(r, s_A + st * stride_A, s_Mqk + st * stride_Mqk, s_beta + st * stride_beta,
                   s_decay_total + st * stride_decay_total, tid);
   };
-  if (nchunks > BLOCK) store_stage(issue_tiles(nchunks - 1, 0), 0);
+  StageScalars ahead;                            // chunk ci − 1's fp32 values, loaded an iteration ago
+  if (nchunks > BLOCK) {
+    store_stage(issue_tiles(nchunks - 1), nchunks - 1);
+    ahead = issue_tiles(nchunks - 2);
+  }
 
   for (int ci = nchunks - 1;; --ci) {
 #line 15 "templates/skeleton.j2"
     // ---- step checkpoint (all, vrows): at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block ----
-#line 135 "templates/mma16/dstate_pass.cu.j2"
+#line 153 "templates/mma16/dstate_pass.cu.j2"
     if (ci == nchunks - 1 || ci % BLOCK == BLOCK - 1)
       store_dstate<PART_TILES>(ws_dstate_blocks + (block_slot(chunk_offsets, 0, C, BLOCK, n, ci / BLOCK) * HV + h) * V * K, dS,
                                v0, t0, lane);
     if (ci < BLOCK) break;                       // block 0 is recurrence_bwd's
-    const int st = (nchunks - 1 - ci) & 1;
-    cp_async_wait_all();
-    __syncthreads();                             // barrier "sync": stage st landed, stage st ^ 1 is free
+    const int st = stage_of(ci);
+    cp_async_wait_pending<DEPTH - 1>();          // chunk ci's group landed (chunk ci − 1's may be in flight)
+    __syncthreads();                             // barrier "sync": stage st landed, chunk ci + 1's stage is free
 
 #line 15 "templates/skeleton.j2"
-    // ---- step load (all, tile): the next chunk into the other stage: cp.async tiles now, the fp32 scalars via registers after this chunk's dstate ----
-#line 144 "templates/mma16/dstate_pass.cu.j2"
-    const bool more = ci - 1 >= BLOCK;           // this pass runs chunk ci − 1 too
-    StageScalars next{};
-    if (more) next = issue_tiles(ci - 1, st ^ 1);
+    // ---- step load (all, tile): chunk c − 2 into the stage chunk c + 1 left: cp.async tiles now (a commit group), the fp32 values via registers, stored at the end of chunk c − 1's predecessor ----
+#line 162 "templates/mma16/dstate_pass.cu.j2"
+    const StageScalars later = issue_tiles(ci - DEPTH);   // into the stage chunk ci + 1 left
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_part (all, kquarter): this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 149 "templates/mma16/dstate_pass.cu.j2"
+#line 165 "templates/mma16/dstate_pass.cu.j2"
     const FragA adO = load_frag_a_trans(s_dO + st * stride_dO + rt * 16, LDV, lane);   // (m = v, k = token i) = dO[i][v]
     {
       FragC mine[2];
@@ -1202,7 +1235,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_sum (all, vrows): dVnᵀ: the four quarters added in a fixed order (every warp, the same bits) ----
-#line 160 "templates/mma16/dstate_pass.cu.j2"
+#line 176 "templates/mma16/dstate_pass.cu.j2"
     FragC dVn[2];
     {
       FragC part[DVN_PARTS][2];
@@ -1223,16 +1256,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (all, vrows): (β⊙dX)ᵀ = diag(β)·(dVnᵀ·A) ----
-#line 179 "templates/mma16/dstate_pass.cu.j2"
+#line 195 "templates/mma16/dstate_pass.cu.j2"
     FragC dX[2], bdX[2];
     chain_dx(dVn, s_A + st * stride_A, s_beta + st * stride_beta, lane, dX, bdX);
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate (all, kquarter): this warp's key quarter of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
-#line 183 "templates/mma16/dstate_pass.cu.j2"
+#line 199 "templates/mma16/dstate_pass.cu.j2"
     chain_dstate<PART_TILES>(dS, t0, adO, bdX, s_q_decayed + st * stride_q_decayed, s_k_decayed + st * stride_k_decayed,
                              s_decay_total + st * stride_decay_total, lane);
-    if (more) store_stage(next, st ^ 1);
+    store_stage(ahead, ci - 1);                  // chunk ci − 1 runs next iteration, after its sync
+    ahead = later;
   }
 }
 
@@ -1515,7 +1549,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1519 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1553 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1541,7 +1575,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1545 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1579 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1871,7 +1905,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1875 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1909 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1898,7 +1932,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1902 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1936 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 43072 B, static
   __shared__ __align__(16) unsigned char smem_raw[43072];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -1935,7 +1969,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 1939 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1973 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -1989,7 +2023,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 1993 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2027 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2126,7 +2160,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2130 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2164 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2270,7 +2304,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2274 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2308 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2403,7 +2437,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2407 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2441 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2412,7 +2446,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2416 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2450 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -2,7 +2,8 @@
 // cp.async (sm_80+) moves 16 bytes without staging through registers; a false `valid` zero-fills
 // the destination instead of reading (tail rows of a chunk). Completion is signalled either by
 // cp_async_wait_all() or, for a pipeline, by cp_async_arrive(bar) on the stage's "ready" mbarrier:
-// each calling thread contributes one arrival once all of its earlier copies have landed.
+// each calling thread contributes one arrival once all of its earlier copies have landed; or by commit groups
+// (cp_async_commit, cp_async_wait_pending).
 namespace kdg {
 
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
@@ -16,6 +17,13 @@ __device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool va
 __device__ __forceinline__ void cp_async_arrive(u64* bar) { ptx_cp_async_arrive(bar); }
 
 __device__ __forceinline__ void cp_async_wait_all() { ptx_cp_async_wait_all(); }
+
+// Groups, for a ring filled several stages ahead: commit after a stage's copies; cp_async_wait_pending<N>() returns
+// once all but this thread's N most recent groups have landed.
+__device__ __forceinline__ void cp_async_commit() { ptx_cp_async_commit(); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait_pending() { ptx_cp_async_wait_group<N>(); }
 
 // Copy `rows` x `row_bytes` (a multiple of 16) from global (row stride gstride bytes) into shared
 // (row stride sstride bytes) with cp.async, threads [first, first + nthreads) taking 16-byte pieces

@@ -60,4 +60,13 @@ __device__ __forceinline__ void ptx_cp_async_wait_all() {
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
 }
 
+// Close this thread's group of cp.async copies issued since the last commit.
+__device__ __forceinline__ void ptx_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+// Wait until at most N of this thread's committed groups are still in flight (the N most recent).
+template <int N>
+__device__ __forceinline__ void ptx_cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
 }  // namespace kdg
