@@ -344,11 +344,21 @@ struct SeqChunk {
   int L;
 };
 
-__device__ __forceinline__ SeqChunk sequence_chunk(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
-                                                   int n, int ci) {
-  const Span s = sequence_span(cu_seqlens, T, n);
-  const long long t0 = s.begin + (long long)ci * C;
-  return {first_chunk(chunk_offsets, T, C, n) + ci, t0, (int)min((long long)C, s.end - t0)};
+// The chunks of sequence n, its place read once (a loop over them then reads no sequence table per chunk).
+struct SeqChunks {
+  long long first;  // its first chunk's index in the workspaces
+  Span span;
+  int C;
+  __device__ __forceinline__ SeqChunk at(int ci) const {
+    const long long t0 = span.begin + (long long)ci * C;
+    return {first + ci, t0, (int)min((long long)C, span.end - t0)};
+  }
+  __device__ __forceinline__ int count() const { return (int)((span.end - span.begin + C - 1) / C); }
+};
+
+__device__ __forceinline__ SeqChunks sequence_chunks(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
+                                                     int n) {
+  return {first_chunk(chunk_offsets, T, C, n), sequence_span(cu_seqlens, T, n), C};
 }
 
 struct ChunkAt {
@@ -664,7 +674,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 //   P = Sᵀ·k_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) states(
     const bf16* __restrict__ v,
-#line 668 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 678 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const float* __restrict__ ws_state_blocks,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -679,7 +689,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2, BLOCK = 8;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 683 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 693 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 24240 B, static
   __shared__ __align__(16) unsigned char smem_raw[24240];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -730,7 +740,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 734 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 744 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 77 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -843,7 +853,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
         kdg::mbarrier_arrive(&bar_free[s]);
       }
 
-#line 847 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 857 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
@@ -1095,7 +1105,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const bf16* __restrict__ dout,
-#line 1099 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1109 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -1111,7 +1121,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     int HV) {
 #line 89 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 1115 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1125 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages
@@ -1145,12 +1155,15 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int rt = warp / DVN_PARTS, quarter = warp % DVN_PARTS;
   const int v0 = slice + rt * 16, t0 = quarter * PART_TILES;             // this warp's rows v0.. and tiles t0..
-  const int nchunks = chunk_offsets[n + 1] - chunk_offsets[n];
+  // the sequence's place, read once: the loop's copies are addressed from it (a read of cu_seqlens per chunk sat on
+  // the chain's path; the compiler cannot hoist it past the checkpoint stores)
+  const SeqChunks seq = sequence_chunks(cu_seqlens, chunk_offsets, 0, C, n);
+  const int nchunks = seq.count();
   const long long sh = (long long)(n * HV + h) * K * V;       // (sequence, head) block of dht / dh0
 
 #line 15 "templates/skeleton.j2"
   // ---- step dstate_in (all, vrows): dSᵀ rows of this warp from dht (or zeros) ----
-#line 101 "templates/mma16/dstate_pass.cu.j2"
+#line 104 "templates/mma16/dstate_pass.cu.j2"
   FragC dS[PART_TILES];                          // dSᵀ: element (v0 + row, 8·(t0 + nt) + col)
 #pragma unroll
   for (int nt = 0; nt < PART_TILES; ++nt)
@@ -1162,7 +1175,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   if (nchunks == 0) {                            // an empty sequence has no block: its dh0 is dht
 #line 15 "templates/skeleton.j2"
     // ---- step dstate_out (all, thread): an empty sequence's dh0 is its dht (recurrence_bwd has no block there; slice 0 copies it) ----
-#line 111 "templates/mma16/dstate_pass.cu.j2"
+#line 114 "templates/mma16/dstate_pass.cu.j2"
     if (grad_h0 != nullptr && blockIdx.z == 0)
       for (int idx = tid; idx < K * V; idx += RT) grad_h0[sh + idx] = dht == nullptr ? 0.f : dht[sh + idx];
     return;
@@ -1180,7 +1193,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     StageScalars r{};
     if (ci >= BLOCK) {
       const int st = stage_of(ci);
-      const SeqChunk p = sequence_chunk(cu_seqlens, chunk_offsets, 0, C, n, ci);
+      const SeqChunk p = seq.at(ci);
       const long long ws = p.index * HV + h;
       cp_async_tile(s_k_decayed + st * stride_k_decayed, LDK * 2, ws_k_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
       cp_async_tile(s_k_to_end + st * stride_k_to_end, LDK * 2, ws_k_to_end + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
@@ -1206,7 +1219,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   for (int ci = nchunks - 1;; --ci) {
 #line 15 "templates/skeleton.j2"
     // ---- step checkpoint (all, vrows): at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block ----
-#line 153 "templates/mma16/dstate_pass.cu.j2"
+#line 156 "templates/mma16/dstate_pass.cu.j2"
     if (ci == nchunks - 1 || ci % BLOCK == BLOCK - 1)
       store_dstate<PART_TILES>(ws_dstate_blocks + (block_slot(chunk_offsets, 0, C, BLOCK, n, ci / BLOCK) * HV + h) * V * K, dS,
                                v0, t0, lane);
@@ -1217,12 +1230,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step load (all, tile): chunk c − 2 into the stage chunk c + 1 left: cp.async tiles now (a commit group), the fp32 values via registers, stored at the end of chunk c − 1's predecessor ----
-#line 162 "templates/mma16/dstate_pass.cu.j2"
+#line 165 "templates/mma16/dstate_pass.cu.j2"
     const StageScalars later = issue_tiles(ci - DEPTH);   // into the stage chunk ci + 1 left
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_part (all, kquarter): this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 165 "templates/mma16/dstate_pass.cu.j2"
+#line 168 "templates/mma16/dstate_pass.cu.j2"
     const FragA adO = load_frag_a_trans(s_dO + st * stride_dO + rt * 16, LDV, lane);   // (m = v, k = token i) = dO[i][v]
     {
       FragC mine[2];
@@ -1235,7 +1248,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_sum (all, vrows): dVnᵀ: the four quarters added in a fixed order (every warp, the same bits) ----
-#line 176 "templates/mma16/dstate_pass.cu.j2"
+#line 179 "templates/mma16/dstate_pass.cu.j2"
     FragC dVn[2];
     {
       FragC part[DVN_PARTS][2];
@@ -1256,13 +1269,13 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (all, vrows): (β⊙dX)ᵀ = diag(β)·(dVnᵀ·A) ----
-#line 195 "templates/mma16/dstate_pass.cu.j2"
+#line 198 "templates/mma16/dstate_pass.cu.j2"
     FragC dX[2], bdX[2];
     chain_dx(dVn, s_A + st * stride_A, s_beta + st * stride_beta, lane, dX, bdX);
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate (all, kquarter): this warp's key quarter of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
-#line 199 "templates/mma16/dstate_pass.cu.j2"
+#line 202 "templates/mma16/dstate_pass.cu.j2"
     chain_dstate<PART_TILES>(dS, t0, adO, bdX, s_q_decayed + st * stride_q_decayed, s_k_decayed + st * stride_k_decayed,
                              s_decay_total + st * stride_decay_total, lane);
     store_stage(ahead, ci - 1);                  // chunk ci − 1 runs next iteration, after its sync
@@ -1549,7 +1562,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1553 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1566 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1575,7 +1588,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1579 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1592 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1631,23 +1644,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
   const int h = blockIdx.y;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, v0 = warp * 16;
   const int g = lane >> 2, t = lane & 3;
-  const int nchunks = chunk_offsets[n + 1] - chunk_offsets[n];
+  const SeqChunks seq = sequence_chunks(cu_seqlens, chunk_offsets, 0, C, n);   // read once, not per chunk
+  const int nchunks = seq.count();
   const long long sh = (long long)(n * HV + h) * K * V;       // (sequence, head) block of dh0
 
 #line 15 "templates/skeleton.j2"
   // ---- step dstate_in (all, vrows): dSᵀ rows of this warp from the block's checkpoint ----
-#line 97 "templates/mma16/recurrence_bwd.cu.j2"
+#line 98 "templates/mma16/recurrence_bwd.cu.j2"
   FragC dS[KT];                                  // dSᵀ: element (v0 + row, 8·nt + col)
   load_dstate<KT>(dS, ws_dstate_blocks + ((long long)blockIdx.x * HV + h) * V * K, v0, 0, lane);
 
   for (int ci = min(nchunks, (blk + 1) * BLOCK) - 1; ci >= blk * BLOCK; --ci) {
-    const SeqChunk p = sequence_chunk(cu_seqlens, chunk_offsets, 0, C, n, ci);
+    const SeqChunk p = seq.at(ci);
     const long long ws = p.index * HV + h;
     __syncthreads();                             // barrier "sync": the previous chunk is done with shared memory
 
 #line 15 "templates/skeleton.j2"
     // ---- step load (all, tile): cp.async tiles (rows >= L zero-filled); A, Mqk masked to L×L; A also kept in fp32 ----
-#line 106 "templates/mma16/recurrence_bwd.cu.j2"
+#line 107 "templates/mma16/recurrence_bwd.cu.j2"
     load_chunk_in(in, p, h, HV, v, ws_k_decayed, ws_k_to_end, ws_decay_total, ws_A, ws_beta, tid);
     cp_async_tile(s_q_decayed, LDK * 2, ws_q_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
     cp_async_tile(s_dO, LDV * 2, dout + (p.t0 * HV + h) * V, (long long)HV * V * 2, C, V * 2, p.L, tid, RT);
@@ -1663,7 +1677,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     }
 #line 15 "templates/skeleton.j2"
     // ---- step dh_copy (all, vrows): dhᵀ from the registers as bf16 hi + lo (its rounding alone would cost the decay gradient ~2x) ----
-#line 120 "templates/mma16/recurrence_bwd.cu.j2"
+#line 121 "templates/mma16/recurrence_bwd.cu.j2"
 #pragma unroll
     for (int nt = 0; nt < KT; ++nt)
 #pragma unroll
@@ -1679,14 +1693,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     //      handover, (k) dstate ----
 #line 15 "templates/skeleton.j2"
     // ---- step recompute (all, vrows): P = v − k_decayed·S, X = β⊙P, Vn = A·X (transposed, this warp's value rows) ----
-#line 134 "templates/mma16/recurrence_bwd.cu.j2"
+#line 135 "templates/mma16/recurrence_bwd.cu.j2"
     FragC P[2], X[2], Vn[2];
     recompute_vn(in, [&](int ks) { return load_frag_a(s_ST + v0 * LDK + ks * 16, LDK, lane); },
                  v0, lane, P, X, Vn);                                        // (a)–(d)
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn (all, vrows): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 139 "templates/mma16/recurrence_bwd.cu.j2"
+#line 140 "templates/mma16/recurrence_bwd.cu.j2"
     // (e) dVnᵀ = dOᵀ·Mqk + dhᵀ·k_to_endᵀ, dh as bf16 hi + lo: a per-head decay's gradient sums k̂⊙b_kr terms that
     //     cancel, and dh's bf16 rounding alone took it past 0.02 for 1 seed in 16 (float64 model of the kernel)
     const FragA adO = load_frag_a_trans(s_dO + v0, LDV, lane);              // (m = v, k = token i) = dO[i][v]
@@ -1700,7 +1714,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (all, vrows): dX = Aᵀ·dVn, dv = β⊙dX, this warp's Σ_v dX⊙P ----
-#line 151 "templates/mma16/recurrence_bwd.cu.j2"
+#line 152 "templates/mma16/recurrence_bwd.cu.j2"
     // (f) dXᵀ = dVnᵀ·A    (g) dv = β⊙dX
     FragC dX[2], bdX[2];
     chain_dx(dVn, in.A, in.beta, lane, dX, bdX);
@@ -1723,7 +1737,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step d_decay_total_partial (all, vrows): this warp's Σ_v S⊙dh ----
-#line 172 "templates/mma16/recurrence_bwd.cu.j2"
+#line 173 "templates/mma16/recurrence_bwd.cu.j2"
     // (i) d_decay_total partial: Σ over this warp's value rows of S[k][v]·dh[k][v]. With an fp32 S_c workspace S is
     // read in fp32 from it: for a per-head decay this sum runs over all K·V products, and S rounded to bf16
     // leaves ~2^-9 relative noise in each, which the sum does not average out when it cancels.
@@ -1745,7 +1759,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step handover (all, vrows): Vnᵀ, Xᵀ, dVnᵀ, (β⊙dX)ᵀ for phase K ----
-#line 192 "templates/mma16/recurrence_bwd.cu.j2"
+#line 193 "templates/mma16/recurrence_bwd.cu.j2"
     store_vc(s_VnT, Vn, v0, lane);
     store_vc(s_XT, X, v0, lane);
     store_vc(s_dVnT, dVn, v0, lane);
@@ -1753,14 +1767,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate (all, vrows): dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
-#line 198 "templates/mma16/recurrence_bwd.cu.j2"
+#line 199 "templates/mma16/recurrence_bwd.cu.j2"
     chain_dstate<KT>(dS, 0, adO, bdX, s_q_decayed, in.k_decayed, in.decay_total, lane);      // (k)
     __syncthreads();
 
     // ---- phase K ----
 #line 15 "templates/skeleton.j2"
     // ---- step key_grads (all, kcols): this warp's key columns of dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·dhᵀ ----
-#line 203 "templates/mma16/recurrence_bwd.cu.j2"
+#line 204 "templates/mma16/recurrence_bwd.cu.j2"
     // this warp's key columns k0..k0+KW-1
 #pragma unroll
     for (int kp = 0; kp < KW / 16; ++kp) {
@@ -1795,7 +1809,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     }
 #line 15 "templates/skeleton.j2"
     // ---- step cc_grads (all, warp01): warp 0: dMqk = tril₀(dO·Vnᵀ); warp 1: dA = dVn·Xᵀ ----
-#line 236 "templates/mma16/recurrence_bwd.cu.j2"
+#line 237 "templates/mma16/recurrence_bwd.cu.j2"
     if (warp < 2) {
       FragC m[2];
       frag_zero(m[0]);
@@ -1820,7 +1834,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     }
 #line 15 "templates/skeleton.j2"
     // ---- step warp_sums (all, thread): Σ over warps in warp order; d_decay_total = decay_total⊙Σ_v S⊙dh ----
-#line 259 "templates/mma16/recurrence_bwd.cu.j2"
+#line 260 "templates/mma16/recurrence_bwd.cu.j2"
     for (int i = tid; i < C; i += RT) {          // dβ, a fixed-order sum over the warps
       float acc = 0.f;
       for (int w = 0; w < NW; ++w) acc += s_dbeta_part[w * C + i];
@@ -1836,7 +1850,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     // ---- phase A, in fp32 ----
 #line 15 "templates/skeleton.j2"
     // ---- step dmkk_right (all, element): T = dA·Aᵀ (fp32) ----
-#line 273 "templates/mma16/recurrence_bwd.cu.j2"
+#line 274 "templates/mma16/recurrence_bwd.cu.j2"
     for (int idx = tid; idx < C * C; idx += RT) {
       const int i = idx / C, m = idx % C;
       float acc = 0.f;
@@ -1847,7 +1861,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step dmkk (all, element): dMkk = −tril₋₁(Aᵀ·T) ----
-#line 282 "templates/mma16/recurrence_bwd.cu.j2"
+#line 283 "templates/mma16/recurrence_bwd.cu.j2"
     for (int idx = tid; idx < C * C; idx += RT) {
       const int i = idx / C, j = idx % C;
       float acc = 0.f;
@@ -1862,7 +1876,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step dstate_out (all, vrows): dh0 (fp32) when h0 was given: block 0 ----
-#line 295 "templates/mma16/recurrence_bwd.cu.j2"
+#line 296 "templates/mma16/recurrence_bwd.cu.j2"
   if (grad_h0 != nullptr && blk == 0) {
 #pragma unroll
     for (int nt = 0; nt < KT; ++nt)
@@ -1905,7 +1919,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1909 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1923 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1932,7 +1946,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1936 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1950 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 35968 B, static
   __shared__ __align__(16) unsigned char smem_raw[35968];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -1971,7 +1985,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 1975 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1989 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2025,7 +2039,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2029 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2043 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2159,7 +2173,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2163 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2177 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2264,7 +2278,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2268 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2282 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2397,7 +2411,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2401 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2415 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2406,7 +2420,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2410 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2424 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

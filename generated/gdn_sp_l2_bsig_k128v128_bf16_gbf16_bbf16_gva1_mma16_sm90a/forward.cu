@@ -344,11 +344,21 @@ struct SeqChunk {
   int L;
 };
 
-__device__ __forceinline__ SeqChunk sequence_chunk(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
-                                                   int n, int ci) {
-  const Span s = sequence_span(cu_seqlens, T, n);
-  const long long t0 = s.begin + (long long)ci * C;
-  return {first_chunk(chunk_offsets, T, C, n) + ci, t0, (int)min((long long)C, s.end - t0)};
+// The chunks of sequence n, its place read once (a loop over them then reads no sequence table per chunk).
+struct SeqChunks {
+  long long first;  // its first chunk's index in the workspaces
+  Span span;
+  int C;
+  __device__ __forceinline__ SeqChunk at(int ci) const {
+    const long long t0 = span.begin + (long long)ci * C;
+    return {first + ci, t0, (int)min((long long)C, span.end - t0)};
+  }
+  __device__ __forceinline__ int count() const { return (int)((span.end - span.begin + C - 1) / C); }
+};
+
+__device__ __forceinline__ SeqChunks sequence_chunks(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
+                                                     int n) {
+  return {first_chunk(chunk_offsets, T, C, n), sequence_span(cu_seqlens, T, n), C};
 }
 
 struct ChunkAt {
@@ -660,7 +670,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 // rows >= the chunk's length L are zero. Γ is kept in log2 units (Γ₂ = Γ·log2 e) and used through exp2f.
 extern "C" __global__ void __launch_bounds__(128, 4) prepare(
     const bf16* __restrict__ in_q,
-#line 664 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 674 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -681,7 +691,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   constexpr int LANES = 8, KPT = 16, THREADS = 128;
   constexpr float LOG2E = 1.4426950408889634f;
   static_assert(LANES * KPT == K && C * LANES == THREADS, "row mapping: C rows x LANES threads x KPT channels");
-#line 685 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 695 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // shared memory: 18560 B, static
   __shared__ __align__(16) unsigned char smem_raw[18560];
   float* const s_gamma = reinterpret_cast<float*>(smem_raw + 0);  // gamma [16 x 1] f32, ld 1
@@ -726,7 +736,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 41 "templates/mma16/prepare.cu.j2"
   // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 730 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 740 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // A_log: head_param
   const float n_A_log = *in_A_log_row;
   // beta: token_input
@@ -899,7 +909,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
 //   P = Sᵀ·k_decayedᵀ,  Q = Sᵀ·q_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Oᵀ = Q + Vnᵀ·Mqkᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
     const bf16* __restrict__ v,
-#line 903 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 913 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
     const float* __restrict__ h0,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -918,7 +928,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2, BLOCK = 8;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 922 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 932 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // shared memory: 38064 B, static
   __shared__ __align__(16) unsigned char smem_raw[38064];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -977,7 +987,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 981 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 991 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 77 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -1152,7 +1162,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
         }
       }
 
-#line 1156 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 1166 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----

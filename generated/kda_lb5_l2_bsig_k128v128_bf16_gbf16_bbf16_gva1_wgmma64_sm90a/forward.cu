@@ -556,11 +556,21 @@ struct SeqChunk {
   int L;
 };
 
-__device__ __forceinline__ SeqChunk sequence_chunk(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
-                                                   int n, int ci) {
-  const Span s = sequence_span(cu_seqlens, T, n);
-  const long long t0 = s.begin + (long long)ci * C;
-  return {first_chunk(chunk_offsets, T, C, n) + ci, t0, (int)min((long long)C, s.end - t0)};
+// The chunks of sequence n, its place read once (a loop over them then reads no sequence table per chunk).
+struct SeqChunks {
+  long long first;  // its first chunk's index in the workspaces
+  Span span;
+  int C;
+  __device__ __forceinline__ SeqChunk at(int ci) const {
+    const long long t0 = span.begin + (long long)ci * C;
+    return {first + ci, t0, (int)min((long long)C, span.end - t0)};
+  }
+  __device__ __forceinline__ int count() const { return (int)((span.end - span.begin + C - 1) / C); }
+};
+
+__device__ __forceinline__ SeqChunks sequence_chunks(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
+                                                     int n) {
+  return {first_chunk(chunk_offsets, T, C, n), sequence_span(cu_seqlens, T, n), C};
 }
 
 struct ChunkAt {
@@ -1050,7 +1060,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 1054 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1064 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1076,7 +1086,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 1080 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1090 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 107264 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132, alias q_then_A
@@ -1143,7 +1153,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 67 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1147 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1157 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1562,7 +1572,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1566 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1576 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1577,7 +1587,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1581 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1591 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 184832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1630,7 +1640,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1634 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1644 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1660,7 +1670,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1664 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1674 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

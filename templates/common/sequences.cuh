@@ -27,11 +27,21 @@ struct SeqChunk {
   int L;
 };
 
-__device__ __forceinline__ SeqChunk sequence_chunk(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
-                                                   int n, int ci) {
-  const Span s = sequence_span(cu_seqlens, T, n);
-  const long long t0 = s.begin + (long long)ci * C;
-  return {first_chunk(chunk_offsets, T, C, n) + ci, t0, (int)min((long long)C, s.end - t0)};
+// The chunks of sequence n, its place read once (a loop over them then reads no sequence table per chunk).
+struct SeqChunks {
+  long long first;  // its first chunk's index in the workspaces
+  Span span;
+  int C;
+  __device__ __forceinline__ SeqChunk at(int ci) const {
+    const long long t0 = span.begin + (long long)ci * C;
+    return {first + ci, t0, (int)min((long long)C, span.end - t0)};
+  }
+  __device__ __forceinline__ int count() const { return (int)((span.end - span.begin + C - 1) / C); }
+};
+
+__device__ __forceinline__ SeqChunks sequence_chunks(const long long* cu_seqlens, const int* chunk_offsets, int T, int C,
+                                                     int n) {
+  return {first_chunk(chunk_offsets, T, C, n), sequence_span(cu_seqlens, T, n), C};
 }
 
 struct ChunkAt {
