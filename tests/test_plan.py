@@ -95,7 +95,7 @@ def test_backward_plan_describes_the_built_kernels(op, head_dim):
     assert k2.grid == ["chunks // 8 + N", "HV"] and k2.options.block_chunks == 8
     chain = plan.kernel("dstate_pass")          # the serial pass: 16 value rows, a warp per key quarter, 3 stages
     assert chain.grid == ["N", "HV", K // 16] and chain.threads == 128 and chain.options.block_chunks == 8
-    assert chain.smem_bytes == 3 * (2 * (3 * C_ * (K + 8) + C_ * 24) + 4 * (2 * C_ * (C_ + 4) + C_ + K)) + 4 * 4 * 32 * 8
+    assert chain.smem_bytes == 3 * (2 * (3 * C_ * (K + 8) + 3 * C_ * 24) + 4 * (C_ + K)) + 4 * 4 * 32 * 8
     states = plan.kernel("states")              # restarted per block from the forward's checkpoints
     assert states.grid == ["chunks // 8 + N", "HV", K // 64] and states.options.block_chunks == 8
     kept = plan.workspace("ws_state_blocks")

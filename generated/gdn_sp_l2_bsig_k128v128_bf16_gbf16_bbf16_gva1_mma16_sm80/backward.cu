@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80 (backward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_80
 // family mma16, chunk 16, exponent form relative
-// kernels: states (grid ['chunks // 8 + N', 'HV', 2], 160 threads, 24240 B smem), dstate_pass (grid ['N', 'HV', 8], 128 threads, 54976 B smem), recurrence_bwd (grid ['chunks // 8 + N', 'HV'], 256 threads, 161600 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 35968 B smem), param_reduce (grid ['(HV + 31) // 32', '2'], 256 threads, 1024 B smem)
+// kernels: states (grid ['chunks // 8 + N', 'HV', 2], 160 threads, 24240 B smem), dstate_pass (grid ['N', 'HV', 8], 128 threads, 51904 B smem), recurrence_bwd (grid ['chunks // 8 + N', 'HV'], 256 threads, 161600 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 35968 B smem), param_reduce (grid ['(HV + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -542,19 +542,6 @@ __device__ __forceinline__ void load_frag_b_kn(FragB (&b)[2], const bf16* base, 
   b[1].x[0] = r[2]; b[1].x[1] = r[3];
 }
 
-// Two B fragments (K 16 x N 16) in bf16 from fp32 storage where element (k, n) sits at base[k * ld + n]: the same
-// bits load_frag_b_kn gives from a bf16 copy of it (round to nearest even). ld ≡ 4 (mod 8) and ≢ 0 (mod 32)
-// keeps each load free of bank conflicts (ld = 20 for a 16-wide tile).
-__device__ __forceinline__ void load_frag_b_kn(FragB (&b)[2], const float* base, int ld, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-    const float* r = base + 2 * t * ld + nt * 8 + g;
-    b[nt].x[0] = pack_bf16(r[0], r[ld]);
-    b[nt].x[1] = pack_bf16(r[8 * ld], r[9 * ld]);
-  }
-}
-
 // A (16x16, M x K) split into bf16 hi + lo from row-major fp32 storage: element (m, k) at base[m * ld + k].
 // ld ≡ 8 (mod 32) keeps the 8-byte loads free of bank conflicts.
 __device__ __forceinline__ void load_frag_a_split(FragA& hi, FragA& lo, const float* base, int ld, int lane) {
@@ -687,7 +674,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 //   P = Sᵀ·k_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) states(
     const bf16* __restrict__ v,
-#line 691 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 678 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_state_blocks,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -702,7 +689,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2, BLOCK = 8;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 706 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 693 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 24240 B, static
   __shared__ __align__(16) unsigned char smem_raw[24240];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -753,7 +740,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 757 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 744 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 77 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -866,7 +853,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
         kdg::mbarrier_arrive(&bar_free[s]);
       }
 
-#line 870 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 857 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
@@ -917,15 +904,17 @@ using namespace kdg;
 constexpr int K = 128, V = 128, C = 16, KD = 1, BLOCK = 8;
 constexpr bool STATE_V_FIRST = false;
 typedef float cc_t;  // A and Mqk in the forward workspace
-static_assert(sizeof(cc_t) == 4, "A and Mqk are copied as fp32 tiles");
 
 constexpr int VS = 16;   // value rows of this CTA's slice
 constexpr int ROW_TILES = VS / 16;     // m16 tiles of value rows
 constexpr int NW = ROW_TILES * 4;   // warps: one per (row tile, key quarter)
 constexpr int RT = 128;
-// shared-memory row strides of the plan's [.][K] and [.][V] bf16 tiles and [.][C] fp32 tiles
-constexpr int LDK = 136, LDV = 24, LDC = 20;
+// shared-memory row strides (bf16 elements) of the plan's [.][K], [.][V] and [.][C] tiles
+constexpr int LDK = 136, LDV = 24, LDC = 24;
+constexpr int CC_PER_THREAD = (C * C + RT - 1) / RT;   // elements of A (and of Mqk) a thread carries to the next stage
+constexpr int DT_PER_THREAD = (K + RT - 1) / RT;  // and of decay_total
 static_assert(RT == 32 * NW && VS % 16 == 0 && V % VS == 0, "m16 tiles of value rows");
+static_assert(C <= RT, "β in one pass of the threads");
 
 __device__ __forceinline__ int state_index(int k, int v) { return STATE_V_FIRST ? v * K + k : k * V + v; }
 
@@ -958,7 +947,7 @@ __device__ __forceinline__ FragC frag_neg(FragC f) {
 //     The key contraction is split in DVN_PARTS quarters, each its own accumulator, added in a fixed order:
 //     dstate_pass gives each quarter to a warp, recurrence_bwd runs all four in one warp, both with these
 //     functions, so the sums are the same bits. adO: the A fragment (m = v, k = token i) = dO[i][v] of the
-//     warp's rows; Mqk [C][ldm] in bf16 or fp32 (the same bf16 operand either way), k_to_end [C][LDK].
+//     warp's rows; Mqk [C][LDC], k_to_end [C][LDK].
 constexpr int DVN_PARTS = 4;
 constexpr int PART_KS = K / 16 / DVN_PARTS;  // 16-column key steps per quarter
 constexpr int PART_TILES = 2 * PART_KS;      // dS tiles (8 columns each) per quarter
@@ -966,14 +955,13 @@ static_assert(K % (16 * DVN_PARTS) == 0, "the key quarters tile by 16");
 
 // Quarter r of dVnᵀ: dS holds the quarter's PART_TILES tiles (columns 16·PART_KS·r ...); quarter 0 starts from
 // dOᵀ·Mqk.
-template <class CC>
-__device__ __forceinline__ void chain_dvn_part(const FragC* dS, int r, const FragA& adO, const CC* Mqk, int ldm,
+__device__ __forceinline__ void chain_dvn_part(const FragC* dS, int r, const FragA& adO, const bf16* Mqk,
                                                const bf16* k_to_end, int lane, FragC (&P)[2]) {
   frag_zero(P[0]);
   frag_zero(P[1]);
   if (r == 0) {
     FragB b[2];
-    load_frag_b_kn(b, Mqk, ldm, lane);                                      // (k = i, n = j) = Mqk[i][j]
+    load_frag_b_kn(b, Mqk, LDC, lane);                                      // (k = i, n = j) = Mqk[i][j]
     mma_16816(P[0], adO, b[0]);
     mma_16816(P[1], adO, b[1]);
   }
@@ -999,15 +987,14 @@ __device__ __forceinline__ void chain_dvn_sum(const FragC (&P)[DVN_PARTS][2], Fr
       dVn[nt].x[e] = (P[0][nt].x[e] + P[1][nt].x[e]) + (P[2][nt].x[e] + P[3][nt].x[e]);
 }
 
-// (f) dXᵀ = dVnᵀ·A    (g) (β⊙dX)ᵀ, columns i = tokens. A [C][lda] in bf16 or fp32, beta [C].
-template <class CC>
-__device__ __forceinline__ void chain_dx(const FragC (&dVn)[2], const CC* A, int lda, const float* beta, int lane,
+// (f) dXᵀ = dVnᵀ·A    (g) (β⊙dX)ᵀ, columns i = tokens. A [C][LDC], beta [C].
+__device__ __forceinline__ void chain_dx(const FragC (&dVn)[2], const bf16* A, const float* beta, int lane,
                                          FragC (&dX)[2], FragC (&bdX)[2]) {
   frag_zero(dX[0]);
   frag_zero(dX[1]);
   const FragA a = frag_a_from_c(dVn[0], dVn[1]);
   FragB b[2];
-  load_frag_b_kn(b, A, lda, lane);                                          // (k = i, n = j) = A[i][j]
+  load_frag_b_kn(b, A, LDC, lane);                                          // (k = i, n = j) = A[i][j]
   mma_16816(dX[0], a, b[0]);
   mma_16816(dX[1], a, b[1]);
 #pragma unroll
@@ -1066,14 +1053,59 @@ __device__ __forceinline__ void load_dstate(FragC* dS, const float* src, int v0,
       dS[nt].x[e + 1] = x.y;
     }
 }
-#line 36 "templates/mma16/dstate_pass.cu.j2"
+#line 38 "templates/mma16/dstate_pass.cu.j2"
 static_assert(NW == ROW_TILES * DVN_PARTS, "a warp per quarter of the dVn contraction of each row tile");
+
+// A chunk's fp32 workspace values, held in registers from their loads (issued before this chunk's math, which
+// hides their latency) to their stores into the next stage (after it). A and Mqk are masked to L×L as
+// recurrence_bwd masks them, so both kernels read the same operands.
+struct StageScalars {
+  float A[CC_PER_THREAD], Mqk[CC_PER_THREAD];
+  float beta, decay_total[DT_PER_THREAD];
+};
+
+__device__ __forceinline__ StageScalars load_scalars(const SeqChunk& p, int h, int HV, const cc_t* ws_A,
+                                                     const cc_t* ws_Mqk, const float* ws_beta,
+                                                     const float* ws_decay_total, int tid) {
+  const long long ws = p.index * HV + h;
+  StageScalars r;
+#pragma unroll
+  for (int j = 0; j < CC_PER_THREAD; ++j) {
+    const int idx = tid + j * RT, i = idx / C, jj = idx % C;
+    const bool in = idx < C * C && i < p.L && jj < p.L;
+    r.A[j] = in ? to_f32(ws_A[ws * C * C + idx]) : 0.f;
+    r.Mqk[j] = in ? to_f32(ws_Mqk[ws * C * C + idx]) : 0.f;
+  }
+  r.beta = tid < p.L ? ws_beta[ws * C + tid] : 0.f;
+#pragma unroll
+  for (int j = 0; j < DT_PER_THREAD; ++j) {
+    const int k = tid + j * RT;
+    r.decay_total[j] = k < K ? ws_decay_total[ws * KD + (KD == 1 ? 0 : k)] : 0.f;
+  }
+  return r;
+}
+
+__device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf16* Mqk, float* beta,
+                                              float* decay_total, int tid) {
+#pragma unroll
+  for (int j = 0; j < CC_PER_THREAD; ++j) {
+    const int idx = tid + j * RT, i = idx / C, jj = idx % C;
+    if (idx < C * C) {
+      A[i * LDC + jj] = __float2bfloat16_rn(r.A[j]);
+      Mqk[i * LDC + jj] = __float2bfloat16_rn(r.Mqk[j]);
+    }
+  }
+  if (tid < C) beta[tid] = r.beta;
+#pragma unroll
+  for (int j = 0; j < DT_PER_THREAD; ++j)
+    if (tid + j * RT < K) decay_total[tid + j * RT] = r.decay_total[j];
+}
 
 }  // namespace kdg_dstate_pass
 
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const bf16* __restrict__ dout,
-#line 1077 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1109 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -1087,10 +1119,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const long long* __restrict__ cu_seqlens,
     const int* __restrict__ chunk_offsets,
     int HV) {
-#line 42 "templates/mma16/dstate_pass.cu.j2"
+#line 89 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 1093 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
-  // shared memory: 54976 B, dynamic (above the static limit)
+#line 1125 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+  // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages
   [[maybe_unused]] constexpr int ld_k_decayed = 136;
@@ -1104,19 +1136,19 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   bf16* const s_dO = reinterpret_cast<bf16*>(smem_raw + 39168);  // dO [16 x 16] bf16, ld 24, 3 stages
   [[maybe_unused]] constexpr int ld_dO = 24;
   constexpr int stride_dO = 384;  // elements per stage / warp copy
-  float* const s_A = reinterpret_cast<float*>(smem_raw + 41472);  // A [16 x 16] f32, ld 20, 3 stages
-  [[maybe_unused]] constexpr int ld_A = 20;
-  constexpr int stride_A = 320;  // elements per stage / warp copy
-  float* const s_Mqk = reinterpret_cast<float*>(smem_raw + 45312);  // Mqk [16 x 16] f32, ld 20, 3 stages
-  [[maybe_unused]] constexpr int ld_Mqk = 20;
-  constexpr int stride_Mqk = 320;  // elements per stage / warp copy
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 49152);  // beta [16] f32, ld 16, 3 stages
+  bf16* const s_A = reinterpret_cast<bf16*>(smem_raw + 41472);  // A [16 x 16] bf16, ld 24, 3 stages
+  [[maybe_unused]] constexpr int ld_A = 24;
+  constexpr int stride_A = 384;  // elements per stage / warp copy
+  bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 43776);  // Mqk [16 x 16] bf16, ld 24, 3 stages
+  [[maybe_unused]] constexpr int ld_Mqk = 24;
+  constexpr int stride_Mqk = 384;  // elements per stage / warp copy
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 46080);  // beta [16] f32, ld 16, 3 stages
   constexpr int stride_beta = 16;  // elements per stage / warp copy
-  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 49344);  // decay_total [128] f32, ld 128, 3 stages
+  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 46272);  // decay_total [128] f32, ld 128, 3 stages
   constexpr int stride_decay_total = 128;  // elements per stage / warp copy
-  float* const s_dvn_parts = reinterpret_cast<float*>(smem_raw + 50880);  // dvn_parts [4 x 32 x 8] f32, ld 8
+  float* const s_dvn_parts = reinterpret_cast<float*>(smem_raw + 47808);  // dvn_parts [4 x 32 x 8] f32, ld 8
   [[maybe_unused]] constexpr int ld_dvn_parts = 8;
-#line 44 "templates/mma16/dstate_pass.cu.j2"
+#line 91 "templates/mma16/dstate_pass.cu.j2"
   static_assert(ld_k_decayed == LDK && ld_k_to_end == LDK && ld_q_decayed == LDK && ld_dO == LDV && ld_A == LDC &&
                 ld_Mqk == LDC, "the plan's row strides are the ones the code uses");
   const int n = blockIdx.x, h = blockIdx.y, slice = blockIdx.z * VS;  // the slice's value rows slice..
@@ -1131,7 +1163,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
   // ---- step dstate_in (all, vrows): dSᵀ rows of this warp from dht (or zeros) ----
-#line 57 "templates/mma16/dstate_pass.cu.j2"
+#line 104 "templates/mma16/dstate_pass.cu.j2"
   FragC dS[PART_TILES];                          // dSᵀ: element (v0 + row, 8·(t0 + nt) + col)
 #pragma unroll
   for (int nt = 0; nt < PART_TILES; ++nt)
@@ -1143,7 +1175,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   if (nchunks == 0) {                            // an empty sequence has no block: its dh0 is dht
 #line 15 "templates/skeleton.j2"
     // ---- step dstate_out (all, thread): an empty sequence's dh0 is its dht (recurrence_bwd has no block there; slice 0 copies it) ----
-#line 67 "templates/mma16/dstate_pass.cu.j2"
+#line 114 "templates/mma16/dstate_pass.cu.j2"
     if (grad_h0 != nullptr && blockIdx.z == 0)
       for (int idx = tid; idx < K * V; idx += RT) grad_h0[sh + idx] = dht == nullptr ? 0.f : dht[sh + idx];
     return;
@@ -1151,13 +1183,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
   // The chunks of this pass are a ring of STAGES stages filled DEPTH chunks ahead: chunk ci in stage
   // (nchunks − 1 − ci) mod STAGES. Copies are issued DEPTH iterations before their use, so their latency hides
-  // behind the chain's work. A and Mqk stay fp32 in shared memory (the workspace's rows and columns past L are
-  // zero), read as bf16 operands.
+  // behind the chain's work; the fp32 values travel in registers and are stored the iteration before their use.
   constexpr int STAGES = 3, DEPTH = STAGES - 1;
+  static_assert(DEPTH == 2, "the register hand-off below holds two chunks' fp32 values");
   auto stage_of = [&](int ci) { return (nchunks - 1 - ci) % STAGES; };
-  // the tiles of chunk ci into its stage by cp.async (rows >= L zero-filled), one commit group per chunk (empty
-  // when the pass does not run chunk ci)
+  // the tiles of chunk ci into its stage: cp.async now (rows >= L zero-filled) as one commit group; the fp32
+  // values returned (zeros when the pass does not run chunk ci)
   auto issue_tiles = [&](int ci) {
+    StageScalars r{};
     if (ci >= BLOCK) {
       const int st = stage_of(ci);
       const SeqChunk p = seq.at(ci);
@@ -1167,22 +1200,26 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
       cp_async_tile(s_q_decayed + st * stride_q_decayed, LDK * 2, ws_q_decayed + ws * C * K, K * 2, C, K * 2, p.L, tid, RT);
       cp_async_tile(s_dO + st * stride_dO, LDV * 2, dout + (p.t0 * HV + h) * V + slice, (long long)HV * V * 2, C, VS * 2,
                     p.L, tid, RT);
-      cp_async_tile(s_A + st * stride_A, LDC * 4, ws_A + ws * C * C, C * 4, C, C * 4, C, tid, RT);
-      cp_async_tile(s_Mqk + st * stride_Mqk, LDC * 4, ws_Mqk + ws * C * C, C * 4, C, C * 4, C, tid, RT);
-      cp_async_tile(s_beta + st * stride_beta, C * 4, ws_beta + ws * C, C * 4, 1, C * 4, 1, tid, RT);
-#line 96 "templates/mma16/dstate_pass.cu.j2"
-      for (int k = tid; k < K; k += RT)          // a per-head decay, repeated per channel as the chain reads it
-        cp_async_4(s_decay_total + st * stride_decay_total + k, ws_decay_total + ws, true);
-#line 99 "templates/mma16/dstate_pass.cu.j2"
+      r = load_scalars(p, h, HV, ws_A, ws_Mqk, ws_beta, ws_decay_total, tid);
     }
-    cp_async_commit();
+    cp_async_commit();                           // one group per chunk, empty past the pass's last
+    return r;
   };
-  for (int d = 0; d < DEPTH; ++d) issue_tiles(nchunks - 1 - d);
+  auto store_stage = [&](const StageScalars& r, int ci) {
+    const int st = stage_of(ci);
+    store_scalars(r, s_A + st * stride_A, s_Mqk + st * stride_Mqk, s_beta + st * stride_beta,
+                  s_decay_total + st * stride_decay_total, tid);
+  };
+  StageScalars ahead;                            // chunk ci − 1's fp32 values, loaded an iteration ago
+  if (nchunks > BLOCK) {
+    store_stage(issue_tiles(nchunks - 1), nchunks - 1);
+    ahead = issue_tiles(nchunks - 2);
+  }
 
   for (int ci = nchunks - 1;; --ci) {
 #line 15 "templates/skeleton.j2"
     // ---- step checkpoint (all, vrows): at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block ----
-#line 106 "templates/mma16/dstate_pass.cu.j2"
+#line 156 "templates/mma16/dstate_pass.cu.j2"
     if (ci == nchunks - 1 || ci % BLOCK == BLOCK - 1)
       store_dstate<PART_TILES>(ws_dstate_blocks + (block_slot(chunk_offsets, 0, C, BLOCK, n, ci / BLOCK) * HV + h) * V * K, dS,
                                v0, t0, lane);
@@ -1192,17 +1229,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     __syncthreads();                             // barrier "sync": stage st landed, chunk ci + 1's stage is free
 
 #line 15 "templates/skeleton.j2"
-    // ---- step load (all, tile): chunk c − 2 into the stage chunk c + 1 left: cp.async tiles (one commit group per chunk) ----
-#line 115 "templates/mma16/dstate_pass.cu.j2"
-    issue_tiles(ci - DEPTH);                     // into the stage chunk ci + 1 left
+    // ---- step load (all, tile): chunk c − 2 into the stage chunk c + 1 left: cp.async tiles now (a commit group), the fp32 values via registers, stored at the end of chunk c − 1's predecessor ----
+#line 165 "templates/mma16/dstate_pass.cu.j2"
+    const StageScalars later = issue_tiles(ci - DEPTH);   // into the stage chunk ci + 1 left
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_part (all, kquarter): this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 118 "templates/mma16/dstate_pass.cu.j2"
+#line 168 "templates/mma16/dstate_pass.cu.j2"
     const FragA adO = load_frag_a_trans(s_dO + st * stride_dO + rt * 16, LDV, lane);   // (m = v, k = token i) = dO[i][v]
     {
       FragC mine[2];
-      chain_dvn_part(dS, quarter, adO, s_Mqk + st * stride_Mqk, LDC, s_k_to_end + st * stride_k_to_end, lane, mine);
+      chain_dvn_part(dS, quarter, adO, s_Mqk + st * stride_Mqk, s_k_to_end + st * stride_k_to_end, lane, mine);
       float4* out = reinterpret_cast<float4*>(s_dvn_parts + (warp * 32 + lane) * 8);
       out[0] = make_float4(mine[0].x[0], mine[0].x[1], mine[0].x[2], mine[0].x[3]);
       out[1] = make_float4(mine[1].x[0], mine[1].x[1], mine[1].x[2], mine[1].x[3]);
@@ -1211,7 +1248,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_sum (all, vrows): dVnᵀ: the four quarters added in a fixed order (every warp, the same bits) ----
-#line 129 "templates/mma16/dstate_pass.cu.j2"
+#line 179 "templates/mma16/dstate_pass.cu.j2"
     FragC dVn[2];
     {
       FragC part[DVN_PARTS][2];
@@ -1232,15 +1269,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (all, vrows): (β⊙dX)ᵀ = diag(β)·(dVnᵀ·A) ----
-#line 148 "templates/mma16/dstate_pass.cu.j2"
+#line 198 "templates/mma16/dstate_pass.cu.j2"
     FragC dX[2], bdX[2];
-    chain_dx(dVn, s_A + st * stride_A, LDC, s_beta + st * stride_beta, lane, dX, bdX);
+    chain_dx(dVn, s_A + st * stride_A, s_beta + st * stride_beta, lane, dX, bdX);
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate (all, kquarter): this warp's key quarter of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
-#line 152 "templates/mma16/dstate_pass.cu.j2"
+#line 202 "templates/mma16/dstate_pass.cu.j2"
     chain_dstate<PART_TILES>(dS, t0, adO, bdX, s_q_decayed + st * stride_q_decayed, s_k_decayed + st * stride_k_decayed,
                              s_decay_total + st * stride_decay_total, lane);
+    store_stage(ahead, ci - 1);                  // chunk ci − 1 runs next iteration, after its sync
+    ahead = later;
   }
 }
 
@@ -1381,7 +1420,7 @@ __device__ __forceinline__ FragC frag_neg(FragC f) {
 //     The key contraction is split in DVN_PARTS quarters, each its own accumulator, added in a fixed order:
 //     dstate_pass gives each quarter to a warp, recurrence_bwd runs all four in one warp, both with these
 //     functions, so the sums are the same bits. adO: the A fragment (m = v, k = token i) = dO[i][v] of the
-//     warp's rows; Mqk [C][ldm] in bf16 or fp32 (the same bf16 operand either way), k_to_end [C][LDK].
+//     warp's rows; Mqk [C][LDC], k_to_end [C][LDK].
 constexpr int DVN_PARTS = 4;
 constexpr int PART_KS = K / 16 / DVN_PARTS;  // 16-column key steps per quarter
 constexpr int PART_TILES = 2 * PART_KS;      // dS tiles (8 columns each) per quarter
@@ -1389,14 +1428,13 @@ static_assert(K % (16 * DVN_PARTS) == 0, "the key quarters tile by 16");
 
 // Quarter r of dVnᵀ: dS holds the quarter's PART_TILES tiles (columns 16·PART_KS·r ...); quarter 0 starts from
 // dOᵀ·Mqk.
-template <class CC>
-__device__ __forceinline__ void chain_dvn_part(const FragC* dS, int r, const FragA& adO, const CC* Mqk, int ldm,
+__device__ __forceinline__ void chain_dvn_part(const FragC* dS, int r, const FragA& adO, const bf16* Mqk,
                                                const bf16* k_to_end, int lane, FragC (&P)[2]) {
   frag_zero(P[0]);
   frag_zero(P[1]);
   if (r == 0) {
     FragB b[2];
-    load_frag_b_kn(b, Mqk, ldm, lane);                                      // (k = i, n = j) = Mqk[i][j]
+    load_frag_b_kn(b, Mqk, LDC, lane);                                      // (k = i, n = j) = Mqk[i][j]
     mma_16816(P[0], adO, b[0]);
     mma_16816(P[1], adO, b[1]);
   }
@@ -1422,15 +1460,14 @@ __device__ __forceinline__ void chain_dvn_sum(const FragC (&P)[DVN_PARTS][2], Fr
       dVn[nt].x[e] = (P[0][nt].x[e] + P[1][nt].x[e]) + (P[2][nt].x[e] + P[3][nt].x[e]);
 }
 
-// (f) dXᵀ = dVnᵀ·A    (g) (β⊙dX)ᵀ, columns i = tokens. A [C][lda] in bf16 or fp32, beta [C].
-template <class CC>
-__device__ __forceinline__ void chain_dx(const FragC (&dVn)[2], const CC* A, int lda, const float* beta, int lane,
+// (f) dXᵀ = dVnᵀ·A    (g) (β⊙dX)ᵀ, columns i = tokens. A [C][LDC], beta [C].
+__device__ __forceinline__ void chain_dx(const FragC (&dVn)[2], const bf16* A, const float* beta, int lane,
                                          FragC (&dX)[2], FragC (&bdX)[2]) {
   frag_zero(dX[0]);
   frag_zero(dX[1]);
   const FragA a = frag_a_from_c(dVn[0], dVn[1]);
   FragB b[2];
-  load_frag_b_kn(b, A, lda, lane);                                          // (k = i, n = j) = A[i][j]
+  load_frag_b_kn(b, A, LDC, lane);                                          // (k = i, n = j) = A[i][j]
   mma_16816(dX[0], a, b[0]);
   mma_16816(dX[1], a, b[1]);
 #pragma unroll
@@ -1525,7 +1562,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1529 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1566 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1551,7 +1588,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1555 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1592 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1671,7 +1708,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     {
       FragC part[DVN_PARTS][2];
 #pragma unroll
-      for (int r = 0; r < DVN_PARTS; ++r) chain_dvn_part(dS + r * PART_TILES, r, adO, s_Mqk, LDC, in.k_to_end, lane, part[r]);
+      for (int r = 0; r < DVN_PARTS; ++r) chain_dvn_part(dS + r * PART_TILES, r, adO, s_Mqk, in.k_to_end, lane, part[r]);
       chain_dvn_sum(part, dVn);
     }
 
@@ -1680,7 +1717,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
 #line 152 "templates/mma16/recurrence_bwd.cu.j2"
     // (f) dXᵀ = dVnᵀ·A    (g) dv = β⊙dX
     FragC dX[2], bdX[2];
-    chain_dx(dVn, in.A, LDC, in.beta, lane, dX, bdX);
+    chain_dx(dVn, in.A, in.beta, lane, dX, bdX);
     float dbeta_acc[2][2] = {};
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
@@ -1882,7 +1919,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1886 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1923 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1909,7 +1946,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1913 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1950 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 35968 B, static
   __shared__ __align__(16) unsigned char smem_raw[35968];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -1948,7 +1985,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 1952 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1989 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2002,7 +2039,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2006 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2043 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2136,7 +2173,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2140 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2177 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2241,7 +2278,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2245 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2282 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2374,7 +2411,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2378 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2415 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2383,7 +2420,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2387 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2424 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

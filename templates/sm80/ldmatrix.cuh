@@ -43,19 +43,6 @@ __device__ __forceinline__ void load_frag_b_kn(FragB (&b)[2], const bf16* base, 
   b[1].x[0] = r[2]; b[1].x[1] = r[3];
 }
 
-// Two B fragments (K 16 x N 16) in bf16 from fp32 storage where element (k, n) sits at base[k * ld + n]: the same
-// bits load_frag_b_kn gives from a bf16 copy of it (round to nearest even). ld ≡ 4 (mod 8) and ≢ 0 (mod 32)
-// keeps each load free of bank conflicts (ld = 20 for a 16-wide tile).
-__device__ __forceinline__ void load_frag_b_kn(FragB (&b)[2], const float* base, int ld, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {
-    const float* r = base + 2 * t * ld + nt * 8 + g;
-    b[nt].x[0] = pack_bf16(r[0], r[ld]);
-    b[nt].x[1] = pack_bf16(r[8 * ld], r[9 * ld]);
-  }
-}
-
 // A (16x16, M x K) split into bf16 hi + lo from row-major fp32 storage: element (m, k) at base[m * ld + k].
 // ld ≡ 8 (mod 32) keeps the 8-byte loads free of bank conflicts.
 __device__ __forceinline__ void load_frag_a_split(FragA& hi, FragA& lo, const float* base, int ld, int lane) {

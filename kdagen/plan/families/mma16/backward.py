@@ -130,12 +130,12 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
     chunk's tensor-core work."""
     vs = DSTATE_V_SLICE
     threads = vs // 16 * DSTATE_K_PARTS * WARP
-    ldk = K + PAD
+    ldk, ldc = K + PAD, C + PAD
     stages = 3               # filled two chunks ahead: a copy has two chain steps to land
     buffers = [
         *[Buffer(n, (C, K), "bf16", ld=ldk, stages=stages) for n in ("k_decayed", "k_to_end", "q_decayed")],
         Buffer("dO", (C, vs), "bf16", ld=vs + PAD, stages=stages),
-        *[Buffer(n, (C, C), "f32", ld=C + 4, stages=stages) for n in ("A", "Mqk")],   # fp32, read as bf16 operands
+        *[Buffer(n, (C, C), "bf16", ld=ldc, stages=stages) for n in ("A", "Mqk")],
         Buffer("beta", (C,), "f32", stages=stages), Buffer("decay_total", (K,), "f32", stages=stages),
     ]
     loads = [b.name for b in buffers]
@@ -149,7 +149,8 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
         Step("load", "all", "tile", writes=loads, loop=True,
              global_reads=["ws_k_decayed", "ws_k_to_end", "ws_q_decayed", "dout", "ws_A", "ws_Mqk", "ws_beta",
                            "ws_decay_total"],
-             note="chunk c − 2 into the stage chunk c + 1 left: cp.async tiles (one commit group per chunk)"),
+             note="chunk c − 2 into the stage chunk c + 1 left: cp.async tiles now (a commit group), the fp32 "
+                  "values via registers, stored at the end of chunk c − 1's predecessor"),
         Step("dvn_part", "all", "kquarter", reads=["dO", "Mqk", "k_to_end"], writes=["dvn_parts"], waits=["sync"],
              loop=True, note="this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ"),
         Step("dvn_sum", "all", "vrows", reads=["dvn_parts"], waits=["sync"], loop=True,
