@@ -2,13 +2,13 @@
 `python benchmarks/probe/segments_timing.py [B T H D ...]` (default 1x32768x16x128 and 1x65536x4x128).
 
 For chunk_kda with the bench's lb·σ gate inputs, per shape: device time of the forward (no grad) and of
-forward + backward with KDAGEN_SEGMENTS=off and =auto (CUDA events, median of 5 after a warm-up), the segment
-length auto chooses for a training call (auto leaves a forward without grad uncut, so its fwd column is the
-uncut forward since 2026-11-30's first run), o's and the gradients' relative L2 difference between the two, and
-peak memory.
+forward + backward with KDAGEN_SEGMENTS=off and cut into as many segments per sequence as fill the SMs (the
+retired `auto` rule: ⌈SMs / (sequence, head) pairs⌉ segments of whole 64-token chunks; CUDA events, median of 5
+after a warm-up), o's and the gradients' relative L2 difference between the two, and peak memory.
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -21,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import kdagen  # noqa: E402
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
-from kdagen.ops import segments  # noqa: E402
 
 
 def timed(fn, repeats: int = 5) -> float:
@@ -48,7 +47,10 @@ def main(shapes) -> None:
         leaves = [t.requires_grad_() for t in args]
         kw = {**variant.call_kwargs(), **x}
         results = {}
-        for setting in ("off", "auto"):
+        pairs = shape.B * shape.H
+        cuts = math.ceil(torch.cuda.get_device_properties(0).multi_processor_count / pairs)
+        tokens = math.ceil(shape.T / cuts / 64) * 64
+        for setting in ("off", str(tokens)):
             os.environ["KDAGEN_SEGMENTS"] = setting
 
             def fwd():
@@ -66,17 +68,13 @@ def main(shapes) -> None:
             peak = torch.cuda.max_memory_allocated() / 2 ** 30
             o, grads = train()
             results[setting] = (o, grads)
-            lengths = [shape.T] * shape.B
-            tokens = segments.segment_length(lengths, shape.H, torch.cuda.get_device_properties(0).multi_processor_count,
-                                             setting, training=True)
-            diff = ""
-            if setting == "auto":
+            if setting != "off":
                 o0, g0 = results["off"]
                 rel = lambda a, b: ((a.float() - b.float()).norm() / b.float().norm()).item()  # noqa: E731
                 diff = f"{rel(o, o0):.2e} | {max(rel(a, b) for a, b in zip(grads, g0)):.2e}"
             else:
                 diff = "— | —"
-            print(f"| {shape.B}x{shape.T}x{shape.H}x{shape.D} | {setting} ({tokens or 'none'}) | {t_fwd:.3f} | "
+            print(f"| {shape.B}x{shape.T}x{shape.H}x{shape.D} | {setting} | {t_fwd:.3f} | "
                   f"{t_train:.3f} | {peak:.2f} | {diff} |", flush=True)
     os.environ.pop("KDAGEN_SEGMENTS", None)
 

@@ -17,35 +17,23 @@ from __future__ import annotations
 
 import contextvars
 import itertools
-import math
 
 import torch
 
 
 CHUNK_ALIGN = 64                     # segment lengths are multiples of every family's chunk
-MIN_AUTO_TOKENS = 1024               # auto: shorter segments would not amortise their three op calls' launches
 _inside = contextvars.ContextVar("kdagen_segments_inside", default=False)
 
 
-def segment_length(lengths: list[int], value_heads: int, sms: int, setting: str, training: bool) -> int | None:
-    """Tokens per segment for sequences of these lengths, or None for no segments. `setting` is KDAGEN_SEGMENTS:
-    "off" (the default until the cost model is measured), "auto" (for a call that will run a backward: cut when
-    the (sequence, head) pairs fill less than a third of the SMs, into segments of at least MIN_AUTO_TOKENS that
-    fill them — each segment costs about three forward passes' work, so fewer than three segments per sequence
-    cannot pay, and on the H200 a forward alone got slower, benchmarks/NOTES.md), or a number of tokens."""
-    if setting == "off" or not lengths:
+def segment_length(setting: str) -> int | None:
+    """Tokens per segment, or None for no segments. `setting` is KDAGEN_SEGMENTS: "off" (the default), a number of
+    tokens, or "auto", which cuts nothing on today's kernels. On the H200 a cut call lost at every shape measured
+    once the backward ran its blocks of chunks in parallel (2026-11-30: forward + backward 14.4 → 20.4 ms at
+    1×65536×4×128 and 12.6 → 29.9 at 1×32768×16×128; a forward alone already lost, 2.7 → 5.5 and 4.5 → 7.0 ms): the
+    three op calls cost more than the serial passes they shorten (benchmarks/NOTES.md, docs/segments.md §3)."""
+    if setting in ("off", "auto"):
         return None
-    if setting != "auto":
-        tokens = int(setting)
-        return max(CHUNK_ALIGN, tokens // CHUNK_ALIGN * CHUNK_ALIGN)
-    if not training:
-        return None
-    pairs = len(lengths) * value_heads
-    if 3 * pairs > sms:
-        return None
-    cuts = math.ceil(sms / pairs)                       # segments per sequence that fill the SMs
-    tokens = max(MIN_AUTO_TOKENS, math.ceil(max(lengths) / cuts / CHUNK_ALIGN) * CHUNK_ALIGN)
-    return tokens if tokens * 3 <= max(lengths) else None
+    return max(CHUNK_ALIGN, int(setting) // CHUNK_ALIGN * CHUNK_ALIGN)
 
 
 def cut(bounds: list[int], tokens: int) -> tuple[list[int], list[int]]:
@@ -98,11 +86,6 @@ def combine(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor, counts: list[
     return stacked[torch.argsort(torch.tensor(order, device=M.device))]
 
 
-def multiprocessors(device: torch.device) -> int:
-    """The SMs `auto` fills (none off a GPU)."""
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 0
-
-
 # what `run` sets itself in its op calls; everything else a caller passed goes through unchanged (chunk_indices
 # describes the uncut sequences; the CUDA-graph options never reach here)
 _REPLACED = {"initial_state", "output_final_state", "state_v_first", "cu_seqlens", "cu_seqlens_cpu", "cp_context",
@@ -115,20 +98,17 @@ def maybe_run(fn, q, k, v, g, beta, params: dict, call, setting: str):
     None. `params` are the public call's parameters by name (extra keywords under "kwargs"), `call` what
     kdagen.ops.api.resolve made of them. Never under use_graph, torch.compile tracing or CUDA-graph capture (the
     cut reads the sequence lengths on the host), nor inside a segmented call."""
-    if setting == "off" or _inside.get() or call.use_graph or torch.compiler.is_compiling():
+    tokens = segment_length(setting)
+    if tokens is None or _inside.get() or call.use_graph or torch.compiler.is_compiling():
         return None
     if q.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         return None
     t = call.tensors
-    B, T, HV = q.shape[0], q.shape[1], v.shape[2]
+    B, T = q.shape[0], q.shape[1]
     cu = t["cu_seqlens_cpu"] if t["cu_seqlens_cpu"] is not None else t["cu_seqlens"]
     bounds = [int(b) for b in cu.tolist()] if cu is not None else [n * T for n in range(B + 1)]
     lengths = [e - s for s, e in zip(bounds[:-1], bounds[1:])]
-    sms = multiprocessors(q.device)
-    training = torch.is_grad_enabled() and any(
-        isinstance(x, torch.Tensor) and x.requires_grad for x in (q, k, v, g, beta, *t.values()))
-    tokens = segment_length(lengths, HV, sms, setting, training)
-    if tokens is None or max(lengths) <= tokens:
+    if max(lengths) <= tokens:
         return None
     flat = [x.flatten(0, 1).unsqueeze(0) if cu is None else x for x in (q, k, v, g, beta)]
     extra = dict(params.get("kwargs", {}))

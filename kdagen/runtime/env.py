@@ -11,8 +11,8 @@ KDAGEN_POISON      1: every kernel output and workspace is filled with NaN befor
 KDAGEN_PRECOMPILE  configurations to compile when kdagen is imported, separated by ';' (`kdagen compile --help`);
                    one that does not parse is reported with a warning, not an import error
 KDAGEN_FAMILY      a kernel family to use instead of the planner's choice (`kdagen plan` lists them)
-KDAGEN_SEGMENTS    sequence parallelism inside one GPU (docs/segments.md): off (default), auto (cut long
-                   sequences when their (sequence, head) pairs fill under a third of the SMs) or tokens per segment
+KDAGEN_SEGMENTS    sequence parallelism inside one GPU (docs/segments.md): off (default), auto (cuts nothing on
+                   today's kernels, measured slower at every shape) or tokens per segment
 """
 from __future__ import annotations
 
