@@ -44,12 +44,16 @@ def verdict(op: str, args: tuple, kwargs: dict, device_type: str = "cuda") -> tu
     """(True, None) when kdagen serves this call, else (False, why): kdagen's own option resolution and input
     checks, run on the adapted arguments without launching anything; device_type "cpu" checks them as the CPU
     emulation would take them (tests)."""
+    from ..ops import context_parallel
     from ..ops.api import call_params, resolve, run_arguments
     from ..ops.run import checked
     from ..plan import PlanError
     try:
         named = adapt(op, args, kwargs)
-        call = resolve(op, call_params(op, **{n: v for n, v in named.items() if n not in QKVGB}))
+        params = call_params(op, **{n: v for n, v in named.items() if n not in QKVGB})
+        if params.get("cp_context") is not None:        # this rank's shard: the context's own checks
+            context_parallel.check(params["cp_context"], params, named["q"], named["v"])
+        call = resolve(op, params)
         spec, tensors, scalars, options = run_arguments(call, {n: named[n] for n in QKVGB})
         checked(spec, tensors, scalars, **options, emulate=device_type == "cpu")
     except (NotImplementedError, PlanError, TypeError, ValueError) as e:

@@ -7,6 +7,7 @@ compile right here, when kdagen is imported (see `kdagen compile --help`).
 from ..runtime import env as _env
 from .api import chunk_gated_delta_rule, chunk_gdn, chunk_kda, make_call, reference_options
 from .compiled import RecurrenceOp, compile
+from .context_parallel import build_cp_context
 
 
 def _precompile_from_environment() -> None:
@@ -24,5 +25,5 @@ def _precompile_from_environment() -> None:
 
 _precompile_from_environment()
 
-__all__ = ["RecurrenceOp", "chunk_gated_delta_rule", "chunk_gdn", "chunk_kda", "compile", "make_call",
+__all__ = ["RecurrenceOp", "build_cp_context", "chunk_gated_delta_rule", "chunk_gdn", "chunk_kda", "compile", "make_call",
            "reference_options"]

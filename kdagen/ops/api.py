@@ -10,8 +10,9 @@ plus the few settings that only steer the kernels. Options FLA accepts are handl
   `chunk_indices` (FLA's chunk list for its own chunk size; kdagen builds its own);
 - `use_graph` / `max_num_seqs` (cu_seqlens padded to a static count for CUDA-graph capture): accepted with FLA's
   meaning; kdagen never reads cu_seqlens on the host then (nor while torch.compile traces or a graph captures);
-- different outputs or semantics → NotImplementedError naming the option: `cp_context`,
-  `return_intermediate_states`;
+- `cp_context`: the tokens of one packed batch sharded across the ranks of a process group, with FLA's
+  semantics (kdagen.ops.context_parallel; without initial_state and output_final_state, as in FLA);
+- different outputs or semantics → NotImplementedError naming the option: `return_intermediate_states`;
 - meaningless here (nothing would read it) → ValueError, so nothing is silently ignored:
   `A_log` / `dt_bias` without `use_gate_in_kernel`, `lower_bound` without the in-kernel gate or safe_gate,
   and GDN's `head_first` (removed from FLA, which raises on it too);
@@ -32,7 +33,7 @@ import torch
 
 from ..reference import Options
 from ..runtime import env as runtime_env
-from . import segments
+from . import context_parallel, segments
 from .run import KEYED
 
 KDA_CHUNK_SIZES = (32, 64)
@@ -76,8 +77,6 @@ def _pop_kwargs(op: str, kwargs: dict, state_v_first: bool) -> tuple[dict, bool]
 
 
 def _unsupported(p: dict) -> None:
-    if p.get("cp_context") is not None:
-        raise NotImplementedError("cp_context (context parallelism) is not supported by kdagen")
     if p.get("return_intermediate_states"):
         raise NotImplementedError("return_intermediate_states=True is not supported by kdagen")
 
@@ -264,9 +263,11 @@ def _run(op: str, params: dict, q, k, v, g, beta):
     (the Spec, the scalars, the run options) is memoised on `_resolve_key` (outside torch.compile, which traces
     resolve); the tensors are the call's own."""
     from .run import run
+    fn = chunk_kda if op == "kda" else chunk_gated_delta_rule
+    if params.get("cp_context") is not None:    # tokens sharded across ranks (docs/context_parallel.md)
+        return context_parallel.run(fn, q, k, v, g, beta, params["cp_context"], params, resolve(op, params))
     setting = runtime_env.segments()
     if setting != "off":                # KDAGEN_SEGMENTS: long sequences cut into segments (docs/segments.md)
-        fn = chunk_kda if op == "kda" else chunk_gated_delta_rule
         out = segments.maybe_run(fn, q, k, v, g, beta, params, resolve(op, params), setting)
         if out is not None:
             return out
@@ -318,7 +319,9 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
             without it (safe_gate=True), the caller's promise that g ∈ [lower_bound, 0) (kdagen plans the faster
             factored form from it).
         disable_recompute: accepted (kdagen's backward recomputes from its forward workspace either way).
-        return_intermediate_states, cp_context: not supported (NotImplementedError).
+        return_intermediate_states: not supported (NotImplementedError).
+        cp_context: this rank's share of a packed batch sharded over a process group (kdagen.build_cp_context or
+            FLA's build_cp_context; docs/context_parallel.md); then B = 1, no initial_state, no final state.
         state_v_first: states laid out [.., V, K] (also the deprecated transpose_state_layout in **kwargs).
         cu_seqlens: int64 [N + 1] offsets of N packed sequences along T (B = 1); cu_seqlens_cpu: a host copy
             that spares kdagen its one read of cu_seqlens' values (trusted, as in FLA).
@@ -358,7 +361,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
         scale, initial_state, output_final_state, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel,
         allow_neg_eigval, state_v_first, cu_seqlens, cu_seqlens_cpu: as in chunk_kda.
         chunk_indices: FLA's chunk list for its own chunk size; accepted, kdagen builds its own.
-        cp_context: not supported (NotImplementedError); head_first (FLA removed it): ValueError.
+        cp_context: as in chunk_kda; head_first (FLA removed it): ValueError.
         **kwargs: use_gate_in_kernel, A_log, dt_bias, chunk_size (16, 32 or 64).
 
     Returns:

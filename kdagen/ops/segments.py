@@ -15,6 +15,7 @@ runs are bitwise equal. It needs K = V (the copy that yields M has a K × K stat
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import itertools
 
@@ -23,6 +24,16 @@ import torch
 
 CHUNK_ALIGN = 64                     # segment lengths are multiples of every family's chunk
 _inside = contextvars.ContextVar("kdagen_segments_inside", default=False)
+
+
+@contextlib.contextmanager
+def uncut():
+    """The op calls inside are never cut again (a segmented or context-parallel call's own pieces)."""
+    token = _inside.set(True)
+    try:
+        yield
+    finally:
+        _inside.reset(token)
 
 
 def segment_length(setting: str) -> int | None:
@@ -111,14 +122,40 @@ def maybe_run(fn, q, k, v, g, beta, params: dict, call, setting: str):
     if max(lengths) <= tokens:
         return None
     flat = [x.flatten(0, 1).unsqueeze(0) if cu is None else x for x in (q, k, v, g, beta)]
-    extra = dict(params.get("kwargs", {}))
-    extra.pop("transpose_state_layout", None)          # resolved into call.opt.state_v_first
-    options = {n: x for n, x in {**params, **extra}.items() if n not in _REPLACED and n not in _PER_HEAD}
-    per_head = {n: t[n] for n in _PER_HEAD if t[n] is not None}
+    options, per_head = call_options(params, call)
     o, final = run(fn, *flat, tokens=tokens, bounds=bounds, initial_state=t["initial_state"],
                    output_final_state=call.output_final_state, state_v_first=call.opt.state_v_first,
                    per_head=per_head, options=options)
     return (o.reshape(B, T, *o.shape[2:]) if cu is None else o), final
+
+
+def call_options(params: dict, call) -> tuple[dict, dict]:
+    """(every argument of the public call that an op call on pieces of its sequences passes on unchanged, the
+    value-head parameters it takes in **kwargs: A_log, dt_bias where given)."""
+    extra = dict(params.get("kwargs", {}))
+    extra.pop("transpose_state_layout", None)          # resolved into call.opt.state_v_first
+    options = {n: x for n, x in {**params, **extra}.items() if n not in _REPLACED and n not in _PER_HEAD}
+    return options, {n: call.tensors[n] for n in _PER_HEAD if call.tensors[n] is not None}
+
+
+def affine_maps(fn, q, k, v, g, beta, *, cu: torch.Tensor, cu_cpu: torch.Tensor, state_v_first: bool,
+                per_head: dict, options: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(M, B) of every sequence of cu (on q.. [1, total, heads, dim]): its final state is M·S_in + B (S_in·M + B with
+    state_v_first). One call of `fn` with the value heads doubled: per head a copy with v = 0 from I (final state
+    M) and one with v from 0 (final state B). Differentiable like any op call."""
+    H, HV, K, V = q.shape[2], v.shape[2], k.shape[3], v.shape[3]
+    if K != V:
+        raise ValueError(f"the affine state maps need K = V (the copy that yields M has a K x K state), got K={K}, "
+                         f"V={V}")
+    S, device = cu_cpu.numel() - 1, q.device
+    eye = torch.eye(K, dtype=torch.float32, device=device).expand(S, HV, K, K)
+    zeros = torch.zeros((S, HV, V, K) if state_v_first else (S, HV, K, V), dtype=torch.float32, device=device)
+    doubled_params = {n: _doubled(t.reshape(HV, -1), 0, H).reshape(-1) if t.dim() == 1 else _doubled(t, 0, H)
+                      for n, t in per_head.items()}
+    _, states = fn(q, k, _doubled(v, 2, H, torch.zeros_like(v)), _doubled(g, 2, H), _doubled(beta, 2, H),
+                   initial_state=_doubled(zeros, 1, H, eye), output_final_state=True, state_v_first=state_v_first,
+                   cu_seqlens=cu, cu_seqlens_cpu=cu_cpu, **doubled_params, **options)
+    return _halves(states, H)
 
 
 def run(fn, q, k, v, g, beta, *, tokens: int, bounds: list[int], initial_state, output_final_state: bool,
@@ -127,35 +164,24 @@ def run(fn, q, k, v, g, beta, *, tokens: int, bounds: list[int], initial_state, 
     cut every `tokens` tokens; q.. are [1, total, heads, dim] (callers flatten a fixed-length batch), `per_head`
     the value-head parameters the op takes in **kwargs (A_log, dt_bias; absent ones left out), `options` every
     other argument as the caller gave it. Returns what fn returns for the unsegmented call."""
-    H, HV, K, V = q.shape[2], v.shape[2], k.shape[3], v.shape[3]
-    if K != V:
-        raise ValueError(f"segments need K = V (the copy that yields M has a K x K state), got K={K}, V={V}")
+    HV, K, V = v.shape[2], k.shape[3], v.shape[3]
     seg, counts = cut(bounds, tokens)
-    device, N, S = q.device, len(counts), len(seg) - 1
+    device, N = q.device, len(counts)
     seg_cu = torch.tensor(seg, dtype=torch.int64, device=device)
     seg_cu_cpu = torch.tensor(seg, dtype=torch.int64)
-    shape = (N, HV, V, K) if state_v_first else (N, HV, K, V)
     if initial_state is None:
-        initial_state = torch.zeros(shape, dtype=torch.float32, device=device)
-    # 1. (M, B) of every segment in one call: per head a copy with v = 0 from I, and one with v from 0
-    eye = torch.eye(K, dtype=torch.float32, device=device).expand(S, HV, K, K)
-    h0_B = torch.zeros((S, *shape[1:]), dtype=torch.float32, device=device)
-    doubled_params = {n: _doubled(t.reshape(HV, -1), 0, H).reshape(-1) if t.dim() == 1 else _doubled(t, 0, H)
-                      for n, t in per_head.items()}
-    token = _inside.set(True)
-    try:
-        _, states = fn(q, k, _doubled(v, 2, H, torch.zeros_like(v)), _doubled(g, 2, H), _doubled(beta, 2, H),
-                       initial_state=_doubled(h0_B, 1, H, eye), output_final_state=True, state_v_first=state_v_first,
-                       cu_seqlens=seg_cu, cu_seqlens_cpu=seg_cu_cpu, **doubled_params, **options)
-        M, B = _halves(states, H)
+        initial_state = torch.zeros((N, HV, V, K) if state_v_first else (N, HV, K, V), dtype=torch.float32,
+                                    device=device)
+    with uncut():
+        # 1. (M, B) of every segment in one call
+        M, B = affine_maps(fn, q, k, v, g, beta, cu=seg_cu, cu_cpu=seg_cu_cpu, state_v_first=state_v_first,
+                           per_head=per_head, options=options)
         # 2. the incoming state of every segment
         h0 = combine(M, B, initial_state, counts, state_v_first)
         # 3. every segment from its exact incoming state
         o, final = fn(q, k, v, g, beta, initial_state=h0, output_final_state=output_final_state,
                       state_v_first=state_v_first, cu_seqlens=seg_cu, cu_seqlens_cpu=seg_cu_cpu, **per_head,
                       **options)
-    finally:
-        _inside.reset(token)
     if final is not None:
         lasts = torch.tensor([f + c - 1 for f, c in zip(firsts(counts), counts)], device=device)
         final = final[lasts]

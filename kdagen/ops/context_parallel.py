@@ -1,0 +1,220 @@
+"""Context parallelism: one packed batch of sequences sharded along its tokens across the ranks of a
+torch.distributed process group, forward and backward exact (docs/context_parallel.md).
+
+The token axis (cu_seqlens[-1] tokens) is cut into equal parts: one per rank ("contiguous") or two per rank,
+rank r holding parts r and 2W − 1 − r ("zigzag", which balances causal work). A sequence may run across parts.
+Each rank runs its parts as packed local sequences; what it cannot know is the state entering a part's first
+piece when that piece continues a sequence from earlier parts. The state after a piece is affine in the state
+before it (S_out = M·S_in + B), so:
+1. each rank computes, for the last piece of each of its parts, (M, B) by one op call with the value heads doubled
+   (kdagen.ops.segments.affine_maps); M is kept only where that piece also begins the part mid-sequence;
+2. the (M, B) of every part go to every rank (one all_gather), and each rank folds the parts before its own in
+   chain order, S = M·S + B from 0 where the sequence began, for the incoming state of each continuing piece;
+3. the op runs on the rank's tokens with those incoming states.
+Every step is an op call, a torch matmul or the all_gather, whose backward sums the gradients of every rank's
+copy (an all_reduce), so autograd gives the exact backward, including the state gradient flowing back across
+ranks. As in FLA, initial_state and output_final_state are not available under context parallelism.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from . import segments
+
+LAYOUTS = ("contiguous", "zigzag")
+
+
+@dataclass
+class CPContext:
+    """Where this rank's tokens lie in the global packed batch. The field names are FLA's (FLACPContext), so a
+    context built by `fla.ops.cp.build_cp_context` serves as well. cu_seqlens: this rank's local sequences
+    ([front part; back part] in zigzag); pre/post_num_ranks: how many parts before / after this one the first /
+    last local sequence runs into (per part in zigzag)."""
+    group: object = None
+    cu_seqlens: torch.Tensor | None = None
+    cu_seqlens_cpu: torch.Tensor | None = None
+    is_first_rank: bool | None = None
+    is_last_rank: bool | None = None
+    pre_num_ranks: int | None = None
+    post_num_ranks: int | None = None
+    layout: str = "contiguous"
+    part_len: int | None = None
+    front_num_seqs: int | None = None
+    pre_num_ranks_by_part: tuple | None = None
+    post_num_ranks_by_part: tuple | None = None
+    is_first_by_part: tuple | None = None
+    is_last_by_part: tuple | None = None
+
+
+def _interval(cu: list[int], start: int, end: int, pos: int, part_len: int) -> tuple[list[int], int, int]:
+    """(local offsets of the sequences overlapping tokens [start, end), parts before `pos` the first one began in,
+    parts after `pos` the last one ends in)."""
+    first = next(n for n in range(len(cu) - 1) if cu[n + 1] > start)
+    last = max(n for n in range(len(cu) - 1) if cu[n] < end)
+    local = [min(max(c, start), end) - start for c in cu[first:last + 2]]
+    local = [c for i, c in enumerate(local) if i == 0 or c != local[i - 1]]        # sequences cut to nothing go
+    return local, pos - cu[first] // part_len, (cu[last + 1] - 1) // part_len - pos
+
+
+def build_cp_context(cu_seqlens: torch.Tensor, group, conv1d_kernel_size: int | None = None,
+                     cu_seqlens_cpu: torch.Tensor | None = None, layout: str = "contiguous") -> CPContext:
+    """This rank's CPContext for the global offsets `cu_seqlens` (int [N + 1], the packed batch before sharding)
+    over `group`: the arguments and the result of FLA's build_cp_context. The tokens must divide evenly into
+    one part per rank (contiguous) or two (zigzag); rank r then holds global tokens [r·L, (r+1)·L) (contiguous) or
+    parts r and 2W − 1 − r concatenated (zigzag), L the part length."""
+    if conv1d_kernel_size is not None:
+        raise ValueError("conv1d_kernel_size: kdagen's ops have no short convolution; build the context without it")
+    if group is None:
+        raise ValueError("group: context parallelism needs a torch.distributed process group")
+    cu = [int(c) for c in (cu_seqlens_cpu if cu_seqlens_cpu is not None else cu_seqlens).tolist()]
+    ctx = context_for(cu, dist.get_world_size(group), dist.get_rank(group), layout)
+    ctx.group, ctx.cu_seqlens = group, ctx.cu_seqlens_cpu.to(cu_seqlens.device)
+    return ctx
+
+
+def context_for(cu: list[int], world: int, rank: int, layout: str = "contiguous") -> CPContext:
+    """The CPContext (without group; cu_seqlens on the host) of rank `rank` of `world` for global offsets `cu`."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if len(cu) < 2 or cu[0] != 0 or any(b < a for a, b in zip(cu, cu[1:])):
+        raise ValueError(f"cu_seqlens must be non-decreasing offsets from 0, got {cu}")
+    parts = world if layout == "contiguous" else 2 * world
+    if cu[-1] < parts or cu[-1] % parts:
+        raise ValueError(f"cu_seqlens: {cu[-1]} tokens do not divide into {parts} equal parts ({layout} layout, "
+                         f"{world} ranks)")
+    L = cu[-1] // parts
+    if layout == "contiguous":
+        local, pre, post = _interval(cu, rank * L, (rank + 1) * L, rank, L)
+        offsets = torch.tensor(local, dtype=torch.int64)
+        return CPContext(None, offsets, offsets, is_first_rank=pre == 0, is_last_rank=post == 0, pre_num_ranks=pre,
+                         post_num_ranks=post)
+    back = 2 * world - 1 - rank
+    front_local, front_pre, front_post = _interval(cu, rank * L, (rank + 1) * L, rank, L)
+    back_local, back_pre, back_post = _interval(cu, back * L, (back + 1) * L, back, L)
+    offsets = torch.tensor(front_local + [c + L for c in back_local[1:]], dtype=torch.int64)
+    return CPContext(None, offsets, offsets, layout="zigzag", part_len=L, front_num_seqs=len(front_local) - 1,
+                     pre_num_ranks_by_part=(front_pre, back_pre), post_num_ranks_by_part=(front_post, back_post),
+                     is_first_by_part=(front_pre == 0, back_pre == 0), is_last_by_part=(front_post == 0, back_post == 0))
+
+
+@dataclass
+class _Part:
+    pos: int                 # place in the chain of parts
+    first: int               # its first local sequence
+    last: int                # its last local sequence
+    pre: int                 # parts before it that its first sequence runs through
+
+
+def _parts(ctx, world: int, rank: int, sequences: int) -> list[_Part]:
+    if ctx.layout == "contiguous":
+        return [_Part(rank, 0, sequences - 1, int(ctx.pre_num_ranks))]
+    front = int(ctx.front_num_seqs)
+    pre = ctx.pre_num_ranks_by_part
+    return [_Part(rank, 0, front - 1, int(pre[0])), _Part(2 * world - 1 - rank, front, sequences - 1, int(pre[1]))]
+
+
+def _chain_position(world: int, layout: str) -> list[tuple[int, int]]:
+    """(rank, part index on that rank) of each place in the chain of parts."""
+    if layout == "contiguous":
+        return [(r, 0) for r in range(world)]
+    return [(p, 0) for p in range(world)] + [(2 * world - 1 - p, 1) for p in range(world, 2 * world)]
+
+
+def _fold(every: torch.Tensor, parts: list[_Part], places: list[tuple[int, int]], v_first: bool,
+          sequences: int) -> torch.Tensor:
+    """The incoming state of every local sequence [sequences, HV, ·, ·]: zero, except a part's first piece that
+    continues a sequence: S = M·S + B (S·M + B with state_v_first) over the parts before it in chain order, from 0
+    where the sequence began. `every`: the summaries of all ranks [world, parts per rank, 2 (M, B), HV, ·, ·]."""
+    zero = torch.zeros_like(every[0, 0, 1])
+    starts = {}
+    for p in parts:
+        if p.pre:
+            S = zero
+            for place in range(p.pos - p.pre, p.pos):
+                m, b = every[places[place]]
+                S = (S @ m if v_first else m @ S) + b
+            starts[p.first] = S
+    return torch.stack([starts.get(n, zero) for n in range(sequences)])
+
+
+class _IncomingStates(torch.autograd.Function):
+    """all_gather of the ranks' summaries, then `_fold`. Its backward runs on every rank (its output is the next
+    op call's initial state, whose gradient that call always returns), so the collective there cannot be left
+    waiting: each rank's gradient of the gathered summaries, summed over the ranks (an all_reduce: gloo has no
+    reduce_scatter), gives every rank the gradient of its own."""
+
+    @staticmethod
+    def forward(ctx, summary, group, parts, places, v_first, sequences):
+        gathered = [torch.empty_like(summary) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(gathered, summary.contiguous(), group=group)
+        every = torch.stack(gathered)
+        ctx.save_for_backward(every)
+        ctx.meta = group, parts, places, v_first, sequences
+        return _fold(every, parts, places, v_first, sequences)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (every,) = ctx.saved_tensors
+        group, parts, places, v_first, sequences = ctx.meta
+        with torch.enable_grad():
+            e = every.detach().requires_grad_()
+            h0 = _fold(e, parts, places, v_first, sequences)
+            g = torch.autograd.grad(h0, e, grad)[0].contiguous() if h0.requires_grad else torch.zeros_like(every)
+        dist.all_reduce(g, group=group)
+        return g[dist.get_rank(group)], None, None, None, None, None
+
+
+def check(ctx, params: dict, q: torch.Tensor, v: torch.Tensor) -> None:
+    """Errors naming the argument for a call the context cannot serve."""
+    if getattr(ctx, "group", None) is None:
+        raise ValueError("cp_context has no process group (build it with kdagen.build_cp_context)")
+    if getattr(ctx, "layout", "contiguous") not in LAYOUTS:
+        raise ValueError(f"cp_context.layout must be one of {LAYOUTS}, got {ctx.layout!r}")
+    if params.get("initial_state") is not None:
+        raise ValueError("initial_state is not available with cp_context (as in FLA): a sequence's state enters "
+                         "from the rank before")
+    if params.get("output_final_state"):
+        raise ValueError("output_final_state is not available with cp_context (as in FLA)")
+    if params.get("use_graph"):
+        raise NotImplementedError("use_graph with cp_context is not supported by kdagen")
+    cu = ctx.cu_seqlens_cpu if ctx.cu_seqlens_cpu is not None else ctx.cu_seqlens
+    given = params.get("cu_seqlens")
+    if given is not None and not torch.equal(given.cpu().long(), cu.cpu().long()):
+        raise ValueError("cu_seqlens differs from cp_context.cu_seqlens; pass cp_context alone (it holds this "
+                         "rank's offsets)")
+    if q.shape[0] != 1:
+        raise ValueError(f"q: context parallelism runs one packed batch (B = 1), got B = {q.shape[0]}")
+    if q.shape[1] != int(cu[-1]):
+        raise ValueError(f"q has {q.shape[1]} tokens, cp_context.cu_seqlens places {int(cu[-1])} on this rank")
+    if q.shape[3] != v.shape[3]:
+        raise ValueError(f"cp_context needs K = V (the state maps are K x K), got K={q.shape[3]}, V={v.shape[3]}")
+
+
+def run(fn, q, k, v, g, beta, ctx, params: dict, call):
+    """fn (chunk_kda or chunk_gated_delta_rule) on this rank's tokens with the exact incoming states: (o, None).
+    `params` are the public call's parameters, `call` what kdagen.ops.api.resolve made of them."""
+    check(ctx, params, q, v)
+    group = ctx.group
+    world, rank = dist.get_world_size(group), dist.get_rank(group)
+    cu_cpu = (ctx.cu_seqlens_cpu if ctx.cu_seqlens_cpu is not None else ctx.cu_seqlens.cpu()).long()
+    cu = cu_cpu.to(q.device)
+    v_first = call.opt.state_v_first
+    options, per_head = segments.call_options(params, call)
+    with segments.uncut():
+        M, B = segments.affine_maps(fn, q, k, v, g, beta, cu=cu, cu_cpu=cu_cpu, state_v_first=v_first,
+                                    per_head=per_head, options=options)
+        sequences = cu_cpu.numel() - 1
+        parts = _parts(ctx, world, rank, sequences)
+        # 1. each part's summary: its last piece's map; M only where that piece is also the part's first and
+        #    continues a sequence (elsewhere the piece starts from zero inside the part)
+        summary = torch.stack([torch.stack([M[p.last] if p.first == p.last and p.pre else torch.zeros_like(M[p.last]),
+                                            B[p.last]]) for p in parts])
+        # 2. every rank's summaries folded, in chain order, into the incoming state of each continuing piece
+        h0 = _IncomingStates.apply(summary, group, parts, _chain_position(world, ctx.layout), v_first, sequences)
+        # 3. this rank's tokens from those states
+        o, _ = fn(q, k, v, g, beta, initial_state=h0, output_final_state=False, state_v_first=v_first,
+                  cu_seqlens=cu, cu_seqlens_cpu=cu_cpu, **per_head, **options)
+    return o, None
