@@ -221,6 +221,10 @@ BROKEN = [
      "writes workspace 'ws_nowhere', which the plan does not declare"),
     ("unknown step role", lambda p: _k(p, "recurrence").steps.append(Step("x", "ghost", "strip")),
      "step 'x' runs on unknown role 'ghost'"),
+    ("wait nobody completes", lambda p: _k(p, "recurrence").steps[-2].arrives.remove("free"),
+     "barrier 'free' is waited on but no step of role(s) ['mma'] arrives on it"),
+    ("undeclared waiter", lambda p: _k(p, "recurrence").steps[1].waits.append("ready"),
+     "step 'load' (load) waits on barrier 'ready', whose waiters are ['mma']"),
 ]
 
 

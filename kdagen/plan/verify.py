@@ -190,6 +190,7 @@ def _barriers(k: Kernel) -> list[str]:
         for w in b.waiters:
             if w not in roles:
                 out.append(f"{where}: barrier {b.name!r} waited on by unknown role {w!r}")
+        out += _waits_meet_arrivals(k, b)
         if b.kind == "cta" and b.count != k.threads:
             out.append(f"{where}: barrier {b.name!r} is a CTA barrier but counts {b.count} of {k.threads} threads")
         if b.kind == "named":
@@ -207,6 +208,23 @@ def _barriers(k: Kernel) -> list[str]:
         if b.tx_bytes < 0 or (b.tx_bytes and b.kind != "mbarrier"):
             out.append(f"{where}: barrier {b.name!r} counts {b.tx_bytes} transaction bytes; only an mbarrier counts "
                        "bytes, and never a negative number")
+    return out
+
+
+def _waits_meet_arrivals(k: Kernel, b) -> list[str]:
+    """The steps' side of a barrier: only its declared waiters wait on it, and an mbarrier that a step waits on
+    has a step of each declared arriving role arriving on it (a named barrier's bar.sync arrives as it waits; a
+    CTA barrier is every thread's)."""
+    out, where = [], f"kernel {k.name}"
+    for s in k.steps:
+        if b.name in s.waits and s.role not in b.waiters:
+            out.append(f"{where}: step {s.name!r} ({s.role}) waits on barrier {b.name!r}, whose waiters are {b.waiters}")
+    if b.kind == "mbarrier" and any(b.name in s.waits for s in k.steps):
+        arriving = {s.role for s in k.steps if b.name in s.arrives}
+        missing = [r for r, _ in b.arrivals if r not in arriving]
+        if missing:
+            out.append(f"{where}: barrier {b.name!r} is waited on but no step of role(s) {missing} arrives on it: "
+                       "the wait would never complete")
     return out
 
 
