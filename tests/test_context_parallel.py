@@ -45,6 +45,23 @@ def test_context_for_rejects_what_cannot_be_sharded(cu, layout, message):
         context_for(cu, 2, 0, layout)
 
 
+SHARED_FIELDS = ("pre_num_ranks", "post_num_ranks", "is_first_rank", "is_last_rank", "layout", "part_len",
+                 "front_num_seqs", "pre_num_ranks_by_part", "post_num_ranks_by_part", "is_first_by_part",
+                 "is_last_by_part")
+
+
+@pytest.mark.parametrize("cu", [CU, [0, 5, 5, 60, 64, 128], [0, 128], [0, 32, 64, 96, 128]])
+@pytest.mark.parametrize("layout", ["contiguous", "zigzag"])
+def test_context_for_is_flas_context(cu, layout):
+    """Where flash-linear-attention is installed: the same offsets and counts as FLA's own builder, every rank."""
+    cp = pytest.importorskip("fla.ops.cp.context", reason="flash-linear-attention is not installed")
+    for rank in range(2):
+        ours, theirs = context_for(cu, 2, rank, layout), cp.get_cp_cu_seqlens(torch.tensor(cu), world_size=2,
+                                                                                rank=rank, layout=layout)
+        assert ours.cu_seqlens.tolist() == theirs.cu_seqlens_cpu.tolist(), (rank, theirs)
+        assert all(getattr(ours, n) == getattr(theirs, n) for n in SHARED_FIELDS), (rank, ours, theirs)
+
+
 def _inputs(cu: list[int], seed: int = 3) -> dict:
     g = torch.Generator().manual_seed(seed)
     T = cu[-1]
