@@ -191,14 +191,16 @@ def forward_workspace(case: Case, x: dict, rounded: bool = True) -> dict:
     return {n: t.to(TORCH_DTYPE[plan.workspace(WORKSPACE[n]).dtype]) for n, t in ws.items()}
 
 
-def block_slots(x: dict) -> dict:
-    """{(sequence, block): checkpoint slot} of every block of 8 chunks: ⌊first chunk / 8⌋ + n + b."""
-    first, slots = {}, {}
+def block_starts(x: dict) -> dict:
+    """{checkpoint slot: the block's first chunk} of every block of 8 chunks; block b of sequence n owns slot
+    ⌊its first chunk / 8⌋ + n + b."""
+    first, starts = {}, {}
     for n, c, _, _ in chunks(x):
         first.setdefault(n, c)
-        b = (c - first[n]) // BLOCK_CHUNKS
-        slots[n, b] = first[n] // BLOCK_CHUNKS + n + b
-    return slots
+        b, within = divmod(c - first[n], BLOCK_CHUNKS)
+        if not within:
+            starts[first[n] // BLOCK_CHUNKS + n + b] = c
+    return starts
 
 
 def state_blocks(case: Case, x: dict) -> torch.Tensor:
@@ -208,11 +210,8 @@ def state_blocks(case: Case, x: dict) -> torch.Tensor:
     B, T, HV = x["v"].shape[:3]
     N = B if x.get("cu_seqlens") is None else len(x["cu_seqlens"]) - 1
     out = torch.zeros((B * T // C + N) // BLOCK_CHUNKS + N, HV, case.K, case.K)
-    first = {}
-    for n, c, _, _ in chunks(x):
-        first.setdefault(n, c)
-        if (c - first[n]) % BLOCK_CHUNKS == 0:
-            out[block_slots(x)[n, (c - first[n]) // BLOCK_CHUNKS]] = states[c].float()
+    for slot, c in block_starts(x).items():
+        out[slot] = states[c].float()
     return out
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from backward_cases import (BLOCK_CHUNKS, BOUND, CASES, EMULATED, END_TO_END, F64, as64, block_slots, call_options,
-                            case_inputs, check_grads, check_k2_workspace, chunk_reference_k2, chunks, dsl_only,
-                            k2_oracle, poisoned, reference, run_case)
+from backward_cases import (BOUND, CASES, EMULATED, END_TO_END, F64, as64, block_starts, call_options, case_inputs,
+                            check_grads, check_k2_workspace, chunk_reference_k2, chunks, dsl_only, k2_oracle,
+                            poisoned, reference, run_case)
 
 from kdagen import dsl
 from kdagen.codegen import emulate
@@ -93,14 +93,10 @@ def test_forward_then_backward_emulated_on_cpu(case, seed):
     check_grads(grads, ref, f"{case.name} (forward + backward emulated) seed={seed}")
     blocks = saved["workspace"]["ws_state_blocks"]
     assert torch.isfinite(blocks).all(), "a checkpoint slot the forward left unwritten"
-    first = {}
-    for n, c, _, _ in chunks(x):
-        first.setdefault(n, c)
-        if (c - first[n]) % BLOCK_CHUNKS == 0:
-            slot = block_slots(x)[n, (c - first[n]) // BLOCK_CHUNKS]
-            assert torch.equal(debug["ws_states"][c], blocks[slot].to(torch.bfloat16)), (n, c)
-    owned = set(block_slots(x).values())
-    assert all(not blocks[s].any() for s in range(len(blocks)) if s not in owned)
+    starts = block_starts(x)
+    for slot, c in starts.items():
+        assert torch.equal(debug["ws_states"][c], blocks[slot].to(torch.bfloat16)), (slot, c)
+    assert all(not blocks[s].any() for s in range(len(blocks)) if s not in starts)
 
 
 @needs_emulation
