@@ -5,8 +5,9 @@ check: packed batches whose sequences cross the rank boundaries (both layouts): 
   sharded run (each rank its tokens, through `cp_context`) against float64 on the whole batch, beside the same
   library's single-GPU run on the whole batch; for kdagen (its own context and FLA's), and for FLA's CP where FLA
   runs. Also whether kdagen's sharded run with FLA's context equals its run with kdagen's own, bit for bit.
-time: forward + backward of one sequence of T tokens, H heads (the bench's lb·σ KDA inputs): the two ranks
-  sharded (contiguous) against rank 0 alone on the whole sequence, for both libraries; the collectives alone
+  FLA runs with one configuration per kernel (its autotuning at these shapes takes minutes per rank).
+time: forward + backward of one sequence of T tokens, H heads (the bench's lb·σ KDA inputs), kdagen: the two ranks
+  sharded (contiguous) against rank 0 alone on the whole sequence; the collectives alone
   (kdagen's all_gather of the summaries and the all_reduce of their gradient); peak memory per rank. CUDA
   events, median of 5 after a warm-up; a step's time is the slower rank's.
 """
@@ -45,6 +46,18 @@ RANK, WORLD = 0, 1
 def say(*args) -> None:
     if RANK == 0:
         print(*args, flush=True)
+
+
+def first_config_only() -> None:
+    """Triton's autotuner keeps only each kernel's first configuration: FLA then compiles one per kernel instead of
+    tuning at every new shape (minutes per rank). Its results are what they are; its times are not comparable."""
+    from triton.runtime import autotuner
+    init = autotuner.Autotuner.__init__
+
+    def first(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.configs = self.configs[:1]
+    autotuner.Autotuner.__init__ = first
 
 
 def fns(lib: str):
@@ -184,45 +197,34 @@ def time_cp(T: int, H: int, D: int) -> None:
     kw = {**variant.call_kwargs(), "output_final_state": False, **{n: x[n] for n in PARAMS}}
     do = torch.randn_like(x["v"])
     cu = torch.tensor([0, T], device="cuda")
-    say(f"forward + backward, KDA lb·σ, 1×{T}×{H}×{D}, {WORLD} ranks (contiguous) against rank 0 alone")
-    say("| library | run | ms | peak GB (rank 0) |")
-    say("| --- | --- | ---: | ---: |")
-    for lib in ("kdagen", "fla"):
-        try:
-            ops, build = fns(lib)
-        except ImportError as exc:
-            say(f"| {lib} | - | not importable: {exc} | |")
-            continue
-        fn = ops["kda"]
-        leaves = {n: x[n].clone().requires_grad_() for n in TOKENS}
-        mine = {n: local(x[n], "contiguous").clone().requires_grad_() for n in TOKENS}
-        ctx = build(cu, group=dist.group.WORLD, cu_seqlens_cpu=torch.tensor([0, T]), layout="contiguous")
-        my_do = local(do, "contiguous")
+    say(f"kdagen, forward + backward, KDA lb·σ, 1×{T}×{H}×{D}: {WORLD} ranks (contiguous) against rank 0 alone")
+    say("| run | ms | peak GB (rank 0) |")
+    say("| --- | ---: | ---: |")
+    leaves = {n: x[n].clone().requires_grad_() for n in TOKENS}
+    mine = {n: local(x[n], "contiguous").clone().requires_grad_() for n in TOKENS}
+    ctx = kdagen.build_cp_context(cu, group=dist.group.WORLD, cu_seqlens_cpu=torch.tensor([0, T]))
+    my_do = local(do, "contiguous")
 
-        def sharded():
-            o, _ = fn(*(mine[n] for n in TOKENS), **kw, cp_context=ctx)
-            torch.autograd.grad(o, list(mine.values()), my_do)
+    def sharded():
+        o, _ = kdagen.chunk_kda(*(mine[n] for n in TOKENS), **kw, cp_context=ctx)
+        torch.autograd.grad(o, list(mine.values()), my_do)
 
-        def alone():
-            if RANK == 0:
-                o, _ = fn(*(leaves[n] for n in TOKENS), **kw, cu_seqlens=cu)
-                torch.autograd.grad(o, list(leaves.values()), do)
+    def alone():
+        if RANK == 0:
+            o, _ = kdagen.chunk_kda(*(leaves[n] for n in TOKENS), **kw, cu_seqlens=cu)
+            torch.autograd.grad(o, list(leaves.values()), do)
 
-        for label, run in ((f"{WORLD} GPUs, {T // WORLD} tokens each", sharded), ("1 GPU", alone)):
-            torch.cuda.reset_peak_memory_stats()
-            try:
-                ms = timed(run)
-            except Exception as exc:
-                say(f"| {lib} | {label} | failed: {type(exc).__name__}: {str(exc)[:120]} | |")
-                continue
-            say(f"| {lib} | {label} | {ms:.2f} | {torch.cuda.max_memory_allocated() / 1e9:.2f} |")
+    for label, run in ((f"{WORLD} GPUs, {T // WORLD} tokens each", sharded), ("1 GPU", alone)):
+        torch.cuda.reset_peak_memory_stats()
+        ms = timed(run)
+        say(f"| {label} | {ms:.2f} | {torch.cuda.max_memory_allocated() / 1e9:.2f} |")
     summary = torch.randn(1, 2, H, D, D, device="cuda")           # one part's (M, B): what kdagen exchanges
     gathered = [torch.empty_like(summary) for _ in range(WORLD)]
     grad = torch.randn(WORLD, *summary.shape, device="cuda")
     comm = {"all_gather of the summaries (fwd)": lambda: dist.all_gather(gathered, summary),
             "all_reduce of their gradient (bwd)": lambda: dist.all_reduce(grad)}
     for label, run in comm.items():
-        say(f"| nccl | {label}, {summary.numel() * 4 / 1e6:.1f} MB per rank | {timed(run, 20):.3f} | |")
+        say(f"| nccl {label}, {summary.numel() * 4 / 1e6:.1f} MB per rank | {timed(run, 20):.3f} | |")
 
 
 def main() -> None:
@@ -233,6 +235,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
     try:
         if sys.argv[1] == "check":
+            first_config_only()
             check()
         else:
             T, H, D = (int(a) for a in sys.argv[2:5]) if len(sys.argv) > 2 else (131072, 16, 128)
