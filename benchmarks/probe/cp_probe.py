@@ -4,11 +4,13 @@
 check: packed batches whose sequences cross the rank boundaries (both layouts): o and every gradient of the
   sharded run (each rank its tokens, through `cp_context`) against float64 on the whole batch, beside the same
   library's single-GPU run on the whole batch; for kdagen (its own context and FLA's), and for FLA's CP where FLA
-  runs. Also whether kdagen's sharded run with FLA's context equals its run with kdagen's own, bit for bit.
-  FLA runs with one configuration per kernel (its autotuning at these shapes takes minutes per rank).
+  runs (CP_PROBE_LIBS=kdagen leaves FLA's kernels out); whether kdagen's sharded run with FLA's context equals
+  its run with kdagen's own, bit for bit. FLA runs with one configuration per kernel (its autotuning at these
+  shapes takes minutes per rank).
 time: forward + backward of one sequence of T tokens, H heads (the bench's lb·σ KDA inputs), kdagen: the two ranks
   sharded (contiguous) against rank 0 alone on the whole sequence; the collectives alone
-  (kdagen's all_gather of the summaries and the all_reduce of their gradient); peak memory per rank. CUDA
+  (kdagen's all_gather of the summaries and the all_reduce of their gradient); the step's peak memory above what
+  was allocated before it (inputs, gradients' leaves), rank 0. CUDA
   events, median of 5 after a warm-up; a step's time is the slower rank's.
 """
 from __future__ import annotations
@@ -40,6 +42,9 @@ CASES = {
     "gdn-weak-decay": ("gdn", dict(use_qk_l2norm_in_kernel=True), dict(H=2, G=1, K=64)),
 }
 CU = [0, 3000, 3001, 8192]
+# CP_PROBE_LIBS=kdagen: FLA's kernels left out (its contexts still built where FLA is installed)
+LIBS = os.environ.get("CP_PROBE_LIBS", "kdagen,fla").split(",")
+RUNS = [(lib, ctx) for lib, ctx in (("kdagen", "kdagen"), ("kdagen", "fla"), ("fla", "fla")) if lib in LIBS]
 RANK, WORLD = 0, 1
 
 
@@ -122,7 +127,7 @@ def check() -> None:
         cu = torch.tensor(CU, device="cuda")
         for layout in ("contiguous", "zigzag"):
             sharded = {}
-            for lib, ctx_lib in (("kdagen", "kdagen"), ("kdagen", "fla"), ("fla", "fla")):
+            for lib, ctx_lib in RUNS:
                 label = f"{lib} sharded" + (" (FLA's context)" if lib != ctx_lib else "")
                 try:
                     ops, _ = fns(lib)
@@ -145,7 +150,7 @@ def check() -> None:
                 same = all(torch.equal(mine[n], theirs[n]) for n in mine)
                 say(f"| {name} | {layout} | kdagen: own context vs FLA's, bitwise equal: {same} |")
         if RANK == 0:
-            for lib in ("kdagen", "fla"):
+            for lib in LIBS:
                 try:
                     ops, _ = fns(lib)
                     o, grads = step(ops[op], dev, do_dev, options, cu_seqlens=cu)
@@ -198,7 +203,7 @@ def time_cp(T: int, H: int, D: int) -> None:
     do = torch.randn_like(x["v"])
     cu = torch.tensor([0, T], device="cuda")
     say(f"kdagen, forward + backward, KDA lb·σ, 1×{T}×{H}×{D}: {WORLD} ranks (contiguous) against rank 0 alone")
-    say("| run | ms | peak GB (rank 0) |")
+    say("| run | ms | step's peak GB above its inputs (rank 0) |")
     say("| --- | ---: | ---: |")
     leaves = {n: x[n].clone().requires_grad_() for n in TOKENS}
     mine = {n: local(x[n], "contiguous").clone().requires_grad_() for n in TOKENS}
@@ -215,9 +220,11 @@ def time_cp(T: int, H: int, D: int) -> None:
             torch.autograd.grad(o, list(leaves.values()), do)
 
     for label, run in ((f"{WORLD} GPUs, {T // WORLD} tokens each", sharded), ("1 GPU", alone)):
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         ms = timed(run)
-        say(f"| {label} | {ms:.2f} | {torch.cuda.max_memory_allocated() / 1e9:.2f} |")
+        say(f"| {label} | {ms:.2f} | {(torch.cuda.max_memory_allocated() - base) / 1e9:.2f} |")
     summary = torch.randn(1, 2, H, D, D, device="cuda")           # one part's (M, B): what kdagen exchanges
     gathered = [torch.empty_like(summary) for _ in range(WORLD)]
     grad = torch.randn(WORLD, *summary.shape, device="cuda")

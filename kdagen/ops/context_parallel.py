@@ -6,11 +6,14 @@ rank r holding parts r and 2W − 1 − r ("zigzag", which balances causal work)
 Each rank runs its parts as packed local sequences; what it cannot know is the state entering a part's first
 piece when that piece continues a sequence from earlier parts. The state after a piece is affine in the state
 before it (S_out = M·S_in + B), so:
-1. each rank computes, for the last piece of each of its parts, (M, B) by one op call with the value heads doubled
-   (kdagen.ops.segments.affine_maps); M is kept only where that piece also begins the part mid-sequence;
+1. each rank summarises each of its parts by its last piece's (M, B), needed only where a later part continues
+   that piece's sequence, with M kept only where that piece also begins the part mid-sequence: by one op call with
+   the value heads doubled (kdagen.ops.segments.affine_maps) — or, on a rank where every local sequence begins
+   (nothing enters it), by the op call itself, whose final states are then those B; a rank whose summaries no
+   later part reads computes none;
 2. the (M, B) of every part go to every rank (one all_gather), and each rank folds the parts before its own in
    chain order, S = M·S + B from 0 where the sequence began, for the incoming state of each continuing piece;
-3. the op runs on the rank's tokens with those incoming states.
+3. the op runs on the rank's tokens with those incoming states (on a rank where nothing enters, it ran in 1).
 Every step is an op call, a torch matmul or the all_gather, whose backward sums the gradients of every rank's
 copy (an all_reduce), so autograd gives the exact backward, including the state gradient flowing back across
 ranks. As in FLA, initial_state and output_final_state are not available under context parallelism.
@@ -106,14 +109,16 @@ class _Part:
     first: int               # its first local sequence
     last: int                # its last local sequence
     pre: int                 # parts before it that its first sequence runs through
+    post: int                # parts after it that its last sequence runs into
 
 
 def _parts(ctx, world: int, rank: int, sequences: int) -> list[_Part]:
     if ctx.layout == "contiguous":
-        return [_Part(rank, 0, sequences - 1, int(ctx.pre_num_ranks))]
+        return [_Part(rank, 0, sequences - 1, int(ctx.pre_num_ranks), int(ctx.post_num_ranks))]
     front = int(ctx.front_num_seqs)
-    pre = ctx.pre_num_ranks_by_part
-    return [_Part(rank, 0, front - 1, int(pre[0])), _Part(2 * world - 1 - rank, front, sequences - 1, int(pre[1]))]
+    pre, post = ctx.pre_num_ranks_by_part, ctx.post_num_ranks_by_part
+    return [_Part(rank, 0, front - 1, int(pre[0]), int(post[0])),
+            _Part(2 * world - 1 - rank, front, sequences - 1, int(pre[1]), int(post[1]))]
 
 
 def _chain_position(world: int, layout: str) -> list[tuple[int, int]]:
@@ -144,15 +149,17 @@ class _IncomingStates(torch.autograd.Function):
     """all_gather of the ranks' summaries, then `_fold`. Its backward runs on every rank (its output is the next
     op call's initial state, whose gradient that call always returns), so the collective there cannot be left
     waiting: each rank's gradient of the gathered summaries, summed over the ranks (an all_reduce: gloo has no
-    reduce_scatter), gives every rank the gradient of its own."""
+    reduce_scatter), gives every rank the gradient of its own. A rank whose op call runs before the exchange ties
+    its output to it (`_Tied`) for the same reason; `anchors` (the call's inputs, gradient None) keep the exchange
+    on autograd's path to them where the summaries are constants (a rank that sends nothing)."""
 
     @staticmethod
-    def forward(ctx, summary, group, parts, places, v_first, sequences):
+    def forward(ctx, summary, group, parts, places, v_first, sequences, *anchors):
         gathered = [torch.empty_like(summary) for _ in range(dist.get_world_size(group))]
         dist.all_gather(gathered, summary.contiguous(), group=group)
         every = torch.stack(gathered)
         ctx.save_for_backward(every)
-        ctx.meta = group, parts, places, v_first, sequences
+        ctx.meta, ctx.anchors = (group, parts, places, v_first, sequences), len(anchors)
         return _fold(every, parts, places, v_first, sequences)
 
     @staticmethod
@@ -164,7 +171,25 @@ class _IncomingStates(torch.autograd.Function):
             h0 = _fold(e, parts, places, v_first, sequences)
             g = torch.autograd.grad(h0, e, grad)[0].contiguous() if h0.requires_grad else torch.zeros_like(every)
         dist.all_reduce(g, group=group)
-        return g[dist.get_rank(group)], None, None, None, None, None
+        return (g[dist.get_rank(group)], None, None, None, None, None) + (None,) * ctx.anchors
+
+    @classmethod
+    def exchange(cls, summary, group, parts, places, v_first, sequences, anchors):
+        return cls.apply(summary, group, parts, places, v_first, sequences, *anchors)
+
+
+class _Tied(torch.autograd.Function):
+    """o, made to depend on `h0` (unread): autograd then runs the exchange's backward on this rank too."""
+
+    @staticmethod
+    def forward(ctx, o, h0):
+        ctx.h0_meta = h0.shape, h0.dtype, h0.device
+        return o.view_as(o)
+
+    @staticmethod
+    def backward(ctx, grad):
+        shape, dtype, device = ctx.h0_meta
+        return grad, torch.zeros(shape, dtype=dtype, device=device)
 
 
 def check(ctx, params: dict, q: torch.Tensor, v: torch.Tensor) -> None:
@@ -203,18 +228,38 @@ def run(fn, q, k, v, g, beta, ctx, params: dict, call):
     cu = cu_cpu.to(q.device)
     v_first = call.opt.state_v_first
     options, per_head = segments.call_options(params, call)
+    sequences = cu_cpu.numel() - 1
+    parts = _parts(ctx, world, rank, sequences)
+    places = _chain_position(world, ctx.layout)
+    anchors = [t for t in (q, k, v, g, beta, *per_head.values()) if isinstance(t, torch.Tensor) and t.requires_grad]
+
+    def call(h0, final: bool):
+        return fn(q, k, v, g, beta, initial_state=h0, output_final_state=final, state_v_first=v_first, cu_seqlens=cu,
+                  cu_seqlens_cpu=cu_cpu, **per_head, **options)
+
     with segments.uncut():
-        M, B = segments.affine_maps(fn, q, k, v, g, beta, cu=cu, cu_cpu=cu_cpu, state_v_first=v_first,
-                                    per_head=per_head, options=options)
-        sequences = cu_cpu.numel() - 1
-        parts = _parts(ctx, world, rank, sequences)
-        # 1. each part's summary: its last piece's map; M only where that piece is also the part's first and
-        #    continues a sequence (elsewhere the piece starts from zero inside the part)
-        summary = torch.stack([torch.stack([M[p.last] if p.first == p.last and p.pre else torch.zeros_like(M[p.last]),
-                                            B[p.last]]) for p in parts])
+        if not any(p.pre for p in parts):
+            # every local sequence starts here: the op runs first, and a part's summary is (0, final state of its
+            # last piece); the ranks after this one wait for it in the exchange
+            o, final = call(None, True)
+            summary = torch.stack([torch.stack([torch.zeros_like(final[p.last]),
+                                                final[p.last] if p.post else torch.zeros_like(final[p.last])])
+                                   for p in parts])
+            h0 = _IncomingStates.exchange(summary, group, parts, places, v_first, sequences, anchors)
+            return _Tied.apply(o, h0), None
+        # 1. each part's summary: its last piece's (M, B) where a later part continues that piece's sequence,
+        #    M only where the piece is also the part's first and continues a sequence (elsewhere it starts from
+        #    zero inside the part); no op call where no later part reads this rank's summaries
+        shape = (len(parts), 2, v.shape[2], q.shape[3], q.shape[3])
+        summary = torch.zeros(shape, dtype=torch.float32, device=q.device)
+        if any(p.post for p in parts):
+            M, B = segments.affine_maps(fn, q, k, v, g, beta, cu=cu, cu_cpu=cu_cpu, state_v_first=v_first,
+                                        per_head=per_head, options=options)
+            zero = torch.zeros_like(M[0])
+            summary = torch.stack([torch.stack([M[p.last] if p.post and p.first == p.last and p.pre else zero,
+                                                B[p.last] if p.post else zero]) for p in parts])
         # 2. every rank's summaries folded, in chain order, into the incoming state of each continuing piece
-        h0 = _IncomingStates.apply(summary, group, parts, _chain_position(world, ctx.layout), v_first, sequences)
+        h0 = _IncomingStates.exchange(summary, group, parts, places, v_first, sequences, anchors)
         # 3. this rank's tokens from those states
-        o, _ = fn(q, k, v, g, beta, initial_state=h0, output_final_state=False, state_v_first=v_first,
-                  cu_seqlens=cu, cu_seqlens_cpu=cu_cpu, **per_head, **options)
+        o, _ = call(h0, False)
     return o, None
