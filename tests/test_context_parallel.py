@@ -160,3 +160,42 @@ def test_sharded_run_matches_the_whole_batch(tmp_path, layout):
     """Two ranks, each sequence crossing a part boundary (both layouts): o and every gradient equal the whole batch
     run in one process up to rounding: no warm-up, the state crosses ranks as S = M·S + B."""
     check_sharded_run(tmp_path, layout, CU, "cpu")
+
+
+def _call_check(ctx, params=None, T=64, B=1, K=64, V=64):
+    from kdagen.ops.context_parallel import check
+    check(ctx, params or {}, torch.zeros(B, T, 1, K), torch.zeros(B, T, 1, V))
+
+
+@pytest.mark.parametrize("change, params, shape, message", [
+    (dict(group=None), {}, {}, "no process group"),
+    (dict(layout="ring"), {}, {}, "layout must be one of"),
+    ({}, dict(initial_state=torch.zeros(1)), {}, "initial_state is not available"),
+    ({}, dict(output_final_state=True), {}, "output_final_state is not available"),
+    ({}, dict(cu_seqlens=torch.tensor([0, 64])), {}, "cu_seqlens differs from cp_context"),
+    ({}, {}, dict(B=2), "B = 1"),
+    ({}, {}, dict(T=32), "q has 32 tokens, cp_context.cu_seqlens places 64"),
+    ({}, {}, dict(V=32), "needs K = V"),
+    (dict(part_len=16), {}, {}, "zigzag cp_context with part_len 16"),
+])
+def test_a_call_the_context_cannot_serve_is_refused_by_name(change, params, shape, message):
+    """Rank 0 of a zigzag context over [0, 50, 128] holds 64 tokens; each mismatch is named."""
+    ctx = context_for(CU, 2, 0, "zigzag")
+    ctx.group = object()
+    for name, value in change.items():
+        setattr(ctx, name, value)
+    with pytest.raises(ValueError, match=message):
+        _call_check(ctx, params, **shape)
+    ctx = context_for(CU, 2, 0, "zigzag")
+    ctx.group = object()
+    _call_check(ctx)                                  # the unchanged call passes
+
+
+def test_the_builder_refuses_what_kdagen_does_not_do():
+    from kdagen.ops.context_parallel import build_cp_context
+    with pytest.raises(ValueError, match="use_tf32x3_affine_chain must be True"):
+        build_cp_context(torch.tensor(CU), object(), use_tf32x3_affine_chain=False)
+    with pytest.raises(ValueError, match="conv1d_kernel_size"):
+        build_cp_context(torch.tensor(CU), object(), conv1d_kernel_size=4)
+    with pytest.raises(ValueError, match="group"):
+        build_cp_context(torch.tensor(CU), None)

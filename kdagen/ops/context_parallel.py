@@ -63,11 +63,15 @@ def _interval(cu: list[int], start: int, end: int, pos: int, part_len: int) -> t
 
 
 def build_cp_context(cu_seqlens: torch.Tensor, group, conv1d_kernel_size: int | None = None,
-                     cu_seqlens_cpu: torch.Tensor | None = None, layout: str = "contiguous") -> CPContext:
+                     cu_seqlens_cpu: torch.Tensor | None = None, use_tf32x3_affine_chain: bool = True,
+                     layout: str = "contiguous") -> CPContext:
     """This rank's CPContext for the global offsets `cu_seqlens` (int [N + 1], the packed batch before sharding)
     over `group`: the arguments and the result of FLA's build_cp_context. The tokens must divide evenly into
     one part per rank (contiguous) or two (zigzag); rank r then holds global tokens [r·L, (r+1)·L) (contiguous) or
-    parts r and 2W − 1 − r concatenated (zigzag), L the part length."""
+    parts r and 2W − 1 − r concatenated (zigzag), L the part length. `use_tf32x3_affine_chain` must be True, as in
+    FLA (kdagen's maps and their fold are fp32 throughout)."""
+    if not use_tf32x3_affine_chain:
+        raise ValueError("use_tf32x3_affine_chain must be True (as in FLA): kdagen's state maps are always fp32")
     if conv1d_kernel_size is not None:
         raise ValueError("conv1d_kernel_size: kdagen's ops have no short convolution; build the context without it")
     if group is None:
@@ -214,6 +218,9 @@ def check(ctx, params: dict, q: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(f"q: context parallelism runs one packed batch (B = 1), got B = {q.shape[0]}")
     if q.shape[1] != int(cu[-1]):
         raise ValueError(f"q has {q.shape[1]} tokens, cp_context.cu_seqlens places {int(cu[-1])} on this rank")
+    if getattr(ctx, "layout", "contiguous") == "zigzag" and q.shape[1] != 2 * int(ctx.part_len):
+        raise ValueError(f"q has {q.shape[1]} tokens, a zigzag cp_context with part_len {ctx.part_len} places "
+                         f"{2 * int(ctx.part_len)} (two parts) on this rank")
     if q.shape[3] != v.shape[3]:
         raise ValueError(f"cp_context needs K = V (the state maps are K x K), got K={q.shape[3]}, V={v.shape[3]}")
 
