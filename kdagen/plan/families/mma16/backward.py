@@ -139,18 +139,16 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
         Buffer("beta", (C,), "f32", stages=stages), Buffer("decay_total", (K,), "f32", stages=stages),
     ]
     loads = [b.name for b in buffers]
+    chain_reads = ["ws_k_decayed", "ws_k_to_end", "ws_q_decayed", "dout", "ws_A", "ws_Mqk", "ws_beta", "ws_decay_total"]
     buffers.append(Buffer("dvn_parts", (vs // 16 * DSTATE_K_PARTS, WARP, 8), "f32"))
     steps = [
         Step("dstate_in", "all", "vrows", global_reads=["dht"], note="dSᵀ rows of this warp from dht (or zeros)"),
         Step("dstate_out", "all", "thread", global_writes=["grad_h0"],
              note="an empty sequence's dh0 is its dht (recurrence_bwd has no block there; slice 0 copies it)"),
+        Step("prefill", "all", "tile", writes=loads, global_reads=chain_reads,
+             note="the pass's first two chunks into the first two stages of the ring"),
         Step("checkpoint", "all", "vrows", global_writes=["ws_dstate_blocks"], loop=True,
              note="at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block"),
-        Step("load", "all", "tile", writes=loads, loop=True,
-             global_reads=["ws_k_decayed", "ws_k_to_end", "ws_q_decayed", "dout", "ws_A", "ws_Mqk", "ws_beta",
-                           "ws_decay_total"],
-             note="chunk c − 2 into the stage chunk c + 1 left: cp.async tiles now (a commit group), the fp32 "
-                  "values via registers, stored at the end of chunk c − 1's predecessor"),
         Step("dvn_part", "all", "kquarter", reads=["dO", "Mqk", "k_to_end"], writes=["dvn_parts"], waits=["sync"],
              loop=True, note="this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ"),
         Step("dvn_sum", "all", "vrows", reads=["dvn_parts"], waits=["sync"], loop=True,
@@ -158,6 +156,9 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
         Step("dx", "all", "vrows", reads=["A", "beta"], loop=True, note="(β⊙dX)ᵀ = diag(β)·(dVnᵀ·A)"),
         Step("dstate", "all", "kquarter", reads=["decay_total", "q_decayed", "k_decayed"], loop=True,
              note="this warp's key quarter of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed"),
+        Step("load", "all", "tile", writes=loads, loop=True, global_reads=chain_reads,
+             note="after chunk c's chain, chunk c − 2 into the stage chunk c + 1 left: cp.async tiles (a commit "
+                  "group), the fp32 values via registers, stored into their stage at the end of chunk c − 1"),
     ]
     dtypes = {w.name: w.dtype for w in ws}
     params = [Param("dout", "ptr", io)]
