@@ -115,6 +115,7 @@ DEFAULT_SHAPES = (
     Shape(1, 32768, 16, 128),
     Shape(8, 4096, 32, 128),
     Shape(4, 4096, 16, 64),
+    Shape(1, 65536, 4, 128),        # long context, few heads: 4 (sequence, head) pairs on 132 SMs
     Shape.varlen([1300, 547, 2048, 963, 271, 3063], H=64, D=128),
 )
 
