@@ -53,18 +53,6 @@ def say(*args) -> None:
         print(*args, flush=True)
 
 
-def first_config_only() -> None:
-    """Triton's autotuner keeps only each kernel's first configuration: FLA then compiles one per kernel instead of
-    tuning at every new shape (minutes per rank). Its results are what they are; its times are not comparable."""
-    from triton.runtime import autotuner
-    init = autotuner.Autotuner.__init__
-
-    def first(self, *args, **kwargs):
-        init(self, *args, **kwargs)
-        self.configs = self.configs[:1]
-    autotuner.Autotuner.__init__ = first
-
-
 def fns(lib: str):
     if lib == "kdagen":
         return {"kda": kdagen.chunk_kda, "gdn": kdagen.chunk_gated_delta_rule}, kdagen.build_cp_context
@@ -242,6 +230,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
     try:
         if sys.argv[1] == "check":
+            from fla_untuned import first_config_only           # tests/fla_untuned.py
             first_config_only()
             check()
         else:

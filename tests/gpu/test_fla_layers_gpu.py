@@ -5,16 +5,21 @@ does not serve falls back to FLA with the reason logged. GatedDeltaNet: forward 
 to run on this image's Triton).
 
 Run on a GPU machine with FLA: python -m pytest -m gpu tests/gpu/test_fla_layers_gpu.py -q
+(KDAGEN_FLA_FIRST_CONFIG=1: FLA's kernels on their first configuration, not tuned; tests/fla_untuned.py)
 """
 from __future__ import annotations
 
 import copy
 import logging
+import os
 
 import pytest
 import torch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+if os.environ.get("KDAGEN_FLA_FIRST_CONFIG") == "1" and torch.cuda.is_available():
+    from fla_untuned import first_config_only          # FLA untuned: device runs short of time
+    first_config_only()
 fla_layers = pytest.importorskip("fla.layers", reason="flash-linear-attention is not installed")
 
 from kdagen.integrations import fla as kdagen_backend  # noqa: E402  (importing registers the backends)
