@@ -890,8 +890,8 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 // columns of dS evolve independently, so each CTA carries its 16 rows alone; warp w holds key quarter r = w mod 4 of
 // the m16 row tile w / 4.
 // Per chunk only what the next dS needs (dstate_chain): each warp's quarter of dVn, the quarters summed through
-// shared memory, β⊙dX, each warp's quarter of the dS update; chunk c − 2's tiles are copied into a three-stage ring
-// while chunk c computes. Barrier "sync" (__syncthreads, twice per chunk): chunk c's stage landed and chunk c + 1's
+// shared memory, β⊙dX, each warp's quarter of the dS update; then chunk c − 2's tiles are issued into a three-stage
+// ring (they land while chunk c − 1 computes). Barrier "sync" (__syncthreads, twice per chunk): chunk c's stage landed and chunk c + 1's
 // is free; the dVn quarters are written. At the top of each block's last chunk (8 chunks a block) dSᵀ goes to
 // ws_dstate_blocks[block_slot] in fp32: recurrence_bwd restarts every block from there. The pass stops at block 0's
 // checkpoint; block 0's chunks, and dh0, are recurrence_bwd's.
@@ -1210,6 +1210,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     store_scalars(r, s_A + st * stride_A, s_Mqk + st * stride_Mqk, s_beta + st * stride_beta,
                   s_decay_total + st * stride_decay_total, tid);
   };
+#line 15 "templates/skeleton.j2"
+  // ---- step prefill (all, tile): the pass's first two chunks into the first two stages of the ring ----
+#line 149 "templates/mma16/dstate_pass.cu.j2"
   StageScalars ahead;                            // chunk ci − 1's fp32 values, loaded an iteration ago
   if (nchunks > BLOCK) {
     store_stage(issue_tiles(nchunks - 1), nchunks - 1);
@@ -1219,7 +1222,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   for (int ci = nchunks - 1;; --ci) {
 #line 15 "templates/skeleton.j2"
     // ---- step checkpoint (all, vrows): at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block ----
-#line 156 "templates/mma16/dstate_pass.cu.j2"
+#line 157 "templates/mma16/dstate_pass.cu.j2"
     if (ci == nchunks - 1 || ci % BLOCK == BLOCK - 1)
       store_dstate<PART_TILES>(ws_dstate_blocks + (block_slot(chunk_offsets, 0, C, BLOCK, n, ci / BLOCK) * HV + h) * V * K, dS,
                                v0, t0, lane);
@@ -1229,13 +1232,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     __syncthreads();                             // barrier "sync": stage st landed, chunk ci + 1's stage is free
 
 #line 15 "templates/skeleton.j2"
-    // ---- step load (all, tile): chunk c − 2 into the stage chunk c + 1 left: cp.async tiles now (a commit group), the fp32 values via registers, stored at the end of chunk c − 1's predecessor ----
-#line 165 "templates/mma16/dstate_pass.cu.j2"
-    const StageScalars later = issue_tiles(ci - DEPTH);   // into the stage chunk ci + 1 left
-
-#line 15 "templates/skeleton.j2"
     // ---- step dvn_part (all, kquarter): this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 168 "templates/mma16/dstate_pass.cu.j2"
+#line 166 "templates/mma16/dstate_pass.cu.j2"
     const FragA adO = load_frag_a_trans(s_dO + st * stride_dO + rt * 16, LDV, lane);   // (m = v, k = token i) = dO[i][v]
     {
       FragC mine[2];
@@ -1248,7 +1246,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_sum (all, vrows): dVnᵀ: the four quarters added in a fixed order (every warp, the same bits) ----
-#line 179 "templates/mma16/dstate_pass.cu.j2"
+#line 177 "templates/mma16/dstate_pass.cu.j2"
     FragC dVn[2];
     {
       FragC part[DVN_PARTS][2];
@@ -1269,15 +1267,22 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (all, vrows): (β⊙dX)ᵀ = diag(β)·(dVnᵀ·A) ----
-#line 198 "templates/mma16/dstate_pass.cu.j2"
+#line 196 "templates/mma16/dstate_pass.cu.j2"
     FragC dX[2], bdX[2];
     chain_dx(dVn, s_A + st * stride_A, s_beta + st * stride_beta, lane, dX, bdX);
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate (all, kquarter): this warp's key quarter of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
-#line 202 "templates/mma16/dstate_pass.cu.j2"
+#line 200 "templates/mma16/dstate_pass.cu.j2"
     chain_dstate<PART_TILES>(dS, t0, adO, bdX, s_q_decayed + st * stride_q_decayed, s_k_decayed + st * stride_k_decayed,
                              s_decay_total + st * stride_decay_total, lane);
+
+#line 15 "templates/skeleton.j2"
+    // ---- step load (all, tile): after chunk c's chain, chunk c − 2 into the stage chunk c + 1 left: cp.async tiles (a commit group), the fp32 values via registers, stored into their stage at the end of chunk c − 1 ----
+#line 204 "templates/mma16/dstate_pass.cu.j2"
+    // issued after the chain, not before it: the loads' address registers then stay live across the barrier
+    // wait, not across the chain's first instructions (which stalled on them, NOTES session 6)
+    const StageScalars later = issue_tiles(ci - DEPTH);   // into the stage chunk ci + 1 left
     store_stage(ahead, ci - 1);                  // chunk ci − 1 runs next iteration, after its sync
     ahead = later;
   }
@@ -1562,7 +1567,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1566 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1571 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1588,7 +1593,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1592 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1597 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1919,7 +1924,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1923 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1928 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1946,7 +1951,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1950 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1955 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 35968 B, static
   __shared__ __align__(16) unsigned char smem_raw[35968];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -1985,7 +1990,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 1989 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1994 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2039,7 +2044,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2043 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2048 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2173,7 +2178,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2177 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2182 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2278,7 +2283,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2282 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2287 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2411,7 +2416,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2415 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2420 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2420,7 +2425,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2424 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2429 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32
