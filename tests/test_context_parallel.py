@@ -4,6 +4,7 @@ kernels in the CPU emulation."""
 from __future__ import annotations
 
 import functools
+import time
 
 import pytest
 import torch
@@ -75,6 +76,7 @@ def _inputs(cu: list[int], seed: int = 3) -> dict:
 
 TOKENS = ("q", "k", "v", "g", "beta")
 PARAMS = ("A_log", "dt_bias")
+RANKS_TIMEOUT_S = 600                 # a sharded run takes ≈ 25 s on the CPU emulation
 
 
 def _step(x: dict, **where):
@@ -135,7 +137,13 @@ def check_sharded_run(tmp_path, layout: str, cu: list[int], device: str) -> None
     """Two ranks against the whole batch in this process (kdagen's kernels on `device`)."""
     from kdagen.ops import run as ops_run
     out = tmp_path / "sharded.pt"
-    mp.spawn(_worker, args=(2, str(tmp_path / "init"), layout, str(out), cu, device), nprocs=2, join=True)
+    ranks = mp.spawn(_worker, args=(2, str(tmp_path / "init"), layout, str(out), cu, device), nprocs=2, join=False)
+    deadline = time.monotonic() + RANKS_TIMEOUT_S
+    while not ranks.join(timeout=2):                 # a collective one rank never reaches would wait forever
+        if time.monotonic() > deadline:
+            for process in ranks.processes:
+                process.kill()
+            pytest.fail(f"the two ranks did not finish in {RANKS_TIMEOUT_S} s: a collective left waiting?")
     sharded = torch.load(out)
     x = {n: t.to(device) for n, t in _inputs(cu).items()}
     real = ops_run.run

@@ -8,7 +8,7 @@ piece when that piece continues a sequence from earlier parts. The state after a
 before it (S_out = M·S_in + B), so:
 1. each rank summarises each of its parts by its last piece's (M, B), needed only where a later part continues
    that piece's sequence, with M kept only where that piece also begins the part mid-sequence: by one op call with
-   the value heads doubled (kdagen.ops.segments.affine_maps) — or, on a rank where every local sequence begins
+   the value heads doubled over those pieces' tokens (kdagen.ops.segments.affine_maps) — or, on a rank where every local sequence begins
    (nothing enters it), by the op call itself, whose final states are then those B; a rank whose summaries no
    later part reads computes none;
 2. the (M, B) of every part go to every rank (one all_gather), and each rank folds the parts before its own in
@@ -196,6 +196,22 @@ class _Tied(torch.autograd.Function):
         return grad, torch.zeros(shape, dtype=dtype, device=device)
 
 
+def _last_piece_maps(fn, tokens: tuple, spans: list[tuple[int, int]], v_first: bool, per_head: dict,
+                     options: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(M, B) of the local pieces at token spans [a, b) (the last piece of each part a later part continues), from
+    one doubled-head call over those pieces' tokens alone: a rank holding many short sequences maps one of them
+    per part, not all."""
+    pick = (lambda t: t[:, spans[0][0]:spans[0][1]]) if len(spans) == 1 else (
+        lambda t: torch.cat([t[:, a:b] for a, b in spans], dim=1))
+    offsets = [0]
+    for a, b in spans:
+        offsets.append(offsets[-1] + b - a)
+    cu_cpu = torch.tensor(offsets, dtype=torch.int64)
+    q, k, v, g, beta = (pick(t) for t in tokens)
+    return segments.affine_maps(fn, q, k, v, g, beta, cu=cu_cpu.to(q.device), cu_cpu=cu_cpu, state_v_first=v_first,
+                                per_head=per_head, options=options)
+
+
 def check(ctx, params: dict, q: torch.Tensor, v: torch.Tensor) -> None:
     """Errors naming the argument for a call the context cannot serve."""
     if getattr(ctx, "group", None) is None:
@@ -259,12 +275,13 @@ def run(fn, q, k, v, g, beta, ctx, params: dict, call):
         #    zero inside the part); no op call where no later part reads this rank's summaries
         shape = (len(parts), 2, v.shape[2], q.shape[3], q.shape[3])
         summary = torch.zeros(shape, dtype=torch.float32, device=q.device)
-        if any(p.post for p in parts):
-            M, B = segments.affine_maps(fn, q, k, v, g, beta, cu=cu, cu_cpu=cu_cpu, state_v_first=v_first,
-                                        per_head=per_head, options=options)
+        sending = [p for p in parts if p.post]
+        if sending:
+            M, B = _last_piece_maps(fn, (q, k, v, g, beta), [(int(cu_cpu[p.last]), int(cu_cpu[p.last + 1]))
+                                                             for p in sending], v_first, per_head, options)
             zero = torch.zeros_like(M[0])
-            summary = torch.stack([torch.stack([M[p.last] if p.post and p.first == p.last and p.pre else zero,
-                                                B[p.last] if p.post else zero]) for p in parts])
+            maps = {p.pos: (M[j] if p.first == p.last and p.pre else zero, B[j]) for j, p in enumerate(sending)}
+            summary = torch.stack([torch.stack(maps.get(p.pos, (zero, zero))) for p in parts])
         # 2. every rank's summaries folded, in chain order, into the incoming state of each continuing piece
         h0 = _IncomingStates.exchange(summary, group, parts, places, v_first, sequences, anchors)
         # 3. this rank's tokens from those states
