@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import pytest
 import torch
-from backward_cases import (BOUND, CASES, EMULATED, END_TO_END, F64, as64, block_starts, call_options, case_inputs,
-                            check_grads, check_k2_workspace, chunk_reference_k2, chunks, dsl_only, k2_oracle,
+from backward_cases import (BOUND, CASES, EMULATED, END_TO_END, F64, FULL, Case, as64, block_starts, call_options,
+                            case_inputs, check_grads, check_k2_workspace, chunk_reference_k2, chunks, dsl_only, k2_oracle,
                             poisoned, reference, run_case)
 
 from kdagen import dsl
 from kdagen.codegen import emulate
 from kdagen.ops import backward as bw
+from kdagen.ops import config as ops_config
 from kdagen.ops import forward as fw
+from kdagen.ops import launcher
 from kdagen.ops.api import kernel_call, make_call
 from kdagen.plan import Problem, make_plan, verify
-from kdagen.reference.options import expand_heads, prologue, scale_of
+from kdagen.plan.families.mma16 import backward as mma16_backward
+from kdagen.reference.options import Options, expand_heads, prologue, scale_of
 
 needs_emulation = pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
 
@@ -124,3 +127,32 @@ def test_a_recurrence_written_only_in_the_dsl_gets_its_gradients(seed):
                                  initial_state=x["initial_state"].double(), cu_seqlens=cu)
     bound = {**BOUND, "w": BOUND["A_log"]}
     check_grads(grads, ref, f"custom recurrence (emulated) seed={seed}", bound)
+
+
+@needs_emulation
+@pytest.mark.parametrize("parts, case", [
+    (2, next(c for c in CASES if c.name == "kda_blocks_varlen_k64")),
+    (8, Case("kda_blocks_k128", Options(**FULL), 128, dict(B=1, T=160, H=1), g_scale=0.02)),
+], ids=lambda x: x if isinstance(x, int) else str(x))
+def test_other_dvn_part_counts(monkeypatch, parts, case, seed):
+    """dstate_pass with the dVn key contraction in 2 or 8 warps per 16 value rows (DSTATE_K_PARTS, 4 by default):
+    its checkpoints restart recurrence_bwd, which sums the same parts in the same tree order, over two blocks."""
+    monkeypatch.setattr(mma16_backward, "DSTATE_K_PARTS", parts)
+    plan_caches = (ops_config._planned, ops_config._source, launcher.scheduled)   # plans are made once per process
+    for cached in plan_caches:
+        cached.cache_clear()
+    used = []
+
+    def loader(config, device=None, direction="backward"):
+        plan, _ = config.planned()
+        used.extend(k for k in plan.kernels if k.name == "dstate_pass")
+        return emulated_loader(config, device, direction)
+    try:
+        debug = {}
+        grads, ref = run_case(case, "cpu", seed, loader=loader, debug=debug)
+        check_k2_workspace(case, debug, seed)
+        check_grads(grads, ref, f"{case.name} (emulated, {parts} dVn parts) seed={seed}")
+    finally:
+        for cached in plan_caches:
+            cached.cache_clear()
+    assert used and all(k.threads == 32 * parts and k.options.dvn_parts == parts for k in used), used

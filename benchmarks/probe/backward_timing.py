@@ -1,11 +1,12 @@
 """Forward + backward time of kdagen on a GPU, and where it goes: `python benchmarks/probe/backward_timing.py
-[--ops kda_lb,gdn] [--shapes 1x8192x64x128,...] [--dstate-v-slice 32]`.
+[--ops kda_lb,gdn] [--shapes 1x8192x64x128,...] [--dstate-v-slice 32] [--dstate-k-parts 8]`.
 
 For the bench's ops and inputs (kdagen.bench) times one training step's kernels (forward with grad, then the
 gradients of every input) by CUDA events (median of 30 after 5 warm-up calls; a quick look, `kdagen bench` is the
 measurement), prints each kernel's device time from torch.profiler and the step's peak memory. Writes the table to
 $OUT/backward_timing.md when OUT is set. --dstate-v-slice plans dstate_pass with that many value rows per CTA
-(kdagen.plan.families.mma16.backward.DSTATE_V_SLICE) to compare the choices.
+(kdagen.plan.families.mma16.backward.DSTATE_V_SLICE), --dstate-k-parts with that many warps per 16 value rows
+(DSTATE_K_PARTS, at most K/16; recurrence_bwd sums the same parts) to compare the choices.
 """
 from __future__ import annotations
 
@@ -39,9 +40,11 @@ def main() -> None:
     ap.add_argument("--ops", default="kda_lb,gdn")
     ap.add_argument("--shapes", default=SHAPES)
     ap.add_argument("--dstate-v-slice", type=int, default=mma16_backward.DSTATE_V_SLICE)
+    ap.add_argument("--dstate-k-parts", type=int, default=mma16_backward.DSTATE_K_PARTS)
     a = ap.parse_args()
     mma16_backward.DSTATE_V_SLICE = a.dstate_v_slice       # read when the plan is made, at the first call
-    print(f"dstate_pass: {a.dstate_v_slice} value rows per CTA")
+    mma16_backward.DSTATE_K_PARTS = a.dstate_k_parts
+    print(f"dstate_pass: {a.dstate_v_slice} value rows per CTA, dVn in {a.dstate_k_parts} parts (at most K/16)")
     rows = ["| op | shape | fwd+bwd ms | peak GB | kernels (ms per call) |", "| --- | --- | ---: | ---: | --- |"]
     for key in a.ops.split(","):
         variant = VARIANTS[key]

@@ -887,12 +887,12 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 #line 4 "templates/mma16/dstate_pass.cu.j2"
 // ===== dstate_pass: dstate_pass, the reverse dS chain and its checkpoints =====
 // grid (N sequences, HV heads, V / 16 value slices), 128 threads (role "all"), chunks last to first: the value
-// columns of dS evolve independently, so each CTA carries its 16 rows alone; warp w holds key quarter r = w mod 4 of
+// columns of dS evolve independently, so each CTA carries its 16 rows alone; warp w holds key part r = w mod 4 of
 // the m16 row tile w / 4.
-// Per chunk only what the next dS needs (dstate_chain): each warp's quarter of dVn, the quarters summed through
-// shared memory, β⊙dX, each warp's quarter of the dS update; then chunk c − 2's tiles are issued into a three-stage
+// Per chunk only what the next dS needs (dstate_chain): each warp's part of dVn, the parts summed through
+// shared memory, β⊙dX, each warp's part of the dS update; then chunk c − 2's tiles are issued into a three-stage
 // ring (they land while chunk c − 1 computes). Barrier "sync" (__syncthreads, twice per chunk): chunk c's stage landed and chunk c + 1's
-// is free; the dVn quarters are written. At the top of each block's last chunk (8 chunks a block) dSᵀ goes to
+// is free; the dVn parts are written. At the top of each block's last chunk (8 chunks a block) dSᵀ goes to
 // ws_dstate_blocks[block_slot] in fp32: recurrence_bwd restarts every block from there. The pass stops at block 0's
 // checkpoint; block 0's chunks, and dh0, are recurrence_bwd's.
 
@@ -907,7 +907,7 @@ typedef float cc_t;  // A and Mqk in the forward workspace
 
 constexpr int VS = 16;   // value rows of this CTA's slice
 constexpr int ROW_TILES = VS / 16;     // m16 tiles of value rows
-constexpr int NW = ROW_TILES * 4;   // warps: one per (row tile, key quarter)
+constexpr int NW = ROW_TILES * 4;   // warps: one per (row tile, key part)
 constexpr int RT = 128;
 // shared-memory row strides (bf16 elements) of the plan's [.][K], [.][V] and [.][C] tiles
 constexpr int LDK = 136, LDV = 24, LDC = 24;
@@ -944,17 +944,17 @@ __device__ __forceinline__ FragC frag_neg(FragC f) {
 
 // (e) dVnᵀ = dOᵀ·Mqk + dhᵀ·k_to_endᵀ, dh as bf16 hi + lo: a per-head decay's gradient sums k̂⊙b_kr terms that
 //     cancel, and dh's bf16 rounding alone took it past 0.02 for 1 seed in 16 (float64 model of the kernel).
-//     The key contraction is split in DVN_PARTS quarters, each its own accumulator, added in a fixed order:
-//     dstate_pass gives each quarter to a warp, recurrence_bwd runs all four in one warp, both with these
-//     functions, so the sums are the same bits. adO: the A fragment (m = v, k = token i) = dO[i][v] of the
+//     The key contraction is split in DVN_PARTS parts (the plan's dvn_parts), each its own accumulator, added
+//     in a fixed tree order: dstate_pass gives each part to a warp, recurrence_bwd runs them all in one warp,
+//     both with these functions, so the sums are the same bits. adO: the A fragment (m = v, k = token i) = dO[i][v] of the
 //     warp's rows; Mqk [C][LDC], k_to_end [C][LDK].
 constexpr int DVN_PARTS = 4;
-constexpr int PART_KS = K / 16 / DVN_PARTS;  // 16-column key steps per quarter
-constexpr int PART_TILES = 2 * PART_KS;      // dS tiles (8 columns each) per quarter
-static_assert(K % (16 * DVN_PARTS) == 0, "the key quarters tile by 16");
+constexpr int PART_KS = K / 16 / DVN_PARTS;  // 16-column key steps per part
+constexpr int PART_TILES = 2 * PART_KS;      // dS tiles (8 columns each) per part
+static_assert(K % (16 * DVN_PARTS) == 0 && (DVN_PARTS & (DVN_PARTS - 1)) == 0,
+              "the key parts tile by 16 and pair off in the sum's tree");
 
-// Quarter r of dVnᵀ: dS holds the quarter's PART_TILES tiles (columns 16·PART_KS·r ...); quarter 0 starts from
-// dOᵀ·Mqk.
+// Part r of dVnᵀ: dS holds the part's PART_TILES tiles (columns 16·PART_KS·r ...); part 0 starts from dOᵀ·Mqk.
 __device__ __forceinline__ void chain_dvn_part(const FragC* dS, int r, const FragA& adO, const bf16* Mqk,
                                                const bf16* k_to_end, int lane, FragC (&P)[2]) {
   frag_zero(P[0]);
@@ -978,13 +978,21 @@ __device__ __forceinline__ void chain_dvn_part(const FragC* dS, int r, const Fra
   }
 }
 
-// dVnᵀ from the four quarters, added in the one order both kernels use.
+// dVnᵀ from the parts, added pairwise in the one tree order both kernels use ((P0 + P1) + (P2 + P3) for four).
 __device__ __forceinline__ void chain_dvn_sum(const FragC (&P)[DVN_PARTS][2], FragC (&dVn)[2]) {
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      dVn[nt].x[e] = (P[0][nt].x[e] + P[1][nt].x[e]) + (P[2][nt].x[e] + P[3][nt].x[e]);
+    for (int e = 0; e < 4; ++e) {
+      float s[DVN_PARTS];
+#pragma unroll
+      for (int r = 0; r < DVN_PARTS; ++r) s[r] = P[r][nt].x[e];
+#pragma unroll
+      for (int w = 1; w < DVN_PARTS; w *= 2)
+#pragma unroll
+        for (int r = 0; r + w < DVN_PARTS; r += 2 * w) s[r] += s[r + w];
+      dVn[nt].x[e] = s[0];
+    }
 }
 
 // (f) dXᵀ = dVnᵀ·A    (g) (β⊙dX)ᵀ, columns i = tokens. A [C][LDC], beta [C].
@@ -1054,7 +1062,7 @@ __device__ __forceinline__ void load_dstate(FragC* dS, const float* src, int v0,
     }
 }
 #line 38 "templates/mma16/dstate_pass.cu.j2"
-static_assert(NW == ROW_TILES * DVN_PARTS, "a warp per quarter of the dVn contraction of each row tile");
+static_assert(NW == ROW_TILES * DVN_PARTS, "a warp per part of the dVn contraction of each row tile");
 
 // A chunk's fp32 workspace values, held in registers from their loads (issued before this chunk's math, which
 // hides their latency) to their stores into the next stage (after it). A and Mqk are masked to L×L as
@@ -1105,7 +1113,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const bf16* __restrict__ dout,
-#line 1109 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1117 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -1121,7 +1129,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     int HV) {
 #line 89 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 1125 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1133 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages
@@ -1153,8 +1161,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
                 ld_Mqk == LDC, "the plan's row strides are the ones the code uses");
   const int n = blockIdx.x, h = blockIdx.y, slice = blockIdx.z * VS;  // the slice's value rows slice..
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int rt = warp / DVN_PARTS, quarter = warp % DVN_PARTS;
-  const int v0 = slice + rt * 16, t0 = quarter * PART_TILES;             // this warp's rows v0.. and tiles t0..
+  const int rt = warp / DVN_PARTS, part_of_k = warp % DVN_PARTS;
+  const int v0 = slice + rt * 16, t0 = part_of_k * PART_TILES;             // this warp's rows v0.. and tiles t0..
   // the sequence's place, read once: the loop's copies are addressed from it (a read of cu_seqlens per chunk sat on
   // the chain's path; the compiler cannot hoist it past the checkpoint stores)
   const SeqChunks seq = sequence_chunks(cu_seqlens, chunk_offsets, 0, C, n);
@@ -1232,20 +1240,20 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     __syncthreads();                             // barrier "sync": stage st landed, chunk ci + 1's stage is free
 
 #line 15 "templates/skeleton.j2"
-    // ---- step dvn_part (all, kquarter): this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
+    // ---- step dvn_part (all, kpart): this warp's key part of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
 #line 166 "templates/mma16/dstate_pass.cu.j2"
     const FragA adO = load_frag_a_trans(s_dO + st * stride_dO + rt * 16, LDV, lane);   // (m = v, k = token i) = dO[i][v]
     {
       FragC mine[2];
-      chain_dvn_part(dS, quarter, adO, s_Mqk + st * stride_Mqk, s_k_to_end + st * stride_k_to_end, lane, mine);
+      chain_dvn_part(dS, part_of_k, adO, s_Mqk + st * stride_Mqk, s_k_to_end + st * stride_k_to_end, lane, mine);
       float4* out = reinterpret_cast<float4*>(s_dvn_parts + (warp * 32 + lane) * 8);
       out[0] = make_float4(mine[0].x[0], mine[0].x[1], mine[0].x[2], mine[0].x[3]);
       out[1] = make_float4(mine[1].x[0], mine[1].x[1], mine[1].x[2], mine[1].x[3]);
     }
-    __syncthreads();                             // barrier "sync": every quarter is written
+    __syncthreads();                             // barrier "sync": every part is written
 
 #line 15 "templates/skeleton.j2"
-    // ---- step dvn_sum (all, vrows): dVnᵀ: the four quarters added in a fixed order (every warp, the same bits) ----
+    // ---- step dvn_sum (all, vrows): dVnᵀ: the parts added in a fixed tree order (every warp, the same bits) ----
 #line 177 "templates/mma16/dstate_pass.cu.j2"
     FragC dVn[2];
     {
@@ -1272,7 +1280,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     chain_dx(dVn, s_A + st * stride_A, s_beta + st * stride_beta, lane, dX, bdX);
 
 #line 15 "templates/skeleton.j2"
-    // ---- step dstate (all, kquarter): this warp's key quarter of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
+    // ---- step dstate (all, kpart): this warp's key part of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
 #line 200 "templates/mma16/dstate_pass.cu.j2"
     chain_dstate<PART_TILES>(dS, t0, adO, bdX, s_q_decayed + st * stride_q_decayed, s_k_decayed + st * stride_k_decayed,
                              s_decay_total + st * stride_decay_total, lane);
@@ -1422,17 +1430,17 @@ __device__ __forceinline__ FragC frag_neg(FragC f) {
 
 // (e) dVnᵀ = dOᵀ·Mqk + dhᵀ·k_to_endᵀ, dh as bf16 hi + lo: a per-head decay's gradient sums k̂⊙b_kr terms that
 //     cancel, and dh's bf16 rounding alone took it past 0.02 for 1 seed in 16 (float64 model of the kernel).
-//     The key contraction is split in DVN_PARTS quarters, each its own accumulator, added in a fixed order:
-//     dstate_pass gives each quarter to a warp, recurrence_bwd runs all four in one warp, both with these
-//     functions, so the sums are the same bits. adO: the A fragment (m = v, k = token i) = dO[i][v] of the
+//     The key contraction is split in DVN_PARTS parts (the plan's dvn_parts), each its own accumulator, added
+//     in a fixed tree order: dstate_pass gives each part to a warp, recurrence_bwd runs them all in one warp,
+//     both with these functions, so the sums are the same bits. adO: the A fragment (m = v, k = token i) = dO[i][v] of the
 //     warp's rows; Mqk [C][LDC], k_to_end [C][LDK].
 constexpr int DVN_PARTS = 4;
-constexpr int PART_KS = K / 16 / DVN_PARTS;  // 16-column key steps per quarter
-constexpr int PART_TILES = 2 * PART_KS;      // dS tiles (8 columns each) per quarter
-static_assert(K % (16 * DVN_PARTS) == 0, "the key quarters tile by 16");
+constexpr int PART_KS = K / 16 / DVN_PARTS;  // 16-column key steps per part
+constexpr int PART_TILES = 2 * PART_KS;      // dS tiles (8 columns each) per part
+static_assert(K % (16 * DVN_PARTS) == 0 && (DVN_PARTS & (DVN_PARTS - 1)) == 0,
+              "the key parts tile by 16 and pair off in the sum's tree");
 
-// Quarter r of dVnᵀ: dS holds the quarter's PART_TILES tiles (columns 16·PART_KS·r ...); quarter 0 starts from
-// dOᵀ·Mqk.
+// Part r of dVnᵀ: dS holds the part's PART_TILES tiles (columns 16·PART_KS·r ...); part 0 starts from dOᵀ·Mqk.
 __device__ __forceinline__ void chain_dvn_part(const FragC* dS, int r, const FragA& adO, const bf16* Mqk,
                                                const bf16* k_to_end, int lane, FragC (&P)[2]) {
   frag_zero(P[0]);
@@ -1456,13 +1464,21 @@ __device__ __forceinline__ void chain_dvn_part(const FragC* dS, int r, const Fra
   }
 }
 
-// dVnᵀ from the four quarters, added in the one order both kernels use.
+// dVnᵀ from the parts, added pairwise in the one tree order both kernels use ((P0 + P1) + (P2 + P3) for four).
 __device__ __forceinline__ void chain_dvn_sum(const FragC (&P)[DVN_PARTS][2], FragC (&dVn)[2]) {
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      dVn[nt].x[e] = (P[0][nt].x[e] + P[1][nt].x[e]) + (P[2][nt].x[e] + P[3][nt].x[e]);
+    for (int e = 0; e < 4; ++e) {
+      float s[DVN_PARTS];
+#pragma unroll
+      for (int r = 0; r < DVN_PARTS; ++r) s[r] = P[r][nt].x[e];
+#pragma unroll
+      for (int w = 1; w < DVN_PARTS; w *= 2)
+#pragma unroll
+        for (int r = 0; r + w < DVN_PARTS; r += 2 * w) s[r] += s[r + w];
+      dVn[nt].x[e] = s[0];
+    }
 }
 
 // (f) dXᵀ = dVnᵀ·A    (g) (β⊙dX)ᵀ, columns i = tokens. A [C][LDC], beta [C].
@@ -1567,7 +1583,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1571 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1587 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1593,7 +1609,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1597 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1613 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1924,7 +1940,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1928 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1944 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1951,7 +1967,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1955 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1971 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 35968 B, static
   __shared__ __align__(16) unsigned char smem_raw[35968];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -1990,7 +2006,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 1994 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2010 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2044,7 +2060,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2048 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2064 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2178,7 +2194,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2182 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2198 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2283,7 +2299,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2287 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2303 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2416,7 +2432,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2420 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2436 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2425,7 +2441,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2429 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2445 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

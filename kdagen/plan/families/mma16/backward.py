@@ -45,10 +45,16 @@ STATES_DTYPE = "bf16"        # S_c as states writes it: recurrence_bwd's mma ope
 # dstate_pass: value rows per CTA, and warps per CTA. The value columns of dS evolve independently, so a few
 # (sequence, head) pairs spread over V/16 times as many CTAs; inside one, a chunk's step is a chain of dependent
 # instructions that one warp issues at a fraction of an instruction per cycle (measured: ≈ 2.3 µs per chunk with
-# the whole K on one warp), so its key columns go to 4 warps, one per quarter of the dVn contraction (the
-# template's DVN_PARTS), whose partial sums meet in shared memory.
+# the whole K on one warp), so its key columns go to DSTATE_K_PARTS warps, one per part of the dVn contraction
+# (the template's DVN_PARTS, at most K/16: one 16-column step each), whose partial sums meet in shared memory and
+# add in a fixed tree order that recurrence_bwd, running every part in one warp, repeats.
 DSTATE_V_SLICE = 16
 DSTATE_K_PARTS = 4
+
+
+def dvn_parts(K: int) -> int:
+    """Parts of the dVn key contraction, for dstate_pass and recurrence_bwd alike (the same sums, bit for bit)."""
+    return min(DSTATE_K_PARTS, K // 16)
 RECURRENCE_GRADS = ("ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end", "ws_dMqk", "ws_dMkk", "ws_d_decay_total",
                     "ws_dbeta")
 
@@ -60,13 +66,14 @@ class RecurrenceBwdOptions:
     state_layout: str
     order: str               # "reverse": chunks last to first
     block_chunks: int        # chunks per block (recurrence_bwd: one CTA per block; dstate_pass: one checkpoint)
+    dvn_parts: int           # parts of the dVn key contraction, summed in dstate_pass's order
 
 
 @kernel_options
 @dataclass
 class DstatePassOptions:
     v_slice: int             # value rows per CTA (blockIdx.z picks the slice)
-    k_parts: int             # warps per CTA, one per quarter of the key columns
+    dvn_parts: int           # warps per 16 value rows, one per part of the key columns
     state_layout: str
     block_chunks: int        # chunks per checkpoint
 
@@ -129,7 +136,8 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
     (sequence, head, DSTATE_V_SLICE value rows), two stages of tiles so the next chunk's copies overlap this
     chunk's tensor-core work."""
     vs = DSTATE_V_SLICE
-    threads = vs // 16 * DSTATE_K_PARTS * WARP
+    parts = dvn_parts(K)
+    threads = vs // 16 * parts * WARP
     ldk, ldc = K + PAD, C + PAD
     stages = 3               # filled two chunks ahead: a copy has two chain steps to land
     buffers = [
@@ -140,7 +148,7 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
     ]
     loads = [b.name for b in buffers]
     chain_reads = ["ws_k_decayed", "ws_k_to_end", "ws_q_decayed", "dout", "ws_A", "ws_Mqk", "ws_beta", "ws_decay_total"]
-    buffers.append(Buffer("dvn_parts", (vs // 16 * DSTATE_K_PARTS, WARP, 8), "f32"))
+    buffers.append(Buffer("dvn_parts", (vs // 16 * parts, WARP, 8), "f32"))
     steps = [
         Step("dstate_in", "all", "vrows", global_reads=["dht"], note="dSᵀ rows of this warp from dht (or zeros)"),
         Step("dstate_out", "all", "thread", global_writes=["grad_h0"],
@@ -149,13 +157,13 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
              note="the pass's first two chunks into the first two stages of the ring"),
         Step("checkpoint", "all", "vrows", global_writes=["ws_dstate_blocks"], loop=True,
              note="at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block"),
-        Step("dvn_part", "all", "kquarter", reads=["dO", "Mqk", "k_to_end"], writes=["dvn_parts"], waits=["sync"],
-             loop=True, note="this warp's key quarter of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ"),
+        Step("dvn_part", "all", "kpart", reads=["dO", "Mqk", "k_to_end"], writes=["dvn_parts"], waits=["sync"],
+             loop=True, note="this warp's key part of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ"),
         Step("dvn_sum", "all", "vrows", reads=["dvn_parts"], waits=["sync"], loop=True,
-             note="dVnᵀ: the four quarters added in a fixed order (every warp, the same bits)"),
+             note="dVnᵀ: the parts added in a fixed tree order (every warp, the same bits)"),
         Step("dx", "all", "vrows", reads=["A", "beta"], loop=True, note="(β⊙dX)ᵀ = diag(β)·(dVnᵀ·A)"),
-        Step("dstate", "all", "kquarter", reads=["decay_total", "q_decayed", "k_decayed"], loop=True,
-             note="this warp's key quarter of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed"),
+        Step("dstate", "all", "kpart", reads=["decay_total", "q_decayed", "k_decayed"], loop=True,
+             note="this warp's key part of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed"),
         Step("load", "all", "tile", writes=loads, loop=True, global_reads=chain_reads,
              note="after chunk c's chain, chunk c − 2 into the stage chunk c + 1 left: cp.async tiles (a commit "
                   "group), the fp32 values via registers, stored into their stage at the end of chunk c − 1"),
@@ -170,9 +178,9 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
         grid=["N", "HV", V // vs], threads=threads, min_ctas_per_sm=1,
         roles=[Role("all", (0, threads // WARP), work=[s.name for s in steps])],
         buffers=buffers, barriers=[_sync(threads, 2, "__syncthreads per chunk: its stage landed and the other is "
-                                                     "free; the dVn quarters are written")],
+                                                     "free; the dVn parts are written")],
         pipelines=[], steps=steps, params=params,
-        options=DstatePassOptions(vs, DSTATE_K_PARTS, state_layout, BLOCK_CHUNKS),
+        options=DstatePassOptions(vs, parts, state_layout, BLOCK_CHUNKS),
         note="head-parallel, chunks in reverse; the backward's only serial pass: dS in fp32 registers"))
 
 
@@ -241,7 +249,7 @@ def recurrence_bwd(*, C: int, K: int, V: int, io: str, state_layout: str, ws: li
         buffers=buffers, barriers=[_sync(threads, 5, "__syncthreads: loop top, loads landed, after phases V and K, "
                                                     "inside phase A")],
         pipelines=[], steps=steps, params=params,
-        options=RecurrenceBwdOptions(warps, state_layout, "reverse", BLOCK_CHUNKS),
+        options=RecurrenceBwdOptions(warps, state_layout, "reverse", BLOCK_CHUNKS, dvn_parts(K)),
         note="block-parallel, a block's chunks in reverse; dS in fp32 registers, the whole V per CTA (the V sums stay "
              "on chip); surplus CTAs exit"))
 
