@@ -71,23 +71,29 @@ def _inputs(cu: list[int], seed: int = 3) -> dict:
                 beta=torch.randn(1, T, HV, generator=g).bfloat16(),
                 # weak decays (≈ −0.01 per token): a part's incoming state still weighs at its end
                 A_log=(torch.rand(HV, generator=g) * 0.01 + 0.005).log(),
-                dt_bias=torch.randn(HV * K, generator=g) / 2, do=torch.randn(1, T, HV, K, generator=g).bfloat16())
+                dt_bias=torch.randn(HV * K, generator=g) / 2, do=torch.randn(1, T, HV, K, generator=g).bfloat16(),
+                initial_state=torch.randn(len(cu) - 1, HV, K, K, generator=g) / 8,
+                dht=torch.randn(len(cu) - 1, HV, K, K, generator=g))
 
 
 TOKENS = ("q", "k", "v", "g", "beta")
 PARAMS = ("A_log", "dt_bias")
+STATES = ("initial_state",)
 RANKS_TIMEOUT_S = 600                 # a sharded run takes ≈ 25 s on the CPU emulation
 
 
-def _step(x: dict, **where):
-    """o and the gradients of Σ o⊙do with respect to every input."""
+def _step(x: dict, states: bool, **where):
+    """o (and the final states) and the gradients of Σ o⊙do (+ Σ ht⊙dht) with respect to every input (and the
+    initial states, with `states`)."""
     import kdagen
-    leaves = {n: x[n].clone().requires_grad_() for n in TOKENS + PARAMS}
-    o, _ = kdagen.chunk_kda(*(leaves[n] for n in TOKENS), A_log=leaves["A_log"], dt_bias=leaves["dt_bias"],
-                            use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
-                            **where)
-    grads = torch.autograd.grad((o.float() * x["do"].float()).sum(), list(leaves.values()))
-    return o.detach(), dict(zip(leaves, grads))
+    leaves = {n: x[n].clone().requires_grad_() for n in TOKENS + PARAMS + (STATES if states else ())}
+    o, ht = kdagen.chunk_kda(*(leaves[n] for n in TOKENS), A_log=leaves["A_log"], dt_bias=leaves["dt_bias"],
+                             use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                             initial_state=leaves.get("initial_state"), output_final_state=states, **where)
+    loss = (o.float() * x["do"].float()).sum() + ((ht * x["dht"]).sum() if states else 0)
+    # a rank on which no sequence begins does not read initial_state: its share of the gradient is zero
+    grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True, materialize_grads=True)
+    return o.detach(), None if ht is None else ht.detach(), dict(zip(leaves, grads))
 
 
 def _local(t: torch.Tensor, world: int, rank: int, layout: str) -> torch.Tensor:
@@ -104,7 +110,8 @@ def _global(pieces: list[torch.Tensor], layout: str) -> torch.Tensor:
     return torch.cat([h[0] for h in halves] + [h[1] for h in reversed(halves)], dim=1)
 
 
-def _worker(rank: int, world: int, init: str, layout: str, out: str, cu: list[int], device: str) -> None:
+def _worker(rank: int, world: int, init: str, layout: str, out: str, cu: list[int], device: str,
+            states: bool) -> None:
     """One rank: gloo and the CPU emulation (device "cpu"), or NCCL and GPU `rank` (device "cuda")."""
     if device == "cuda":
         torch.cuda.set_device(rank)
@@ -118,26 +125,33 @@ def _worker(rank: int, world: int, init: str, layout: str, out: str, cu: list[in
         x = {n: t.to(device) for n, t in _inputs(cu).items()}
         ctx = kdagen.build_cp_context(torch.tensor(cu, device=device), group=dist.group.WORLD, layout=layout)
         local = {n: _local(x[n], world, rank, layout) if n in TOKENS + ("do",) else x[n] for n in x}
-        o, grads = _step(local, cp_context=ctx)
+        o, ht, grads = _step(local, states, cp_context=ctx)
         every = []
         for t in [o] + [grads[n] for n in TOKENS]:
             pieces = [torch.empty_like(t) for _ in range(world)]
             dist.all_gather(pieces, t.contiguous())
             every.append(_global(pieces, layout))
-        for n in PARAMS:                          # a parameter's gradient: the sum of every rank's share
-            dist.all_reduce(grads[n])
+        # a parameter's (or an initial state's) gradient: the sum of every rank's share; a final state: the rank
+        # where its sequence ends holds it, the others zero
+        summed = [grads[n] for n in PARAMS + (STATES if states else ())] + ([ht] if states else [])
+        for t in summed:
+            dist.all_reduce(t)
         if rank == 0:
             saved = {"o": every[0], **dict(zip(TOKENS, every[1:])), **{n: grads[n] for n in PARAMS}}
+            if states:
+                saved.update(final_state=ht, initial_state=grads["initial_state"])
             torch.save({n: t.cpu() for n, t in saved.items()}, out)
     finally:
         dist.destroy_process_group()
 
 
-def check_sharded_run(tmp_path, layout: str, cu: list[int], device: str) -> None:
-    """Two ranks against the whole batch in this process (kdagen's kernels on `device`)."""
+def check_sharded_run(tmp_path, layout: str, cu: list[int], device: str, states: bool = False) -> None:
+    """Two ranks against the whole batch in this process (kdagen's kernels on `device`); with `states`, initial
+    states in and final states out (and the initial states' gradients)."""
     from kdagen.ops import run as ops_run
     out = tmp_path / "sharded.pt"
-    ranks = mp.spawn(_worker, args=(2, str(tmp_path / "init"), layout, str(out), cu, device), nprocs=2, join=False)
+    ranks = mp.spawn(_worker, args=(2, str(tmp_path / "init"), layout, str(out), cu, device, states), nprocs=2,
+                     join=False)
     deadline = time.monotonic() + RANKS_TIMEOUT_S
     while not ranks.join(timeout=2):                 # a collective one rank never reaches would wait forever
         if time.monotonic() > deadline:
@@ -150,10 +164,11 @@ def check_sharded_run(tmp_path, layout: str, cu: list[int], device: str) -> None
     if device == "cpu":
         ops_run.run = functools.partial(real, emulate=True)
     try:
-        o, grads = _step(x, cu_seqlens=torch.tensor(cu, device=device))
+        o, ht, grads = _step(x, states, cu_seqlens=torch.tensor(cu, device=device))
     finally:
         ops_run.run = real
-    for name, want in {"o": o, **grads}.items():
+    assert sorted(sharded) == sorted({"o": o, **grads, **({"final_state": ht} if states else {})})
+    for name, want in {"o": o, **grads, **({"final_state": ht} if states else {})}.items():
         got, want = sharded[name].float(), want.float().cpu()
         err = ((got - want).norm() / want.norm()).item()
         # the two runs round the state differently (here through the maps' bf16 operands): they differ by the
@@ -170,6 +185,14 @@ def test_sharded_run_matches_the_whole_batch(tmp_path, layout):
     check_sharded_run(tmp_path, layout, CU, "cpu")
 
 
+@needs_emulation
+@pytest.mark.parametrize("layout", ["contiguous", "zigzag"])
+def test_sharded_run_with_initial_and_final_states(tmp_path, layout):
+    """The whole batch's initial states in on both ranks, the final states out where each sequence ends (an empty
+    sequence's on rank 0), and the initial states' gradients: summed over the ranks, as the whole batch's."""
+    check_sharded_run(tmp_path, layout, [0, 50, 50, 128], "cpu", states=True)
+
+
 def _call_check(ctx, params=None, T=64, B=1, K=64, V=64):
     from kdagen.ops.context_parallel import check
     check(ctx, params or {}, torch.zeros(B, T, 1, K), torch.zeros(B, T, 1, V))
@@ -178,8 +201,9 @@ def _call_check(ctx, params=None, T=64, B=1, K=64, V=64):
 @pytest.mark.parametrize("change, params, shape, message", [
     (dict(group=None), {}, {}, "no process group"),
     (dict(layout="ring"), {}, {}, "layout must be one of"),
-    ({}, dict(initial_state=torch.zeros(1)), {}, "initial_state is not available"),
-    ({}, dict(output_final_state=True), {}, "output_final_state is not available"),
+    ({}, dict(initial_state=torch.zeros(1, 1, 64, 64)), {}, "initial_state holds 1 sequences; .* 2 sequences"),
+    (dict(global_seqs=None), dict(output_final_state=True), {}, "need a context from kdagen.build_cp_context"),
+    (dict(global_seqs=None), dict(initial_state=torch.zeros(2, 1, 64, 64)), {}, "need a context from kdagen"),
     ({}, dict(cu_seqlens=torch.tensor([0, 64])), {}, "cu_seqlens differs from cp_context"),
     ({}, {}, dict(B=2), "B = 1"),
     ({}, {}, dict(T=32), "q has 32 tokens, cp_context.cu_seqlens places 64"),

@@ -11,7 +11,8 @@ plus the few settings that only steer the kernels. Options FLA accepts are handl
 - `use_graph` / `max_num_seqs` (cu_seqlens padded to a static count for CUDA-graph capture): accepted with FLA's
   meaning; kdagen never reads cu_seqlens on the host then (nor while torch.compile traces or a graph captures);
 - `cp_context`: the tokens of one packed batch sharded across the ranks of a process group, with FLA's
-  semantics (kdagen.ops.context_parallel; without initial_state and output_final_state, as in FLA);
+  semantics (kdagen.ops.context_parallel; initial_state / output_final_state for the whole batch with kdagen's
+  own context);
 - different outputs or semantics → NotImplementedError naming the option: `return_intermediate_states`;
 - meaningless here (nothing would read it) → ValueError, so nothing is silently ignored:
   `A_log` / `dt_bias` without `use_gate_in_kernel`, `lower_bound` without the in-kernel gate or safe_gate,
@@ -321,7 +322,8 @@ def chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_sta
         disable_recompute: accepted (kdagen's backward recomputes from its forward workspace either way).
         return_intermediate_states: not supported (NotImplementedError).
         cp_context: this rank's share of a packed batch sharded over a process group (kdagen.build_cp_context or
-            FLA's build_cp_context; docs/context_parallel.md); then B = 1, no initial_state, no final state.
+            FLA's build_cp_context; docs/context_parallel.md); then B = 1, and initial_state / the final
+            states are the whole batch's [N, ...] (kdagen's context only; each row on the rank where it ends).
         state_v_first: states laid out [.., V, K] (also the deprecated transpose_state_layout in **kwargs).
         cu_seqlens: int64 [N + 1] offsets of N packed sequences along T (B = 1); cu_seqlens_cpu: a host copy
             that spares kdagen its one read of cu_seqlens' values (trusted, as in FLA).

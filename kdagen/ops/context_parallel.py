@@ -16,7 +16,8 @@ before it (S_out = M·S_in + B), so:
 3. the op runs on the rank's tokens with those incoming states (on a rank where nothing enters, it ran in 1).
 Every step is an op call, a torch matmul or the all_gather, whose backward sums the gradients of every rank's
 copy (an all_reduce), so autograd gives the exact backward, including the state gradient flowing back across
-ranks. As in FLA, initial_state and output_final_state are not available under context parallelism.
+ranks. initial_state and the final states are the whole batch's (FLA refuses both under CP; kdagen needs its own
+context for them, which records each local sequence's global index).
 """
 from __future__ import annotations
 
@@ -50,16 +51,23 @@ class CPContext:
     post_num_ranks_by_part: tuple | None = None
     is_first_by_part: tuple | None = None
     is_last_by_part: tuple | None = None
+    # kdagen's own (FLA's context has no global sequence indices): the global index of each local sequence, the
+    # global sequence count and the sequences without tokens — what initial_state and the final state need
+    global_seqs: tuple | None = None
+    num_seqs: int | None = None
+    empty_seqs: tuple | None = None
 
 
-def _interval(cu: list[int], start: int, end: int, pos: int, part_len: int) -> tuple[list[int], int, int]:
-    """(local offsets of the sequences overlapping tokens [start, end), parts before `pos` the first one began in,
-    parts after `pos` the last one ends in)."""
+def _interval(cu: list[int], start: int, end: int, pos: int,
+              part_len: int) -> tuple[list[int], list[int], int, int]:
+    """(local offsets of the sequences overlapping tokens [start, end), their global indices, parts before `pos`
+    the first one began in, parts after `pos` the last one ends in)."""
     first = next(n for n in range(len(cu) - 1) if cu[n + 1] > start)
     last = max(n for n in range(len(cu) - 1) if cu[n] < end)
-    local = [min(max(c, start), end) - start for c in cu[first:last + 2]]
-    local = [c for i, c in enumerate(local) if i == 0 or c != local[i - 1]]        # sequences cut to nothing go
-    return local, pos - cu[first] // part_len, (cu[last + 1] - 1) // part_len - pos
+    clipped = [min(max(c, start), end) - start for c in cu[first:last + 2]]
+    kept = [i for i in range(last + 1 - first) if clipped[i + 1] > clipped[i]]      # sequences cut to nothing go
+    local = [clipped[0]] + [clipped[i + 1] for i in kept]
+    return local, [first + i for i in kept], pos - cu[first] // part_len, (cu[last + 1] - 1) // part_len - pos
 
 
 def build_cp_context(cu_seqlens: torch.Tensor, group, conv1d_kernel_size: int | None = None,
@@ -93,18 +101,20 @@ def context_for(cu: list[int], world: int, rank: int, layout: str = "contiguous"
         raise ValueError(f"cu_seqlens: {cu[-1]} tokens do not divide into {parts} equal parts ({layout} layout, "
                          f"{world} ranks)")
     L = cu[-1] // parts
+    sequences = dict(num_seqs=len(cu) - 1, empty_seqs=tuple(n for n in range(len(cu) - 1) if cu[n + 1] == cu[n]))
     if layout == "contiguous":
-        local, pre, post = _interval(cu, rank * L, (rank + 1) * L, rank, L)
+        local, seqs, pre, post = _interval(cu, rank * L, (rank + 1) * L, rank, L)
         offsets = torch.tensor(local, dtype=torch.int64)
         return CPContext(None, offsets, offsets, is_first_rank=pre == 0, is_last_rank=post == 0, pre_num_ranks=pre,
-                         post_num_ranks=post)
+                         post_num_ranks=post, global_seqs=tuple(seqs), **sequences)
     back = 2 * world - 1 - rank
-    front_local, front_pre, front_post = _interval(cu, rank * L, (rank + 1) * L, rank, L)
-    back_local, back_pre, back_post = _interval(cu, back * L, (back + 1) * L, back, L)
+    front_local, front_seqs, front_pre, front_post = _interval(cu, rank * L, (rank + 1) * L, rank, L)
+    back_local, back_seqs, back_pre, back_post = _interval(cu, back * L, (back + 1) * L, back, L)
     offsets = torch.tensor(front_local + [c + L for c in back_local[1:]], dtype=torch.int64)
     return CPContext(None, offsets, offsets, layout="zigzag", part_len=L, front_num_seqs=len(front_local) - 1,
                      pre_num_ranks_by_part=(front_pre, back_pre), post_num_ranks_by_part=(front_post, back_post),
-                     is_first_by_part=(front_pre == 0, back_pre == 0), is_last_by_part=(front_post == 0, back_post == 0))
+                     is_first_by_part=(front_pre == 0, back_pre == 0), is_last_by_part=(front_post == 0, back_post == 0),
+                     global_seqs=tuple(front_seqs + back_seqs), **sequences)
 
 
 @dataclass
@@ -218,11 +228,13 @@ def check(ctx, params: dict, q: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError("cp_context has no process group (build it with kdagen.build_cp_context)")
     if getattr(ctx, "layout", "contiguous") not in LAYOUTS:
         raise ValueError(f"cp_context.layout must be one of {LAYOUTS}, got {ctx.layout!r}")
-    if params.get("initial_state") is not None:
-        raise ValueError("initial_state is not available with cp_context (as in FLA): a sequence's state enters "
-                         "from the rank before")
-    if params.get("output_final_state"):
-        raise ValueError("output_final_state is not available with cp_context (as in FLA)")
+    h0 = params.get("initial_state")
+    if (h0 is not None or params.get("output_final_state")) and getattr(ctx, "global_seqs", None) is None:
+        raise ValueError("initial_state and output_final_state with cp_context need a context from "
+                         "kdagen.build_cp_context (FLA's has no global sequence indices; FLA refuses both under CP)")
+    if h0 is not None and h0.shape[0] != ctx.num_seqs:
+        raise ValueError(f"initial_state holds {h0.shape[0]} sequences; with cp_context it is the whole batch's, "
+                         f"{ctx.num_seqs} sequences, on every rank")
     if params.get("use_graph"):
         raise NotImplementedError("use_graph with cp_context is not supported by kdagen")
     cu = ctx.cu_seqlens_cpu if ctx.cu_seqlens_cpu is not None else ctx.cu_seqlens
@@ -242,8 +254,11 @@ def check(ctx, params: dict, q: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def run(fn, q, k, v, g, beta, ctx, params: dict, call):
-    """fn (chunk_kda or chunk_gated_delta_rule) on this rank's tokens with the exact incoming states: (o, None).
-    `params` are the public call's parameters, `call` what kdagen.ops.api.resolve made of them."""
+    """fn (chunk_kda or chunk_gated_delta_rule) on this rank's tokens with the exact incoming states: (o, final
+    states or None). `params` are the public call's parameters, `call` what kdagen.ops.api.resolve made of them.
+    initial_state is the whole batch's [N, ...] on every rank (each rank reads the rows of the sequences that begin
+    on it); the final states come back as [N, ...] on every rank, each sequence's row filled on the rank where it
+    ends (rank 0 for a sequence without tokens) and zero elsewhere."""
     check(ctx, params, q, v)
     group = ctx.group
     world, rank = dist.get_world_size(group), dist.get_rank(group)
@@ -251,28 +266,50 @@ def run(fn, q, k, v, g, beta, ctx, params: dict, call):
     cu = cu_cpu.to(q.device)
     v_first = call.opt.state_v_first
     options, per_head = segments.call_options(params, call)
+    given_h0, want_final = params.get("initial_state"), bool(params.get("output_final_state"))
     sequences = cu_cpu.numel() - 1
     parts = _parts(ctx, world, rank, sequences)
     places = _chain_position(world, ctx.layout)
-    anchors = [t for t in (q, k, v, g, beta, *per_head.values()) if isinstance(t, torch.Tensor) and t.requires_grad]
+    anchors = [t for t in (q, k, v, g, beta, given_h0, *per_head.values())
+               if isinstance(t, torch.Tensor) and t.requires_grad]
+    continuing = {p.first for p in parts if p.pre}       # local sequences whose state enters from an earlier part
 
     def call(h0, final: bool):
         return fn(q, k, v, g, beta, initial_state=h0, output_final_state=final, state_v_first=v_first, cu_seqlens=cu,
                   cu_seqlens_cpu=cu_cpu, **per_head, **options)
 
+    def local_h0(folded):
+        """Each local sequence's initial state: the folded one where it continues from an earlier part, the given
+        initial_state of its global sequence where it begins here (zero without one)."""
+        if given_h0 is None:
+            return folded
+        return torch.stack([folded[j] if folded is not None and j in continuing else given_h0[ctx.global_seqs[j]]
+                            for j in range(sequences)])
+
+    def mapped(M, B, n):
+        """M·S + B (S·M + B with state_v_first) for the given initial state of global sequence n."""
+        if given_h0 is None:
+            return B
+        return (given_h0[n] @ M if v_first else M @ given_h0[n]) + B
+
+    def finals(final):
+        return _final_states(final, ctx, parts, given_h0, rank) if want_final else None
+
     with segments.uncut():
         if not any(p.pre for p in parts):
-            # every local sequence starts here: the op runs first, and a part's summary is (0, final state of its
+            # every local sequence begins here: the op runs first, and a part's summary is (0, final state of its
             # last piece); the ranks after this one wait for it in the exchange
-            o, final = call(None, True)
+            o, final = call(local_h0(None), True)
             summary = torch.stack([torch.stack([torch.zeros_like(final[p.last]),
                                                 final[p.last] if p.post else torch.zeros_like(final[p.last])])
                                    for p in parts])
             h0 = _IncomingStates.exchange(summary, group, parts, places, v_first, sequences, anchors)
-            return _Tied.apply(o, h0), None
-        # 1. each part's summary: its last piece's (M, B) where a later part continues that piece's sequence,
-        #    M only where the piece is also the part's first and continues a sequence (elsewhere it starts from
-        #    zero inside the part); no op call where no later part reads this rank's summaries
+            ht = finals(final)
+            return _Tied.apply(o, h0), None if ht is None else _Tied.apply(ht, h0)
+        # 1. each part's summary: its last piece's (M, B) where a later part continues that piece's sequence, M
+        #    only where the piece is also the part's first and continues a sequence (a piece that begins inside
+        #    the part sends its state from its own initial state, M·h0 + B); no op call where no later part reads
+        #    this rank's summaries
         shape = (len(parts), 2, v.shape[2], q.shape[3], q.shape[3])
         summary = torch.zeros(shape, dtype=torch.float32, device=q.device)
         sending = [p for p in parts if p.post]
@@ -280,10 +317,28 @@ def run(fn, q, k, v, g, beta, ctx, params: dict, call):
             M, B = _last_piece_maps(fn, (q, k, v, g, beta), [(int(cu_cpu[p.last]), int(cu_cpu[p.last + 1]))
                                                              for p in sending], v_first, per_head, options)
             zero = torch.zeros_like(M[0])
-            maps = {p.pos: (M[j] if p.first == p.last and p.pre else zero, B[j]) for j, p in enumerate(sending)}
+            maps = {p.pos: (M[j], B[j]) if p.first == p.last and p.pre else
+                    (zero, mapped(M[j], B[j], ctx.global_seqs[p.last] if given_h0 is not None else None))
+                    for j, p in enumerate(sending)}
             summary = torch.stack([torch.stack(maps.get(p.pos, (zero, zero))) for p in parts])
         # 2. every rank's summaries folded, in chain order, into the incoming state of each continuing piece
         h0 = _IncomingStates.exchange(summary, group, parts, places, v_first, sequences, anchors)
         # 3. this rank's tokens from those states
-        o, _ = call(h0, False)
-    return o, None
+        o, final = call(local_h0(h0), want_final)
+    return o, finals(final)
+
+
+def _final_states(final: torch.Tensor, ctx, parts: list[_Part], given_h0, rank: int) -> torch.Tensor:
+    """[N, ...] final states of the whole batch from this rank's local ones: the rows of the sequences that end
+    here (every local sequence but a part's last when a later part continues it); a sequence without tokens ends
+    where it began, reported on rank 0 as its initial state (zero without one)."""
+    ends = [j for p in parts for j in range(p.first, p.last + 1) if not (j == p.last and p.post)]
+    out = final.new_zeros((ctx.num_seqs, *final.shape[1:]))
+    device = final.device
+    if ends:
+        rows = torch.tensor([ctx.global_seqs[j] for j in ends], device=device)
+        out = out.index_copy(0, rows, final[torch.tensor(ends, device=device)])
+    if rank == 0 and ctx.empty_seqs and given_h0 is not None:
+        rows = torch.tensor(ctx.empty_seqs, device=device)
+        out = out.index_copy(0, rows, given_h0[rows].to(out.dtype))
+    return out
