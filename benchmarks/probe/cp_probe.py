@@ -5,8 +5,9 @@ check: packed batches whose sequences cross the rank boundaries (both layouts): 
   sharded run (each rank its tokens, through `cp_context`) against float64 on the whole batch, beside the same
   library's single-GPU run on the whole batch; for kdagen (its own context and FLA's), and for FLA's CP where FLA
   runs (CP_PROBE_LIBS=kdagen leaves FLA's kernels out); whether kdagen's sharded run with FLA's context equals
-  its run with kdagen's own, bit for bit. FLA runs with one configuration per kernel (its autotuning at these
-  shapes takes minutes per rank).
+  its run with kdagen's own, bit for bit; and a case with initial states in and final states out (an empty
+  sequence among them), which only kdagen's context serves. FLA runs with one configuration per kernel (its
+  autotuning at these shapes takes minutes per rank).
 time: forward + backward of one sequence of T tokens, H heads (the bench's lb·σ KDA inputs), kdagen: the two ranks
   sharded (contiguous) against rank 0 alone on the whole sequence; the collectives alone
   (kdagen's all_gather of the summaries and the all_reduce of their gradient); the step's peak memory above what
@@ -32,7 +33,9 @@ from kdagen.reference.inputs import make_inputs  # noqa: E402
 
 TOKENS = ("q", "k", "v", "g", "beta")
 PARAMS = ("A_log", "dt_bias")
-BOUNDS = {"o": 0.005, "q": 0.008, "k": 0.008, "v": 0.008, "g": 0.02, "beta": 0.02, "A_log": 0.02, "dt_bias": 0.02}
+BOUNDS = {"o": 0.005, "q": 0.008, "k": 0.008, "v": 0.008, "g": 0.02, "beta": 0.02, "A_log": 0.02, "dt_bias": 0.02,
+          "final_state": 0.005, "initial_state": 0.02}
+COLUMNS = ("o",) + ("q", "k", "v", "g", "beta", "A_log", "dt_bias", "final_state", "initial_state")
 CASES = {
     # weak decay (≈ −1e-3 per token): the state entering a rank still weighs at the rank's last token
     "kda-weak-decay": ("kda", dict(use_qk_l2norm_in_kernel=True), dict(H=2, G=1, K=128)),
@@ -40,8 +43,11 @@ CASES = {
                                     use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True),
                         dict(H=1, G=2, K=128)),
     "gdn-weak-decay": ("gdn", dict(use_qk_l2norm_in_kernel=True), dict(H=2, G=1, K=64)),
+    # initial states in, final states out (kdagen's context only; FLA refuses both under CP), an empty sequence
+    "kda-weak-decay-states": ("kda", dict(use_qk_l2norm_in_kernel=True), dict(H=2, G=1, K=128)),
 }
 CU = [0, 3000, 3001, 8192]
+CU_STATES = [0, 3000, 3001, 3001, 8192]
 # CP_PROBE_LIBS=kdagen: FLA's kernels left out (its contexts still built where FLA is installed)
 LIBS = os.environ.get("CP_PROBE_LIBS", "kdagen,fla").split(",")
 RUNS = [(lib, ctx) for lib, ctx in (("kdagen", "kdagen"), ("kdagen", "fla"), ("fla", "fla")) if lib in LIBS]
@@ -78,12 +84,17 @@ def whole(t: torch.Tensor, layout: str) -> torch.Tensor:
     return torch.cat([h[0] for h in halves] + [h[1] for h in reversed(halves)], dim=1)
 
 
-def step(fn, x: dict, do: torch.Tensor, options: dict, **where):
-    """o and the gradients of Σ o⊙do with respect to every input."""
-    leaves = {n: x[n].detach().clone().requires_grad_() for n in TOKENS + PARAMS if n in x}
-    o, _ = fn(*(leaves[n] for n in TOKENS), **{n: leaves[n] for n in PARAMS if n in leaves}, **options, **where)
-    grads = torch.autograd.grad((o.float() * do.float()).sum(), list(leaves.values()))
-    return o.detach(), dict(zip(leaves, grads))
+def step(fn, x: dict, do: torch.Tensor, options: dict, dht=None, **where):
+    """o, the final states (with `dht`: initial states in, final states out) and the gradients of Σ o⊙do
+    (+ Σ ht⊙dht) with respect to every input."""
+    names = TOKENS + PARAMS + (("initial_state",) if dht is not None else ())
+    leaves = {n: x[n].detach().clone().requires_grad_() for n in names if n in x}
+    o, ht = fn(*(leaves[n] for n in TOKENS), **{n: leaves[n] for n in names[5:] if n in leaves}, **options,
+               output_final_state=dht is not None, **where)
+    loss = (o.float() * do.float()).sum() + ((ht * dht).sum() if dht is not None else 0)
+    # a rank on which no sequence begins does not read initial_state: its share of that gradient is zero
+    grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True, materialize_grads=True)
+    return o.detach(), ht, dict(zip(leaves, grads))
 
 
 def rel_l2(got, want, scale=None) -> float:
@@ -94,11 +105,13 @@ def rel_l2(got, want, scale=None) -> float:
 
 
 def check() -> None:
-    say("| case | layout | run | o | q | k | v | g | beta | A_log | dt_bias | in bounds |")
-    say("| --- | --- | --- |" + " ---: |" * 8 + " --- |")
+    say("| case | layout | run | " + " | ".join(COLUMNS) + " | in bounds |")
+    say("| --- | --- | --- |" + " ---: |" * len(COLUMNS) + " --- |")
     for name, (op, options, shape) in CASES.items():
+        states = name.endswith("-states")
+        cu_list = CU_STATES if states else CU
         opt = reference_options(op, **options, **({"A_log": "drawn"} if options.get("use_gate_in_kernel") else {}))
-        x = make_inputs(opt, **shape, V=shape["K"], cu_seqlens=CU, initial_state=False,
+        x = make_inputs(opt, **shape, V=shape["K"], cu_seqlens=cu_list, initial_state=states,
                         generator=torch.Generator().manual_seed(5))
         for n in TOKENS:
             x[n] = x[n].to(torch.bfloat16).double()
@@ -106,13 +119,20 @@ def check() -> None:
             x["g"] = (-1e-3 * torch.rand(x["g"].shape, dtype=torch.float64,
                                          generator=torch.Generator().manual_seed(6))).to(torch.bfloat16).double()
         ref_x = {n: t for n, t in x.items()}
-        o_ref, _ = reference.chunked(ref_x, opt, 64) if RANK == 0 else (torch.zeros(1), None)
-        do = torch.randn(1, CU[-1], shape["H"] * shape["G"], shape["K"], dtype=torch.float64,
+        o_ref, ht_ref = reference.chunked(ref_x, opt, 64) if RANK == 0 else (torch.zeros(1), None)
+        do = torch.randn(1, cu_list[-1], shape["H"] * shape["G"], shape["K"], dtype=torch.float64,
                          generator=torch.Generator().manual_seed(7))
-        grads_ref = reference.chunked_backward(ref_x, opt, do, None, 64) if RANK == 0 else {}
-        dev = {n: x[n].cuda().to(torch.bfloat16 if n in TOKENS else torch.float32) for n in TOKENS + PARAMS if n in x}
+        N, HV, K = len(cu_list) - 1, shape["H"] * shape["G"], shape["K"]
+        dht = torch.randn(N, HV, K, K, dtype=torch.float64, generator=torch.Generator().manual_seed(8)) if states \
+            else None
+        grads_ref = reference.chunked_backward(ref_x, opt, do, dht, 64) if RANK == 0 else {}
+        if states and RANK == 0:
+            grads_ref["final_state"] = ht_ref
+        dev = {n: x[n].cuda().to(torch.bfloat16 if n in TOKENS else torch.float32)
+               for n in TOKENS + PARAMS + ("initial_state",) if n in x}
         do_dev = do.cuda().to(torch.bfloat16)
-        cu = torch.tensor(CU, device="cuda")
+        dht_dev = None if dht is None else dht.cuda().float()
+        cu = torch.tensor(cu_list, device="cuda")
         for layout in ("contiguous", "zigzag"):
             sharded = {}
             for lib, ctx_lib in RUNS:
@@ -120,14 +140,17 @@ def check() -> None:
                 try:
                     ops, _ = fns(lib)
                     _, build = fns(ctx_lib)
-                    ctx = build(cu, group=dist.group.WORLD, cu_seqlens_cpu=torch.tensor(CU), layout=layout)
+                    ctx = build(cu, group=dist.group.WORLD, cu_seqlens_cpu=torch.tensor(cu_list), layout=layout)
                     mine = {n: local(t, layout) if n in TOKENS else t for n, t in dev.items()}
-                    o, grads = step(ops[op], mine, local(do_dev, layout), options, cp_context=ctx)
+                    o, ht, grads = step(ops[op], mine, local(do_dev, layout), options, dht_dev, cp_context=ctx)
                     got = {"o": whole(o, layout), **{n: whole(grads[n], layout) for n in TOKENS}}
-                    for n in PARAMS:
-                        if n in grads:
-                            dist.all_reduce(grads[n])
-                            got[n] = grads[n]
+                    # summed over the ranks: a parameter's and an initial state's gradient (each rank's share),
+                    # the final states (each on the rank where its sequence ends)
+                    for n, t in [*grads.items(), ("final_state", ht)]:
+                        if n not in TOKENS and t is not None:
+                            t = t.detach().contiguous()
+                            dist.all_reduce(t)
+                            got[n] = t
                 except Exception as exc:               # FLA refuses some configurations on this image
                     say(f"| {name} | {layout} | {label} | refused: {type(exc).__name__}: {str(exc)[:100]} |")
                     continue
@@ -141,11 +164,11 @@ def check() -> None:
             for lib in LIBS:
                 try:
                     ops, _ = fns(lib)
-                    o, grads = step(ops[op], dev, do_dev, options, cu_seqlens=cu)
+                    o, ht, grads = step(ops[op], dev, do_dev, options, dht_dev, cu_seqlens=cu)
                 except Exception as exc:
                     say(f"| {name} | - | {lib} one GPU | refused: {type(exc).__name__}: {str(exc)[:100]} |")
                     continue
-                report(name, "-", f"{lib} one GPU", {"o": o, **grads}, o_ref, grads_ref, x, opt)
+                report(name, "-", f"{lib} one GPU", {"o": o, **grads, "final_state": ht}, o_ref, grads_ref, x, opt)
         dist.barrier()
 
 
@@ -155,9 +178,9 @@ def report(name, layout, label, got, o_ref, grads_ref, x, opt) -> None:
     import test_runtime_ops_gpu as ops_gpu                      # the GPU tests' measure of parameter gradients
     scales = ops_gpu.grad_scales(x, opt, grads_ref)
     errors = {"o": rel_l2(got["o"], o_ref)}
-    errors.update({n: rel_l2(got[n], grads_ref[n], scales.get(n)) for n in TOKENS + PARAMS
-                   if grads_ref.get(n) is not None and n in got})
-    cells = " | ".join(f"{errors[n]:.2e}" if n in errors else "-" for n in ("o",) + TOKENS + PARAMS)
+    errors.update({n: rel_l2(got[n], grads_ref[n], scales.get(n)) for n in COLUMNS[1:]
+                   if grads_ref.get(n) is not None and got.get(n) is not None})
+    cells = " | ".join(f"{errors[n]:.2e}" if n in errors else "-" for n in COLUMNS)
     ok = all(e <= BOUNDS[n] for n, e in errors.items())
     say(f"| {name} | {layout} | {label} | {cells} | {ok} |")
 
