@@ -8,9 +8,9 @@ piece when that piece continues a sequence from earlier parts. The state after a
 before it (S_out = M·S_in + B), so:
 1. each rank summarises each of its parts by its last piece's (M, B), needed only where a later part continues
    that piece's sequence, with M kept only where that piece also begins the part mid-sequence: by one op call with
-   the value heads doubled over those pieces' tokens (kdagen.ops.segments.affine_maps) — or, on a rank where every local sequence begins
-   (nothing enters it), by the op call itself, whose final states are then those B; a rank whose summaries no
-   later part reads computes none;
+   the value heads doubled over those pieces' tokens (kdagen.ops.segments.affine_maps) — or, on a rank where
+   every local sequence begins (nothing enters it), by the op call itself, whose final states are then those B;
+   a rank whose summaries no later part reads computes none;
 2. the (M, B) of every part go to every rank (one all_gather), and each rank folds the parts before its own in
    chain order, S = M·S + B from 0 where the sequence began, for the incoming state of each continuing piece;
 3. the op runs on the rank's tokens with those incoming states (on a rank where nothing enters, it ran in 1).
@@ -286,11 +286,12 @@ def run(fn, q, k, v, g, beta, ctx, params: dict, call):
         return torch.stack([folded[j] if folded is not None and j in continuing else given_h0[ctx.global_seqs[j]]
                             for j in range(sequences)])
 
-    def mapped(M, B, n):
-        """M·S + B (S·M + B with state_v_first) for the given initial state of global sequence n."""
+    def mapped(M, B, j):
+        """M·h0 + B (h0·M + B with state_v_first), h0 the given initial state of local sequence j's sequence."""
         if given_h0 is None:
             return B
-        return (given_h0[n] @ M if v_first else M @ given_h0[n]) + B
+        h0 = given_h0[ctx.global_seqs[j]]
+        return (h0 @ M if v_first else M @ h0) + B
 
     def finals(final):
         return _final_states(final, ctx, parts, given_h0, rank) if want_final else None
@@ -317,8 +318,7 @@ def run(fn, q, k, v, g, beta, ctx, params: dict, call):
             M, B = _last_piece_maps(fn, (q, k, v, g, beta), [(int(cu_cpu[p.last]), int(cu_cpu[p.last + 1]))
                                                              for p in sending], v_first, per_head, options)
             zero = torch.zeros_like(M[0])
-            maps = {p.pos: (M[j], B[j]) if p.first == p.last and p.pre else
-                    (zero, mapped(M[j], B[j], ctx.global_seqs[p.last] if given_h0 is not None else None))
+            maps = {p.pos: (M[j], B[j]) if p.first == p.last and p.pre else (zero, mapped(M[j], B[j], p.last))
                     for j, p in enumerate(sending)}
             summary = torch.stack([torch.stack(maps.get(p.pos, (zero, zero))) for p in parts])
         # 2. every rank's summaries folded, in chain order, into the incoming state of each continuing piece
