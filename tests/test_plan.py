@@ -225,6 +225,14 @@ BROKEN = [
      "barrier 'free' is waited on but no step of role(s) ['mma'] arrives on it"),
     ("undeclared waiter", lambda p: _k(p, "recurrence").steps[1].waits.append("ready"),
      "step 'load' (load) waits on barrier 'ready', whose waiters are ['mma']"),
+    ("phases of a run", lambda p: setattr(_k(p, "prepare").barrier("sync"), "phases_per_iter", 5),
+     "role 'all' waits on barrier 'sync' 4 times per run, but it completes 5 phases"),
+    ("phases of an iteration", lambda p: setattr(_k(p, "dstate_pass").barrier("sync"), "phases_per_iter", 3),
+     "role 'all' waits on barrier 'sync' 2 times per loop iteration, but it completes 3 phases"),
+    ("a wait too many", lambda p: next(s for s in _k(p, "recurrence").steps if s.name == "state_products")
+     .waits.append("ready"), "role 'mma' waits on barrier 'ready' 2 times per loop iteration, but it completes 1"),
+    ("an arrival too many", lambda p: _k(p, "recurrence").steps[1].arrives.append("ready"),
+     "role 'load' arrives on barrier 'ready' 2 times per loop iteration, but it completes 1"),
 ]
 
 
@@ -341,6 +349,7 @@ def test_named_barrier_copies_take_one_id_each(tma_plan):
     k.threads = 384
     k.barrier("free").count = 256
     k.barriers.append(Barrier("staged", "named", 128, [("consumer", "thread")], ["consumer"], id=14, copies=2))
+    next(s for s in k.steps if s.role == "consumer").waits.append("staged")
     assert problems(plan) == []
     k.barrier("staged").id = 15
     assert any("needs ids in 1..15 (0 is __syncthreads), got [15, 16]" in f for f in problems(plan))
@@ -349,3 +358,25 @@ def test_named_barrier_copies_take_one_id_each(tma_plan):
     k.barrier("staged").count = 128
     k.barriers.append(Barrier("other", "named", 128, [("consumer", "thread")], ["consumer"], id=2))
     assert any("named barriers 'staged' and 'other' share id 2" in f for f in problems(plan))
+
+
+@pytest.mark.parametrize("opt, form", [(Options(op="kda", use_gate_in_kernel=True), "running"),
+                                       (Options(op="kda", use_gate_in_kernel=True, lower_bound=-5.0), "factored"),
+                                       (Options(op="gdn"), "scalar")])
+def test_wgmma64_phase_counts(opt, form):
+    """The wgmma64 forward's barrier phases as its templates run them: the prepare's __syncthreads (one per level
+    of the inverse among them, the diagonal blocks' where that form has them) and the recurrence's two o_staged
+    syncs per chunk; one wait fewer is refused."""
+    plan = verify(make_plan(problem_from_options(opt, K=128, V=128, arch="sm_90a"), family="wgmma64",
+                            directions=("forward",)))
+    assert plan.kernel("prepare").options.diagonal == form
+    # after the prologue, (the diagonal blocks,) decay_columns, factors, blocks, assemble, the inverse's diagonal
+    # blocks and its three levels
+    assert plan.kernel("prepare").barrier("sync").phases_per_iter == 9 + (form == "running")
+    assert plan.kernel("recurrence").barrier("o_staged").phases_per_iter == 2
+    assert_refused(plan, "o_staged", lambda p: p.kernel("recurrence").steps[-2].waits.pop(),
+                   "role 'consumer' waits on barrier 'o_staged' 1 times per loop iteration, but it completes 2")
+    phases = plan.kernel("prepare").barrier("sync").phases_per_iter
+    assert_refused(plan, "inverse", lambda p: next(s for s in p.kernel("prepare").steps if s.name == "inverse")
+                   .waits.pop(), f"role 'all' waits on barrier 'sync' {phases - 1} times per run, but it completes "
+                   f"{phases}")

@@ -145,7 +145,8 @@ class Buffer:
 
 @dataclass
 class Step:
-    """One step of a role's per-iteration program, in program order. `waits`/`arrives` name barriers;
+    """One step of a role's per-iteration program, in program order. `waits`/`arrives` name barriers, once per
+    wait or arrival inside the step;
     `reads`/`writes` name shared buffers (workspace and global tensors go in `global_reads` /
     `global_writes`). `mapping` says how threads cover the data (steps with different mappings, or
     different roles, need a barrier between a write and a read of the same buffer)."""

@@ -191,6 +191,7 @@ def _barriers(k: Kernel) -> list[str]:
             if w not in roles:
                 out.append(f"{where}: barrier {b.name!r} waited on by unknown role {w!r}")
         out += _waits_meet_arrivals(k, b)
+        out += _phases_counted(k, b)
         if b.kind == "cta" and b.count != k.threads:
             out.append(f"{where}: barrier {b.name!r} is a CTA barrier but counts {b.count} of {k.threads} threads")
         if b.kind == "named":
@@ -225,6 +226,25 @@ def _waits_meet_arrivals(k: Kernel, b) -> list[str]:
         if missing:
             out.append(f"{where}: barrier {b.name!r} is waited on but no step of role(s) {missing} arrives on it: "
                        "the wait would never complete")
+    return out
+
+
+def _phases_counted(k: Kernel, b) -> list[str]:
+    """A barrier completes `phases_per_iter` phases per loop iteration (per kernel run where no loop step uses
+    it): every waiting role waits that many times, and on an mbarrier every arriving role arrives that many
+    times (a bar.sync or __syncthreads arrives as it waits). A step lists a barrier once per wait inside it."""
+    out, where = [], f"kernel {k.name}"
+    loop = [s for s in k.steps if s.loop and (b.name in s.waits or b.name in s.arrives)]
+    steps = loop or k.steps
+    scope = "per loop iteration" if loop else "per run"
+    sides = [("waits on", r, sum(s.waits.count(b.name) for s in steps if s.role == r)) for r in b.waiters]
+    if b.kind == "mbarrier":
+        sides += [("arrives on", r, sum(s.arrives.count(b.name) for s in steps if s.role == r))
+                  for r in dict.fromkeys(r for r, _ in b.arrivals)]
+    for verb, role, n in sides:
+        if n != b.phases_per_iter:
+            out.append(f"{where}: role {role!r} {verb} barrier {b.name!r} {n} times {scope}, but it completes "
+                       f"{b.phases_per_iter} phases")
     return out
 
 

@@ -104,15 +104,17 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
                *([] if diagonal == "scalar" else [Buffer("k_out", (C, K), "f32", ld=K + 4, alias="rows")]),
                Buffer("Mkk", (C, C), "f32", ld=C + 8, alias="rows"),
                Buffer("A", (C, C), "f32", ld=C + 8, alias="q_then_A")]
-    steps = _prepare_steps(f, diagonal)
+    steps = _prepare_steps(f, diagonal, NB)
     return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
                           warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
                           options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
                                                    varlen, decay_width(KD), diagonal),
-                          barrier_phases=8)
+                          # __syncthreads after the prologue, (the diagonal blocks,) decay_columns, factors, blocks and
+                          # assemble; after the inverse's diagonal blocks; after each of its NB − 1 levels
+                          barrier_phases=5 + (diagonal == "running") + 1 + (NB - 1))
 
 
-def _prepare_steps(f: Facts, diagonal: str) -> list[Step]:
+def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
     scalar, running = diagonal == "scalar", diagonal == "running"
     if scalar:
         factors = Step("factors", "all", "column", reads=[*SPLIT, "D"], waits=["sync"],
@@ -152,7 +154,9 @@ def _prepare_steps(f: Facts, diagonal: str) -> list[Step]:
         Step("assemble", "all", "mma:block_pairs", reads=["Mkk_diag"] if running else [], writes=["Mkk"],
              waits=["sync"], note="Mkk from the accumulators" + (", the diagonal blocks copied beside them"
                                                                  if running else "")),
-        Step("inverse", "all", "blocks16", reads=["Mkk"], writes=["A"], waits=["sync"],
+        # the inverse waits at its start, after its diagonal blocks and after each level but the last (whose
+        # barrier store_inverse waits on)
+        Step("inverse", "all", "blocks16", reads=["Mkk"], writes=["A"], waits=["sync"] * NB,
              note="diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level "
                   "(bf16x3 mma, a 16×8 tile per warp)"),
         Step("store_inverse", "all", "thread", reads=["A"], waits=["sync"], global_writes=["ws_A"],
@@ -224,7 +228,7 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
              note="Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
         Step("update", "consumer", "wgmma_acc", reads=["k_to_end", "decay_total"], arrives=["free"], loop=True,
              note="Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released"),
-        Step("store_o", "consumer", "rows", reads=["o"], writes=["o"], waits=["o_staged"], loop=True,
+        Step("store_o", "consumer", "rows", reads=["o"], writes=["o"], waits=["o_staged", "o_staged"], loop=True,
              global_writes=["o"], note="Oᵀ transposed through shared memory, 16-byte stores of the valid rows"),
         Step("state_out", "consumer", "wgmma_acc", global_writes=["ht"], note="the final state, if requested"),
     ]
