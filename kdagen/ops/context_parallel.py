@@ -147,16 +147,18 @@ def _fold(every: torch.Tensor, parts: list[_Part], places: list[tuple[int, int]]
     """The incoming state of every local sequence [sequences, HV, ·, ·]: zero, except a part's first piece that
     continues a sequence: S = M·S + B (S·M + B with state_v_first) over the parts before it in chain order, from 0
     where the sequence began. `every`: the summaries of all ranks [world, parts per rank, 2 (M, B), HV, ·, ·]."""
-    zero = torch.zeros_like(every[0, 0, 1])
+    out = every.new_zeros((sequences, *every.shape[3:]))
     starts = {}
     for p in parts:
         if p.pre:
-            S = zero
+            S = torch.zeros_like(every[0, 0, 1])
             for place in range(p.pos - p.pre, p.pos):
                 m, b = every[places[place]]
-                S = (S @ m if v_first else m @ S) + b
+                S = segments.apply_map(S, m, b, v_first)
             starts[p.first] = S
-    return torch.stack([starts.get(n, zero) for n in range(sequences)])
+    if not starts:
+        return out
+    return out.index_copy(0, torch.tensor(list(starts), device=out.device), torch.stack(list(starts.values())))
 
 
 class _IncomingStates(torch.autograd.Function):
@@ -283,15 +285,17 @@ def run(fn, q, k, v, g, beta, ctx, params: dict, call):
         initial_state of its global sequence where it begins here (zero without one)."""
         if given_h0 is None:
             return folded
-        return torch.stack([folded[j] if folded is not None and j in continuing else given_h0[ctx.global_seqs[j]]
-                            for j in range(sequences)])
+        rows = given_h0[torch.tensor(ctx.global_seqs, device=given_h0.device)]
+        if folded is None or not continuing:
+            return rows
+        entering = torch.tensor(sorted(continuing), device=rows.device)
+        return rows.index_copy(0, entering, folded[entering])
 
     def mapped(M, B, j):
         """M·h0 + B (h0·M + B with state_v_first), h0 the given initial state of local sequence j's sequence."""
         if given_h0 is None:
             return B
-        h0 = given_h0[ctx.global_seqs[j]]
-        return (h0 @ M if v_first else M @ h0) + B
+        return segments.apply_map(given_h0[ctx.global_seqs[j]], M, B, v_first)
 
     def finals(final):
         return _final_states(final, ctx, parts, given_h0, rank) if want_final else None

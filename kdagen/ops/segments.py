@@ -77,6 +77,12 @@ def _halves(state: torch.Tensor, H: int) -> tuple[torch.Tensor, torch.Tensor]:
     return y[:, :, 0].flatten(1, 2), y[:, :, 1].flatten(1, 2)
 
 
+def apply_map(S: torch.Tensor, M: torch.Tensor, B: torch.Tensor, v_first: bool) -> torch.Tensor:
+    """The state after a piece whose affine map is (M, B), from the state S before it: M·S + B (S·M + B with
+    state_v_first)."""
+    return (S @ M if v_first else M @ S) + B
+
+
 def combine(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor, counts: list[int], v_first: bool) -> torch.Tensor:
     """The incoming state of every segment [S, HV, ·, ·] from the segments' (M, B) and each sequence's initial
     state `first` [N, HV, ·, ·]: position by position along the sequences (a batched matmul each), fixed order."""
@@ -90,7 +96,7 @@ def combine(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor, counts: list[
             active = [active[i] for i in keep]
             prev = torch.tensor([starts[n] + j - 1 for n in active], device=M.device)
             cur = cur[torch.tensor(keep, device=M.device)]
-            cur = (cur @ M[prev] if v_first else M[prev] @ cur) + B[prev]
+            cur = apply_map(cur, M[prev], B[prev], v_first)
         rows.append(cur)
         order += [starts[n] + j for n in active]
     stacked = torch.cat(rows)
