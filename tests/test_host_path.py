@@ -174,9 +174,11 @@ def test_a_direction_makes_the_chunk_layout_only_where_a_kernel_reads_it(monkeyp
 
 
 @pytest.mark.parametrize("keep", [True, False])
-def test_surplus_chunk_rows_are_zeroed_only_when_kept(keep):
+def test_surplus_chunk_rows_are_zeroed_only_when_kept(keep, monkeypatch):
     """The chunk dim is an upper bound whose last N rows no kernel writes: zeroed where the forward keeps the
-    workspaces for a backward (they are an output of the custom op), left alone in an inference call."""
+    workspaces for a backward (they are an output of the custom op), left alone in an inference call. (mma16
+    both times: an inference call with few pairs would otherwise plan wgmma64, which saves nothing.)"""
+    monkeypatch.setenv("KDAGEN_FAMILY", "mma16")
     x, call = call_of(LB, B=2, T=32, H=2)
     ws = {}
     fw.forward(x, call, keep=keep, poison=True, debug=ws, loader=lambda config, device, direction: Recorder())
@@ -342,7 +344,9 @@ def test_cu_seqlens_values_are_checked_at_every_call(recorded_ops):
 @pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
 def test_the_direct_call_gives_what_the_dispatcher_gives(monkeypatch):
     """Without grad, eager, chunk_kda runs the op's implementation directly (carved workspaces, the Call's memo);
-    through the dispatcher (with grad, or where library.eager says no) it gives the same outputs, bitwise."""
+    through the dispatcher (with grad, or where library.eager says no) it gives the same outputs, bitwise. (One
+    family throughout: with few pairs an inference call would otherwise plan wgmma64 and a training call mma16.)"""
+    monkeypatch.setenv("KDAGEN_FAMILY", "mma16")
     monkeypatch.setattr(ops_run, "run", functools.partial(ops_run.run, emulate=True))
     dispatched = []
     real = library.dispatch
@@ -441,7 +445,8 @@ def test_prepared_launches_pass_module_launchs_arguments(monkeypatch):
         assert driver.launched == generic and len(generic) == len(sized.launches), direction
 
 
-def test_carved_workspaces_are_aligned_apart_and_kept_ones_separate():
+def test_carved_workspaces_are_aligned_apart_and_kept_ones_separate(monkeypatch):
+    monkeypatch.setenv("KDAGEN_FAMILY", "mma16")         # its inference plan has a workspace only a backward reads
     x, call = call_of(LB, B=2, T=40, H=2)
     schedule = launcher.scheduled(fw.call_config(x, call, False), "forward")
     sized = schedule.checked_sized(x, call.scalars, torch.device("cpu"))
@@ -469,3 +474,29 @@ def test_only_pointers_floats_and_sizes_are_prepared():
     assert launcher.bindable(launches(("ptr", "in_q"), ("f32", "sc_scale"), ("i32", "T"), ("i64", "N")), sizes)
     assert not launcher.bindable(launches(("ptr", "in_q"), ("tensor_map", "ws_A")), sizes)
     assert not launcher.bindable(launches(("i32", "chunk")), sizes)
+
+
+@pytest.mark.parametrize("shape, keep, family", [
+    (dict(B=2, T=40, H=2), False, "wgmma64"),              # 4 pairs, no grad: the 64-token chain
+    (dict(B=4, T=40, H=4), False, "wgmma64"),              # 16 pairs
+    (dict(B=1, T=40, H=17), False, "mma16"),               # 17 pairs: the cheaper prepare
+    (dict(cu_seqlens=[0, 9, 30], H=8), False, "wgmma64"),  # varlen: N·HV = 16
+    (dict(cu_seqlens=[0, 9, 30, 31], H=8), False, "mma16"),  # 24
+    (dict(B=2, T=40, H=2), True, "mma16"),                 # a training call: wgmma64 has no backward
+])
+def test_an_inference_call_with_few_pairs_runs_the_long_chunk_family(shape, keep, family):
+    x, call = call_of(LB, **shape)
+    config = fw.call_config(x, call, keep)
+    assert config.planned()[0].family == family and config.few_pairs == (family == "wgmma64")
+
+
+def test_pairs_under_dynamic_shapes_keep_the_usual_ranking():
+    """A symbolic batch size (torch.compile's dynamic shapes) gives no pair count, so the graph is not specialised
+    on it: the families keep their usual ranking."""
+    from types import SimpleNamespace
+
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    B = ShapeEnv().create_unbacked_symint()
+    assert fw.call_pairs(SimpleNamespace(shape=(B, 40, 4, 64)), None) is None
+    assert fw.call_pairs(torch.empty(2, 40, 4, 64), None) == 8
+    assert fw.call_pairs(torch.empty(1, 40, 4, 64), torch.tensor([0, 3, 40])) == 8

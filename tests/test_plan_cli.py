@@ -121,3 +121,27 @@ def test_plan_json_names_the_family(capsys, monkeypatch):
     monkeypatch.setenv("KDAGEN_FAMILY", "nope")
     code, _, err = run_main(["plan", "--op", "kda"], capsys)
     assert code != 0 and "KDAGEN_FAMILY='nope': known families are" in err
+
+
+@pytest.mark.parametrize("words, family", [
+    (["--inference", "--pairs", "4"], "wgmma64"),          # few pairs, no backward: the 64-token chain
+    (["--inference", "--pairs", "16"], "wgmma64"),
+    (["--inference", "--pairs", "17"], "mma16"),           # many pairs: the cheaper prepare wins
+    (["--inference"], "mma16"),                            # pairs unknown: the usual ranking
+    (["--pairs", "4"], "mma16"),                           # training: wgmma64 plans no backward
+    (["--inference", "--pairs", "4", "--arch", "sm_80"], "mma16"),
+    (["--inference", "--pairs", "4", "--family", "mma16"], "mma16"),   # a requested family is kept
+])
+def test_few_pairs_rank_the_long_chunk_family_first(words, family, capsys):
+    code, out, err = run_main(["plan", "--op", "kda", *LB, "--head-dim", "128", *words], capsys)
+    assert code == 0, err
+    assert f"  family {family} (chunk" in out, out[:400]
+    planned, _ = parse_config(" ".join(["--op", "kda", *LB, *words])).config().planned()
+    assert planned.family == family
+    few = "--inference" in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) <= 16
+    assert ("ranked for an inference call with ≤ 16 (sequence, head) pairs" in out) == few
+
+
+def test_pairs_must_be_positive(capsys):
+    code, _, err = run_main(["plan", "--op", "kda", "--inference", "--pairs", "0"], capsys)
+    assert code == 2 and "--pairs 0" in err

@@ -1,4 +1,5 @@
-"""Forward time of each kernel family on a GPU, and where it goes: `python benchmarks/probe/family_timing.py`.
+"""Forward time of each kernel family on a GPU, and where it goes: `python benchmarks/probe/family_timing.py
+[BxTxHxD ...]` (default: three bench shapes with 32 or more (sequence, head) pairs).
 
 For the bench's ops and inputs (kdagen.bench) at a few shapes, times kdagen's inference forward (no grad)
 with KDAGEN_FAMILY set to each family that serves it, by CUDA events around one call (median of 30 after 5
@@ -61,9 +62,10 @@ def kernel_times(fn, grad=False) -> dict:
 
 def main() -> None:
     rows = ["| op | shape | family | forward ms | kernels (ms) |", "| --- | --- | --- | ---: | --- |"]
+    shapes = [Shape(*map(int, a.split("x"))) for a in sys.argv[1:]] or SHAPES
     for key in ("kda", "kda_lb", "gdn"):
         variant = VARIANTS[key]
-        for shape in SHAPES:
+        for shape in shapes:
             s = make_set(variant, shape, device="cuda", seed=0)
             for family in FAMILIES:
                 os.environ["KDAGEN_FAMILY"] = family

@@ -10,6 +10,7 @@ import sys
 EXAMPLE = """examples:
   kdagen plan --op kda --head-dim 128
   kdagen plan --op kda --use-gate-in-kernel --lower-bound -5 --inference   # the kernels of a no-grad call
+  kdagen plan --op kda --inference --pairs 4              # ... with 4 (sequence, head) pairs: a long-chunk family
   kdagen plan --op gdn --kernel recurrence                # one kernel's tables
   kdagen plan --op kda --json > plan.json
   kdagen plan --op kda --dot | dot -Tsvg > kernels.svg
@@ -21,7 +22,8 @@ def run(args) -> int:
     from ..plan import PlanError, make_plan, problems
     from ..plan.describe import describe, to_dot
     config = config_from_args(args).config()
-    plan = make_plan(config.problem(), family=config.family, directions=config.directions)
+    plan = make_plan(config.problem(), family=config.family, directions=config.directions,
+                     few_pairs=config.few_pairs)
     known = [k.name for k in plan.kernels]
     if args.kernel and any(k not in known for k in args.kernel):
         print(f"kdagen plan: unknown kernel(s) {args.kernel}; this plan has {known}", file=sys.stderr)

@@ -42,6 +42,9 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
                    help="the kernel family (default: KDAGEN_FAMILY, else the best one that supports the configuration)")
     p.add_argument("--inference", action="store_true",
                    help="the kernels of a call without gradients (a forward-only family may serve it)")
+    p.add_argument("--pairs", type=int, default=None, metavar="N",
+                   help="the call's (sequence, value head) pairs, B·HV; with --inference and N ≤ 16 families are "
+                        "ranked for few pairs, as a call of that shape ranks them (default: many)")
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ class CallConfig:
     directions: tuple
     arch: str | None
     family: str | None
+    pairs: int | None = None
 
     def config(self):
         """The ops.config.Config every call of this kind uses (arch resolved, family validated)."""
@@ -64,7 +68,8 @@ class CallConfig:
         from .config import config_for, default_arch
         return config_for(self.spec, self.dims.K, self.dims.V, self.dims.G, self.varlen, self.dtypes,
                           self.resolved_arch() or default_arch(), state_layout=self.state_layout,
-                          directions=self.directions, family=family(self.family).name if self.family else None)
+                          directions=self.directions, family=family(self.family).name if self.family else None,
+                          pairs=self.pairs)
 
     def resolved_arch(self) -> str | None:
         from ..runtime import normalize_arch
@@ -157,7 +162,13 @@ def _config_from_args(args) -> CallConfig:
     dtypes = {"g": getattr(torch, DTYPES[args.g_dtype]), "beta": getattr(torch, DTYPES[args.beta_dtype])}
     return CallConfig(spec, Dims(B=1, T=0, H=H, HV=HV, K=K, V=K, N=1), dtypes, args.varlen,
                       "vk" if args.state_v_first else "kv", INFERENCE if args.inference else TRAINING, args.arch,
-                      args.family)
+                      args.family, _pairs(args.pairs))
+
+
+def _pairs(pairs: int | None) -> int | None:
+    if pairs is not None and pairs < 1:
+        raise ValueError(f"--pairs {pairs}: a call has at least one (sequence, value head) pair")
+    return pairs
 
 
 class _RaisingParser(argparse.ArgumentParser):

@@ -3,7 +3,8 @@ rendered units (cached per process), and the compiled modules (kdagen.runtime). 
 chunk_gated_delta_rule and a user's recurrence — and `kdagen compile` go through here.
 
 A Config records whether the call needs a backward: the family is chosen for the directions a call runs
-(an inference call may use a forward-only family), and KDAGEN_FAMILY, read when the Config is made.
+(an inference call may use a forward-only family), whether an inference call has few (sequence, head) pairs
+(families rank differently there: kdagen.plan.families), and KDAGEN_FAMILY, read when the Config is made.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import torch
 from ..codegen import render_unit
 from ..plan import Dtypes, Plan, Problem, make_plan, verify
 from ..plan.configs import options_recurrence
-from ..plan.families import requested
+from ..plan.families import few_pairs, requested
 from ..plan.problem import check_input_dtypes, qk_inputs, recurrence_facts
 from ..runtime import env as runtime_env
 
@@ -139,6 +140,7 @@ class Config:
     state_layout: str = "kv"      # "kv": [N,HV,K,V]; "vk": state_v_first
     directions: tuple = TRAINING  # what the call runs: the family must plan all of it
     family: str | None = None     # a requested family (KDAGEN_FAMILY), else the planner's choice
+    few_pairs: bool = False       # an inference call with few (sequence, head) pairs (families.few_pairs)
 
     def problem(self) -> Problem:
         return Problem(self.spec.recurrence, self.spec.name, self.K, self.V,
@@ -157,7 +159,8 @@ class Config:
 @functools.lru_cache(maxsize=64)
 def _planned(config: Config):
     problem = config.problem()
-    return verify(make_plan(problem, family=config.family, directions=config.directions)), problem.recurrence
+    return (verify(make_plan(problem, family=config.family, directions=config.directions, few_pairs=config.few_pairs)),
+            problem.recurrence)
 
 
 @functools.lru_cache(maxsize=64)
@@ -167,8 +170,10 @@ def _source(config: Config, direction: str) -> str:
 
 
 def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, arch: str, *,
-               state_layout: str = "kv", directions: tuple = TRAINING, family: str | None = None) -> Config:
-    """The Config of a call; dtypes maps "g" and "beta" (where the recurrence has them) to torch dtypes."""
+               state_layout: str = "kv", directions: tuple = TRAINING, family: str | None = None,
+               pairs: int | None = None) -> Config:
+    """The Config of a call; dtypes maps "g" and "beta" (where the recurrence has them) to torch dtypes; `pairs`
+    the call's (sequence, value head) pairs where known."""
     names = {}
     for name in ("g", "beta"):
         dtype = dtypes.get(name)
@@ -176,7 +181,7 @@ def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, a
             raise NotImplementedError(f"{name} of dtype {dtype}: kernels read bfloat16 or float32")
         names[name] = _DTYPE.get(dtype, "bf16")
     return Config(spec, K, V, arch, G, varlen, names["g"], names["beta"], state_layout, tuple(directions),
-                  family or requested())
+                  family or requested(), few_pairs(directions, pairs))
 
 
 def module_uri(plan: Plan, direction: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..plan import Plan
-from ..plan.families import requested
+from ..plan.families import few_pairs, requested
 from ..plan.families.base import PASSED_DTYPE_INPUTS
 from ..runtime import env as runtime_env
 from .config import INFERENCE, TRAINING, config_for, default_arch, loader_for
@@ -78,18 +78,31 @@ def _call_config(x: dict, call, keep: bool, family: str | None, arch: str | None
     # the kernels are specialised on these sizes: under dynamic shapes int() makes them static (B, T, N stay free)
     H, K, HV, V = int(ref.shape[2]), int(ref.shape[3]), int(v.shape[2]), int(v.shape[3])
     dtypes = {n: x[n].dtype for n in PASSED_DTYPE_INPUTS if x.get(n) is not None}
-    varlen = x.get("cu_seqlens") is not None
-    key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family, arch)
+    cu = x.get("cu_seqlens")
+    varlen = cu is not None
+    pairs = call_pairs(v, cu)
+    few = not keep and few_pairs(INFERENCE, pairs)
+    key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family, arch, few)
     config = _CONFIGS.get(key)
     if config is None:
         if HV % H:
             raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
         config = config_for(spec, K, V, HV // H, varlen, dtypes, default_arch(v.device), state_layout=call.state_layout,
-                            directions=TRAINING if keep else INFERENCE, family=family)
+                            directions=TRAINING if keep else INFERENCE, family=family,
+                            pairs=pairs)
         if len(_CONFIGS) >= _CACHED_CONFIGS:
             _CONFIGS.clear()
         _CONFIGS[key] = config
     return config
+
+
+def call_pairs(v, cu_seqlens) -> int | None:
+    """The (sequence, value head) pairs of a call, N·HV, where its shapes are plain ints (under torch.compile's
+    dynamic shapes B or N may be symbols: then None, and families keep their usual ranking rather than the graph
+    being specialised on the batch size)."""
+    N = v.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    HV = v.shape[2]
+    return N * HV if isinstance(N, int) and isinstance(HV, int) else None
 
 
 def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = False, debug: dict | None = None):

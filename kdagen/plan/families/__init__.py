@@ -1,8 +1,14 @@
 """Kernel families, and the choice between them (docs/plan.md §6).
 
-`choose(problem, directions, name)` returns the family that plans a problem: the one named (argument, else
-KDAGEN_FAMILY) when it supports the problem, else the highest-priority family that does. The reasons the
-others give are kept, so `kdagen plan` can say why a family was passed over.
+`choose(problem, directions, name, few_pairs)` returns the family that plans a problem: the one named
+(argument, else KDAGEN_FAMILY) when it supports the problem, else the highest-ranked family that does. The
+reasons the others give are kept, so `kdagen plan` can say why a family was passed over.
+
+The rank is a family's priority, except for an inference call with at most FEW_PAIRS (sequence, value head)
+pairs (`few_pairs`), which ranks by `few_pairs_priority` where a family sets one: there every kernel but the
+recurrence has too little work to matter and the recurrence's time is its serial chain of chunk steps, so a
+family with longer chunks wins although its token-parallel kernel costs more per token (the cost model and the
+measurements: benchmarks/NOTES.md, session 8).
 """
 from __future__ import annotations
 
@@ -15,6 +21,13 @@ from .wgmma64 import FAMILY as WGMMA64
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (WGMMA64, MMA16)}
 ENV = "KDAGEN_FAMILY"
+FEW_PAIRS = 16
+
+
+def few_pairs(directions, pairs: int | None) -> bool:
+    """Whether a call running `directions` over `pairs` (sequence, value head) pairs ranks families for few
+    pairs: an inference call (forward only) with at most FEW_PAIRS of them."""
+    return tuple(directions) == ("forward",) and pairs is not None and pairs <= FEW_PAIRS
 
 
 def family(name: str) -> Family:
@@ -31,16 +44,17 @@ def requested() -> str | None:
     return name or None
 
 
-def verdicts(problem: Problem, directions) -> list[tuple[Family, bool, str]]:
-    """Every family's (ok, reason) for the problem, highest priority first."""
-    ranked = sorted(FAMILIES.values(), key=lambda f: -f.priority)
+def verdicts(problem: Problem, directions, few_pairs: bool = False) -> list[tuple[Family, bool, str]]:
+    """Every family's (ok, reason) for the problem, highest rank first."""
+    ranked = sorted(FAMILIES.values(), key=lambda f: -f.rank(few_pairs))
     return [(f, *f.supports(problem, directions)) for f in ranked]
 
 
-def choose(problem: Problem, directions=("forward", "backward"), name: str | None = None) -> tuple[Family, list[str]]:
+def choose(problem: Problem, directions=("forward", "backward"), name: str | None = None,
+           few_pairs: bool = False) -> tuple[Family, list[str]]:
     """(the family that plans `problem`, why each other family was passed over)."""
     name = name or requested()
-    found = verdicts(problem, directions)
+    found = verdicts(problem, directions, few_pairs)
     if name is not None:
         chosen = family(name)
         ok, why = chosen.supports(problem, directions)
@@ -50,6 +64,7 @@ def choose(problem: Problem, directions=("forward", "backward"), name: str | Non
         chosen = next((f for f, ok, _ in found if ok), None)
         if chosen is None:
             raise PlanError("no kernel family supports this problem:\n  " + "\n  ".join(w for _, _, w in found))
-    passed = [f"{f.name}: supported, but {'not requested' if name else f'ranked below {chosen.name}'}" if ok else why
+    below = f"ranked below {chosen.name}" + (f" for ≤ {FEW_PAIRS} (sequence, head) pairs" if few_pairs else "")
+    passed = [f"{f.name}: supported, but {'not requested' if name else below}" if ok else why
               for f, ok, why in found if f is not chosen]
     return chosen, passed

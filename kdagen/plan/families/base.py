@@ -125,6 +125,10 @@ class Family:
     headers: tuple[str, ...]
     priority: int                            # the highest-priority family that supports a problem is chosen
     summary: str
+    few_pairs_priority: int | None = None    # its rank for an inference call with few (sequence, head) pairs
+
+    def rank(self, few_pairs: bool) -> int:
+        return self.priority if not few_pairs or self.few_pairs_priority is None else self.few_pairs_priority
 
     def supports(self, problem: Problem, directions=("forward", "backward")) -> tuple[bool, str]:
         """(ok, reason): whether this family can plan `problem` for every direction in `directions`."""
