@@ -13,6 +13,7 @@ from kdagen.plan import (ARCHS, Barrier, Buffer, Kernel, Param, Pipeline, PlanEr
                          problem_from_options, problems, verify)
 from kdagen.plan.model import TensorMapSpec
 from kdagen.plan.smem import assign_offsets
+from kdagen.codegen import render_unit
 from kdagen.plan.describe import describe, to_dot
 from kdagen.reference import Options
 
@@ -367,12 +368,16 @@ def test_wgmma64_phase_counts(opt, form):
     """The wgmma64 forward's barrier phases as its templates run them: the prepare's __syncthreads (one per level
     of the inverse among them, the diagonal blocks' where that form has them) and the recurrence's two o_staged
     syncs per chunk; one wait fewer is refused."""
-    plan = verify(make_plan(problem_from_options(opt, K=128, V=128, arch="sm_90a"), family="wgmma64",
-                            directions=("forward",)))
+    problem = problem_from_options(opt, K=128, V=128, arch="sm_90a")
+    plan = verify(make_plan(problem, family="wgmma64", directions=("forward",)))
     assert plan.kernel("prepare").options.diagonal == form
     # after the prologue, (the diagonal blocks,) decay_columns, factors, blocks, assemble, the inverse's diagonal
-    # blocks and its three levels
-    assert plan.kernel("prepare").barrier("sync").phases_per_iter == 9 + (form == "running")
+    # blocks and its three levels, w's operand, w and u's operand
+    assert plan.kernel("prepare").barrier("sync").phases_per_iter == 12 + (form == "running")
+    source = render_unit(plan, problem.recurrence, "forward")
+    prepare = source[source.index("// ===== prepare:"):source.index("// ===== recurrence:")]
+    # the template's own count: the inverse's level loop holds one and runs NB − 1 = 3 times
+    assert prepare.count("__syncthreads();") + 2 == 12 + (form == "running")
     assert plan.kernel("recurrence").barrier("o_staged").phases_per_iter == 2
     assert_refused(plan, "o_staged", lambda p: p.kernel("recurrence").steps[-2].waits.pop(),
                    "role 'consumer' waits on barrier 'o_staged' 1 times per loop iteration, but it completes 2")

@@ -79,10 +79,16 @@ def run(x, opt, scheme):
             qd, kd, kr = bf16(scale * qc * E), bf16(kc * E), bf16(kc * R)
             gte = fp32(G[:, -1].exp())
             Sb = operand(S, scheme["S"])
-            P = Sb @ kd.transpose(1, 2)                      # Pᵀ [V, L]
             Q = Sb @ qd.transpose(1, 2)
-            X = fp32(bc[:, None, :] * (vc.transpose(1, 2) - P))
-            Vn = fp32(operand(X, scheme["X"]) @ A.transpose(1, 2))
+            if scheme.get("form") == "wy":                   # the prepare applies A: w = A·diag(β)·kd, u = A·diag(β)·v
+                A32 = fp32(torch.linalg.solve_triangular(eye + Mkk, eye, upper=False, unitriangular=True))
+                w = operand(fp32(A32 @ (bc[..., None] * kd)), scheme["w"])
+                u = operand(fp32(A32 @ (bc[..., None] * vc)), scheme["u"])
+                Vn = fp32(u.transpose(1, 2) - Sb @ w.transpose(1, 2))
+            else:
+                P = Sb @ kd.transpose(1, 2)                  # Pᵀ [V, L]
+                X = fp32(bc[:, None, :] * (vc.transpose(1, 2) - P))
+                Vn = fp32(operand(X, scheme["X"]) @ A.transpose(1, 2))
             Vo = operand(Vn, scheme["Vn"])
             O = Q + Vo @ Mqk.transpose(1, 2)
             S = fp32(S * gte[:, None, :] + operand(Vn, scheme["Vn_state"]) @ kr)
@@ -110,7 +116,13 @@ def main():
                 "Vn_state x2": dict(Vn_state="x2"),
                 "A,Mqk tf32; X,Vn tf32; Vn_state x2": dict(A="tf32", Mqk="tf32", X="tf32", Vn="tf32", Vn_state="x2"),
                 "A,Mqk tf32; Vn_state x2": dict(A="tf32", Mqk="tf32", Vn_state="x2"),
-                "S x2": dict(S="x2"), "everything exact but o": {p: "exact" for p in points}}
+                "S x2": dict(S="x2"), "everything exact but o": {p: "exact" for p in points},
+                "kernel today: X, Vn x2": dict(X="x2", Vn="x2"),
+                "WY: w bf16, u bf16; Vn x2": dict(form="wy", w="bf16", u="bf16", Vn="x2"),
+                "WY: w bf16, u x2; Vn x2": dict(form="wy", w="bf16", u="x2", Vn="x2"),
+                "WY: w x2, u x2; Vn x2": dict(form="wy", w="x2", u="x2", Vn="x2")}
+    if len(sys.argv) > 1:                                    # a selection of the schemes by name prefix
+        variants = {n: c for n, c in variants.items() if any(n.startswith(a) for a in sys.argv[1:])}
     cases = list(itertools.product(("kda", "gdn"), ("lb", "sp")))
     cases = [c for c in cases if not (c[0] == "gdn" and c[1] == "lb")]
     print("o relative L2 error against float64, chunk 64, T=1024 H=2 D=128, bench inputs")
