@@ -81,15 +81,15 @@ def test_kernels_fit_their_plan(reports, uri, direction):
             f"({'dynamic' if kernel.smem_dynamic else 'static'}), limit {limit} B"
 
 
-@pytest.mark.parametrize("direction", ["forward", "backward"])
-def test_units_compile_with_nvrtc(direction):
-    """The runtime's compiler (NVRTC through CuPy) takes the same units the GPU runs."""
+@pytest.mark.parametrize("family, direction", [("mma16", "forward"), ("mma16", "backward"), ("wgmma64", "forward")])
+def test_units_compile_with_nvrtc(family, direction):
+    """The runtime's compiler (NVRTC through CuPy) takes the same units the GPU runs, each family's."""
     runtime = pytest.importorskip("kdagen.runtime")
     try:
         runtime.cuda_include_dir()
     except Exception as e:        # no toolkit headers: the runtime cannot compile anything here
         pytest.skip(f"NVRTC headers unavailable: {e}")
     problem = default_problem("gdn", head_dim=64)
-    plan = verify(make_plan(problem))
+    plan = verify(make_plan(problem, family=family, directions=(direction,)))
     image = runtime.compile_cubin(render_unit(plan, problem.recurrence, direction), f"{direction}.cu", "sm_90a")
     assert image[:4] == b"\x7fELF"

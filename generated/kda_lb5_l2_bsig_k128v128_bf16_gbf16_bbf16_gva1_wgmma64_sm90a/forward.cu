@@ -1477,7 +1477,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   }
   __syncthreads();  // barrier "sync"
   // (b) level by level (J = I − lvl): A_IJ = −A_II · T, T = Σ_{M=J}^{I−1} Mkk_IM · A_MJ, on tensor cores (bf16x3,
-  // fp32 accumulation: A is stored as bf16 in the end). A column of A_IJ needs only the same column of T, so warp
+  // fp32 accumulation: A then multiplies w's and u's operands). A column of A_IJ needs only the same column of T, so warp
   // w takes the 16×8 tile of columns 8·(w % 2).. of block I = lvl + w / 2.
   static_assert(WARPS == 2 * NB, "inverse: two warps per 16-row block");
   for (int lvl = 1; lvl < NB; ++lvl) {
@@ -1513,8 +1513,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   // fp32 operand tile wy_in (the rows region: Mkk is read), so the recurrence's chunk step is Vn = u − w·S.
   constexpr int LDW = ld_wy_in;
   static_assert(K == 128, "w and u take wy_in in turn: K = V");
-  // warp w: block row I = w / 2 of the result, columns [(w % 2)·K/2, +K/2); the k steps run over A's lower blocks
-  auto apply_A = [&](auto&& store) {
+  // warp w: block row I = w / 2 of the result, columns [(w % 2)·K/2, +K/2); the k steps run over A's lower blocks.
+  // The result goes to out_hi as bf16 and, where out_lo is given, its remainder to out_lo (rows past L zero).
+  auto apply_A = [&](bf16* out_hi, bf16* out_lo) {
     constexpr int NT = K / 16;                 // n8 tiles per warp
     const int I = warp / 2, n0 = (warp % 2) * (K / 2);
     kdg::FragC acc[NT];
@@ -1535,36 +1536,40 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int row = I * B + kdg::frag_c_row(lane, e), col = n0 + nt * 8 + kdg::frag_c_col(lane, e);
-        store(row, col, row < L ? acc[nt].x[e] : 0.f);
+        const float x = row < L ? acc[nt].x[e] : 0.f;
+        const bf16 hi = __float2bfloat16_rn(x);
+        const long long at = (ws_ch * C + row) * K + col;
+        out_hi[at] = hi;
+        if (out_lo != nullptr) out_lo[at] = __float2bfloat16_rn(x - kdg::to_f32(hi));
       }
     }
   };
 
 #line 15 "templates/skeleton.j2"
   // ---- step w_operand (all, thread): β⊙(k̂⊙e^Γ) in fp32, k̂·E times the blocks before ----
-#line 488 "templates/wgmma64/prepare.cu.j2"
+#line 493 "templates/wgmma64/prepare.cu.j2"
   // wy_in = β⊙(k̂⊙e^Γ) (tail rows: β = 0, k̂ = 0)
   for (int idx = tid; idx < C * K; idx += THREADS) {
     const int row = idx / K, c = idx % K;
-#line 494 "templates/wgmma64/prepare.cu.j2"
+#line 499 "templates/wgmma64/prepare.cu.j2"
     float before = 1.f;  // e^Γ_in of the row's block: the totals of the blocks before it, in factors' order
 #pragma unroll
     for (int M = 0; M < NB; ++M) before *= M < row / B ? s_D[M * KD + (KD == 1 ? 0 : c)] : 1.f;
     const float kd = s_k_hat[row * LDF + c] * before;
-#line 499 "templates/wgmma64/prepare.cu.j2"
+#line 504 "templates/wgmma64/prepare.cu.j2"
     s_wy_in[row * LDW + c] = s_beta[row] * kd;
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step w (all, mma:row_blocks): w = A·wy_in (bf16x3 mma, A's lower blocks only; warp w: block row w / 2, half the columns), bf16 ----
-#line 504 "templates/wgmma64/prepare.cu.j2"
-  apply_A([&](int row, int col, float x) { ws_w[(ws_ch * C + row) * K + col] = __float2bfloat16_rn(x); });
+#line 509 "templates/wgmma64/prepare.cu.j2"
+  apply_A(ws_w, nullptr);
   __syncthreads();  // barrier "sync": wy_in is read; it takes β⊙v
 
 #line 15 "templates/skeleton.j2"
   // ---- step u_operand (all, thread): β⊙v in fp32 (tail rows zero) ----
-#line 508 "templates/wgmma64/prepare.cu.j2"
+#line 513 "templates/wgmma64/prepare.cu.j2"
   for (int idx = tid; idx < C * K; idx += THREADS) {
     const int row = idx / K, c = idx % K;
     s_wy_in[row * LDW + c] = row < L ? s_beta[row] * kdg::to_f32(v[((t0 + row) * HV + h) * K + c]) : 0.f;
@@ -1573,12 +1578,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step u (all, mma:row_blocks): u = A·wy_in as w, split into bf16 hi + lo ----
-#line 515 "templates/wgmma64/prepare.cu.j2"
-  apply_A([&](int row, int col, float x) {
-    const bf16 hi = __float2bfloat16_rn(x);
-    ws_u_hi[(ws_ch * C + row) * K + col] = hi;
-    ws_u_lo[(ws_ch * C + row) * K + col] = __float2bfloat16_rn(x - kdg::to_f32(hi));
-  });
+#line 520 "templates/wgmma64/prepare.cu.j2"
+  apply_A(ws_u_hi, ws_u_lo);
 }
 
 #line 4 "templates/wgmma64/recurrence.cu.j2"
@@ -1636,7 +1637,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1640 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1641 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_w,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1650,7 +1651,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 58 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1654 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1655 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 200704 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1701,7 +1702,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1705 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1706 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1731,7 +1732,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1735 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1736 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
