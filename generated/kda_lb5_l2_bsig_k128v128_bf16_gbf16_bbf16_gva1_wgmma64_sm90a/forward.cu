@@ -1534,51 +1534,70 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
+      for (int e = 0; e < 4; e += 2) {  // elements e, e + 1: one row, two adjacent columns, one 4-byte store
         const int row = I * B + kdg::frag_c_row(lane, e), col = n0 + nt * 8 + kdg::frag_c_col(lane, e);
-        const float x = row < L ? acc[nt].x[e] : 0.f;
-        const bf16 hi = __float2bfloat16_rn(x);
+        const bool valid = row < L;
+        kdg::u32 hi, lo;
+        kdg::split_bf16(valid ? acc[nt].x[e] : 0.f, valid ? acc[nt].x[e + 1] : 0.f, hi, lo);
         const long long at = (ws_ch * C + row) * K + col;
-        out_hi[at] = hi;
-        if (out_lo != nullptr) out_lo[at] = __float2bfloat16_rn(x - kdg::to_f32(hi));
+        *reinterpret_cast<kdg::u32*>(out_hi + at) = hi;
+        if (out_lo != nullptr) *reinterpret_cast<kdg::u32*>(out_lo + at) = lo;
       }
     }
   };
 
 #line 15 "templates/skeleton.j2"
   // ---- step w_operand (all, thread): β⊙(k̂⊙e^Γ) in fp32, k̂·E times the blocks before ----
-#line 493 "templates/wgmma64/prepare.cu.j2"
+#line 494 "templates/wgmma64/prepare.cu.j2"
   // wy_in = β⊙(k̂⊙e^Γ) (tail rows: β = 0, k̂ = 0)
   for (int idx = tid; idx < C * K; idx += THREADS) {
     const int row = idx / K, c = idx % K;
-#line 499 "templates/wgmma64/prepare.cu.j2"
+#line 500 "templates/wgmma64/prepare.cu.j2"
     float before = 1.f;  // e^Γ_in of the row's block: the totals of the blocks before it, in factors' order
 #pragma unroll
     for (int M = 0; M < NB; ++M) before *= M < row / B ? s_D[M * KD + (KD == 1 ? 0 : c)] : 1.f;
     const float kd = s_k_hat[row * LDF + c] * before;
-#line 504 "templates/wgmma64/prepare.cu.j2"
+#line 505 "templates/wgmma64/prepare.cu.j2"
     s_wy_in[row * LDW + c] = s_beta[row] * kd;
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step w (all, mma:row_blocks): w = A·wy_in (bf16x3 mma, A's lower blocks only; warp w: block row w / 2, half the columns), bf16 ----
-#line 509 "templates/wgmma64/prepare.cu.j2"
+#line 510 "templates/wgmma64/prepare.cu.j2"
   apply_A(ws_w, nullptr);
   __syncthreads();  // barrier "sync": wy_in is read; it takes β⊙v
 
 #line 15 "templates/skeleton.j2"
   // ---- step u_operand (all, thread): β⊙v in fp32 (tail rows zero) ----
-#line 513 "templates/wgmma64/prepare.cu.j2"
-  for (int idx = tid; idx < C * K; idx += THREADS) {
-    const int row = idx / K, c = idx % K;
-    s_wy_in[row * LDW + c] = row < L ? s_beta[row] * kdg::to_f32(v[((t0 + row) * HV + h) * K + c]) : 0.f;
+#line 514 "templates/wgmma64/prepare.cu.j2"
+  // 16-byte loads of eight values, all issued before the first is used (one dependent load each would serialise)
+  {
+    constexpr int PIECES = C * K / 8 / THREADS;
+    static_assert(PIECES * 8 * THREADS == C * K, "u_operand: whole 16-byte pieces per thread");
+    uint4 raw[PIECES];
+#pragma unroll
+    for (int p = 0; p < PIECES; ++p) {
+      const int idx = tid + p * THREADS, row = idx / (K / 8), c = idx % (K / 8) * 8;
+      raw[p] = row < L ? *reinterpret_cast<const uint4*>(v + ((t0 + row) * HV + h) * K + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int p = 0; p < PIECES; ++p) {
+      const int idx = tid + p * THREADS, row = idx / (K / 8), c = idx % (K / 8) * 8;
+      const bf16* x = reinterpret_cast<const bf16*>(&raw[p]);
+      const float b = s_beta[row];
+      float* dst = s_wy_in + row * LDW + c;
+      *reinterpret_cast<float4*>(dst) = make_float4(b * kdg::to_f32(x[0]), b * kdg::to_f32(x[1]),
+                                                    b * kdg::to_f32(x[2]), b * kdg::to_f32(x[3]));
+      *reinterpret_cast<float4*>(dst + 4) = make_float4(b * kdg::to_f32(x[4]), b * kdg::to_f32(x[5]),
+                                                        b * kdg::to_f32(x[6]), b * kdg::to_f32(x[7]));
+    }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step u (all, mma:row_blocks): u = A·wy_in as w, split into bf16 hi + lo ----
-#line 520 "templates/wgmma64/prepare.cu.j2"
+#line 539 "templates/wgmma64/prepare.cu.j2"
   apply_A(ws_u_hi, ws_u_lo);
 }
 
@@ -1637,7 +1656,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1641 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1660 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_w,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1651,7 +1670,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     float* __restrict__ ht) {
 #line 58 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1655 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1674 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 200704 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1702,7 +1721,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1706 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1725 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1732,7 +1751,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1736 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1755 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
