@@ -372,12 +372,12 @@ def test_wgmma64_phase_counts(opt, form):
     plan = verify(make_plan(problem, family="wgmma64", directions=("forward",)))
     assert plan.kernel("prepare").options.diagonal == form
     # after the prologue, (the diagonal blocks,) decay_columns, factors, blocks, assemble, the inverse's diagonal
-    # blocks and its three levels, w's operand, w and u's operand
-    assert plan.kernel("prepare").barrier("sync").phases_per_iter == 12 + (form == "running")
+    # blocks and its three levels
+    assert plan.kernel("prepare").barrier("sync").phases_per_iter == 9 + (form == "running")
     source = render_unit(plan, problem.recurrence, "forward")
     prepare = source[source.index("// ===== prepare:"):source.index("// ===== recurrence:")]
     # the template's own count: the inverse's level loop holds one and runs NB − 1 = 3 times
-    assert prepare.count("__syncthreads();") + 2 == 12 + (form == "running")
+    assert prepare.count("__syncthreads();") + 2 == 9 + (form == "running")
     assert plan.kernel("recurrence").barrier("o_staged").phases_per_iter == 2
     assert_refused(plan, "o_staged", lambda p: p.kernel("recurrence").steps[-2].waits.pop(),
                    "role 'consumer' waits on barrier 'o_staged' 1 times per loop iteration, but it completes 2")

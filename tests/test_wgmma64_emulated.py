@@ -17,8 +17,8 @@ from test_codegen_emulated import kernel_inputs, rel
 
 pytestmark = pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
 
-# bf16 terms at bf16 rounding; fp32 ones (and u, stored as bf16 hi + lo) exact up to fp32 arithmetic
-TOL = {"bf16": 5e-3, "f32": 1e-3, "ws_decay_total": 1e-5, "ws_u": 1e-3}
+# bf16 terms at bf16 rounding; fp32 ones exact up to fp32 arithmetic
+TOL = {"bf16": 5e-3, "f32": 1e-3, "ws_decay_total": 1e-5, "ws_beta": 1e-6}
 
 CASES = {
     # per-channel decay, lower-bound gate; varlen with an empty and a length-1 sequence and one of two chunks; GVA 2
@@ -61,7 +61,6 @@ def test_prepare_workspace_term_by_term(case):
     name, _, _, ws, xr, opt = case
     errors = workspace_errors(ws, xr, opt, 64)
     tail = errors.pop("tail_max")
-    tol = {n: TOL.get(n, TOL["bf16" if w.dtype == torch.bfloat16 else "f32"]) for n, w in ws.items()} | TOL
+    tol = {n: TOL.get(n, TOL["bf16" if w.dtype == torch.bfloat16 else "f32"]) for n, w in ws.items()}
     bad = {k: f"{e:.2e}" for k, e in errors.items() if not e <= tol[k]}
-    assert errors.keys() >= {"ws_q_decayed", "ws_w", "ws_k_to_end", "ws_Mqk", "ws_u"}, sorted(errors)
     assert tail == 0 and not bad, f"{name}: workspace errors {bad}, tail rows max |x| {tail}"

@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form factored
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 107264 B smem), recurrence (grid ['N', 'HV'], 384 threads, 200704 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 107264 B smem), recurrence (grid ['N', 'HV'], 384 threads, 184832 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -1056,8 +1056,8 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // decay), "factored" uses 1/E_j ≤ 2^126 (the decay's proven bound); "scalar" (a per-head decay) multiplies raw
 // products by 2^(γi−γj), γ the running sum of log2 α (exact up to fp32 rounding of γ).
 // Writes the chunk's workspace (bf16 unless noted, rows past the chunk's end zero): ws_q_decayed = scale·q̂⊙e^Γ,
-// ws_k_to_end = k̂⊙e^(Γl−Γ) [C,K]; ws_decay_total = e^Γl (fp32); ws_Mqk [C,C]; and A = (I + Mkk)⁻¹ applied where
-// it is made (the WY form): ws_w = A·diag(β)·(k̂⊙e^Γ) [C,K], ws_u_hi + ws_u_lo = A·diag(β)·v [C,V].
+// ws_k_decayed = k̂⊙e^Γ, ws_k_to_end = k̂⊙e^(Γl−Γ) [C,K]; ws_decay_total = e^Γl (fp32); ws_A = (I + Mkk)⁻¹,
+// ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
 #line 1064 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
@@ -1066,17 +1066,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_beta,
     const float* __restrict__ in_dt_bias,
     const float* __restrict__ in_A_log,
-    const bf16* __restrict__ v,
     float sc_scale,
     int T,
     int N,
     bf16* __restrict__ ws_q_decayed,
-    bf16* __restrict__ ws_w,
+    bf16* __restrict__ ws_k_decayed,
     bf16* __restrict__ ws_k_to_end,
     float* __restrict__ ws_decay_total,
+    bf16* __restrict__ ws_A,
     bf16* __restrict__ ws_Mqk,
-    bf16* __restrict__ ws_u_hi,
-    bf16* __restrict__ ws_u_lo) {
+    float* __restrict__ ws_beta) {
 #line 19 "templates/wgmma64/prepare.cu.j2"
   constexpr int C = 64, B = 16, NB = C / B, K = 128, KD = 128, G = 1, DW = 128;
   constexpr int LANES = 8, KPT = 16, THREADS = 256;
@@ -1087,7 +1086,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 1091 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1090 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 107264 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132, alias q_then_A
@@ -1109,8 +1108,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   [[maybe_unused]] constexpr int ld_Mkk = 72;
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 72, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 72;
-  float* const s_wy_in = reinterpret_cast<float*>(smem_raw + 67584);  // wy_in [64 x 128] f32, ld 132, alias rows
-  [[maybe_unused]] constexpr int ld_wy_in = 132;
 #line 32 "templates/wgmma64/prepare.cu.j2"
   constexpr int LDF = ld_q_hat;  // the row pitch of q̂, k̂ and k_out (K + 4: the tf32 fragment loads meet no conflict)
   static_assert(ld_k_hat == LDF && ld_k_out == LDF, "one pitch for the fp32 operand tiles");
@@ -1156,7 +1153,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 67 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1160 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1157 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1332,6 +1329,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #line 256 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
+        ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
         ws_k_to_end[o] = __float2bfloat16_rn(k * F[r] * after);
       }
     }
@@ -1342,18 +1340,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       ws_decay_total[ws_ch * DW + c] = c < KD ? total : 0.f;
     }
   }
+  if (tid < C) ws_beta[ws_ch * C + tid] = s_beta[tid];
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 276 "templates/wgmma64/prepare.cu.j2"
+#line 278 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, tf32 (10-bit operands: o moves by < 1e-5)
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 281 "templates/wgmma64/prepare.cu.j2"
+#line 283 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 284 "templates/wgmma64/prepare.cu.j2"
+#line 286 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1371,13 +1370,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 307 "templates/wgmma64/prepare.cu.j2"
+#line 309 "templates/wgmma64/prepare.cu.j2"
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * LDF;
       const float* right = s_k_out + J * B * LDF;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 325 "templates/wgmma64/prepare.cu.j2"
+#line 327 "templates/wgmma64/prepare.cu.j2"
       // tf32 operands straight from fp32 shared memory (rows padded to K + 4: conflict-free fragment loads); the
       // loop is instantiated with and without the key side's factor, so no iteration tests for it
       auto products = [&](const bool scaled) {
@@ -1398,16 +1397,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       } else {
         products(false);
       }
-#line 346 "templates/wgmma64/prepare.cu.j2"
+#line 348 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 355 "templates/wgmma64/prepare.cu.j2"
-          const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
 #line 357 "templates/wgmma64/prepare.cu.j2"
+          const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
+#line 359 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1426,7 +1425,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 374 "templates/wgmma64/prepare.cu.j2"
+#line 376 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1445,7 +1444,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 395 "templates/wgmma64/prepare.cu.j2"
+#line 397 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
     }
   }
@@ -1453,7 +1452,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 401 "templates/wgmma64/prepare.cu.j2"
+#line 403 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1477,7 +1476,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   }
   __syncthreads();  // barrier "sync"
   // (b) level by level (J = I − lvl): A_IJ = −A_II · T, T = Σ_{M=J}^{I−1} Mkk_IM · A_MJ, on tensor cores (bf16x3,
-  // fp32 accumulation: A then multiplies w's and u's operands). A column of A_IJ needs only the same column of T, so warp
+  // fp32 accumulation: A is stored as bf16 in the end). A column of A_IJ needs only the same column of T, so warp
   // w takes the 16×8 tile of columns 8·(w % 2).. of block I = lvl + w / 2.
   static_assert(WARPS == 2 * NB, "inverse: two warps per 16-row block");
   for (int lvl = 1; lvl < NB; ++lvl) {
@@ -1509,96 +1508,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     __syncthreads();  // barrier "sync": level lvl complete
   }
 
-  // A applied where it is made: w = A·diag(β)·k_decayed and u = A·diag(β)·v, each one product of A (fp32) with an
-  // fp32 operand tile wy_in (the rows region: Mkk is read), so the recurrence's chunk step is Vn = u − w·S.
-  constexpr int LDW = ld_wy_in;
-  static_assert(K == 128, "w and u take wy_in in turn: K = V");
-  // warp w: block row I = w / 2 of the result, columns [(w % 2)·K/2, +K/2); the k steps run over A's lower blocks.
-  // The result goes to out_hi as bf16 and, where out_lo is given, its remainder to out_lo (rows past L zero).
-  auto apply_A = [&](bf16* out_hi, bf16* out_lo) {
-    constexpr int NT = K / 16;                 // n8 tiles per warp
-    const int I = warp / 2, n0 = (warp % 2) * (K / 2);
-    kdg::FragC acc[NT];
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) kdg::frag_zero(acc[nt]);
-    for (int M = 0; M <= I; ++M) {
-      kdg::FragA ah, al;
-      kdg::load_frag_a_split(ah, al, s_A + I * B * ld_A + M * B, ld_A, lane);
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        kdg::FragB bh, bl;
-        kdg::load_frag_b_kn_split(bh, bl, s_wy_in + M * B * LDW + n0 + nt * 8, LDW, lane);
-        kdg::mma_16816_x3(acc[nt], ah, al, bh, bl);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; e += 2) {  // elements e, e + 1: one row, two adjacent columns, one 4-byte store
-        const int row = I * B + kdg::frag_c_row(lane, e), col = n0 + nt * 8 + kdg::frag_c_col(lane, e);
-        const bool valid = row < L;
-        kdg::u32 hi, lo;
-        kdg::split_bf16(valid ? acc[nt].x[e] : 0.f, valid ? acc[nt].x[e + 1] : 0.f, hi, lo);
-        const long long at = (ws_ch * C + row) * K + col;
-        *reinterpret_cast<kdg::u32*>(out_hi + at) = hi;
-        if (out_lo != nullptr) *reinterpret_cast<kdg::u32*>(out_lo + at) = lo;
-      }
-    }
-  };
-
 #line 15 "templates/skeleton.j2"
-  // ---- step w_operand (all, thread): β⊙(k̂⊙e^Γ) in fp32, k̂·E times the blocks before ----
-#line 494 "templates/wgmma64/prepare.cu.j2"
-  // wy_in = β⊙(k̂⊙e^Γ) (tail rows: β = 0, k̂ = 0)
-  for (int idx = tid; idx < C * K; idx += THREADS) {
-    const int row = idx / K, c = idx % K;
-#line 500 "templates/wgmma64/prepare.cu.j2"
-    float before = 1.f;  // e^Γ_in of the row's block: the totals of the blocks before it, in factors' order
-#pragma unroll
-    for (int M = 0; M < NB; ++M) before *= M < row / B ? s_D[M * KD + (KD == 1 ? 0 : c)] : 1.f;
-    const float kd = s_k_hat[row * LDF + c] * before;
-#line 505 "templates/wgmma64/prepare.cu.j2"
-    s_wy_in[row * LDW + c] = s_beta[row] * kd;
+  // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
+#line 459 "templates/wgmma64/prepare.cu.j2"
+  // A as bf16; rows and columns past the chunk's end zero
+  for (int idx = tid; idx < C * C; idx += THREADS) {
+    const int r = idx / C, cc = idx % C;
+    ws_A[ws_ch * C * C + idx] = __float2bfloat16_rn(r < L && cc < L ? s_A[r * ld_A + cc] : 0.f);
   }
-  __syncthreads();  // barrier "sync"
-
-#line 15 "templates/skeleton.j2"
-  // ---- step w (all, mma:row_blocks): w = A·wy_in (bf16x3 mma, A's lower blocks only; warp w: block row w / 2, half the columns), bf16 ----
-#line 510 "templates/wgmma64/prepare.cu.j2"
-  apply_A(ws_w, nullptr);
-  __syncthreads();  // barrier "sync": wy_in is read; it takes β⊙v
-
-#line 15 "templates/skeleton.j2"
-  // ---- step u_operand (all, thread): β⊙v in fp32 (tail rows zero) ----
-#line 514 "templates/wgmma64/prepare.cu.j2"
-  // 16-byte loads of eight values, all issued before the first is used (one dependent load each would serialise)
-  {
-    constexpr int PIECES = C * K / 8 / THREADS;
-    static_assert(PIECES * 8 * THREADS == C * K, "u_operand: whole 16-byte pieces per thread");
-    uint4 raw[PIECES];
-#pragma unroll
-    for (int p = 0; p < PIECES; ++p) {
-      const int idx = tid + p * THREADS, row = idx / (K / 8), c = idx % (K / 8) * 8;
-      raw[p] = row < L ? *reinterpret_cast<const uint4*>(v + ((t0 + row) * HV + h) * K + c) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int p = 0; p < PIECES; ++p) {
-      const int idx = tid + p * THREADS, row = idx / (K / 8), c = idx % (K / 8) * 8;
-      const bf16* x = reinterpret_cast<const bf16*>(&raw[p]);
-      const float b = s_beta[row];
-      float* dst = s_wy_in + row * LDW + c;
-      *reinterpret_cast<float4*>(dst) = make_float4(b * kdg::to_f32(x[0]), b * kdg::to_f32(x[1]),
-                                                    b * kdg::to_f32(x[2]), b * kdg::to_f32(x[3]));
-      *reinterpret_cast<float4*>(dst + 4) = make_float4(b * kdg::to_f32(x[4]), b * kdg::to_f32(x[5]),
-                                                        b * kdg::to_f32(x[6]), b * kdg::to_f32(x[7]));
-    }
-  }
-  __syncthreads();  // barrier "sync"
-
-#line 15 "templates/skeleton.j2"
-  // ---- step u (all, mma:row_blocks): u = A·wy_in as w, split into bf16 hi + lo ----
-#line 539 "templates/wgmma64/prepare.cu.j2"
-  apply_A(ws_u_hi, ws_u_lo);
 }
 
 #line 4 "templates/wgmma64/recurrence.cu.j2"
@@ -1608,11 +1525,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 // bulk tensor copies that complete on ready[s] by transaction count; 2 consumer warp group(s) each own
 // 64 value rows of the transposed state Sᵀ as wgmma accumulators for the whole sequence. Per chunk, in the
 // transposed form, every product takes its left operand from registers (the previous result, rounded to bf16)
-// and its right one from the ring; the prepare has applied A = (I + Mkk)⁻¹ already (w = A·diag(β)·k_decayed,
-// u = A·diag(β)·v), so the chain is two rounds of products:
-//   Vnᵀ = uᵀ − Sᵀ·wᵀ, Qᵀ = Sᵀ·q_decayedᵀ;  Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
-// Vnᵀ enters the C×C product as bf16 hi + lo, and u arrives as bf16 hi + lo (their rounding would otherwise
-// dominate o's error).
+// and its right one from the ring:
+//   Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ;  Xᵀ = β⊙(vᵀ − Pᵀ);  Vnᵀ = Xᵀ·Aᵀ;  Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ;
+//   Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
+// Xᵀ and Vnᵀ enter the C×C products as bf16 hi + lo (their rounding would otherwise dominate o's error).
 namespace kdg_recurrence {
 using namespace kdg;
 constexpr int C = 64, K = 128, V = 128, KD = 128, DW = 128;
@@ -1656,56 +1572,59 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1660 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-    const __grid_constant__ kdg::TensorMap map_w,
+#line 1576 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+    const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
+    const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
-    const __grid_constant__ kdg::TensorMap map_u_hi,
-    const __grid_constant__ kdg::TensorMap map_u_lo,
+    const __grid_constant__ kdg::TensorMap map_v,
     const float* __restrict__ ws_decay_total,
+    const float* __restrict__ ws_beta,
     const float* __restrict__ h0,
     int T,
     int N,
     bf16* __restrict__ o,
     float* __restrict__ ht) {
-#line 58 "templates/wgmma64/recurrence.cu.j2"
+#line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1674 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 200704 B, dynamic (above the static limit)
+#line 1591 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+  // shared memory: 184832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
   kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 256
   bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 1024);  // q_decayed [2 x 64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_q_decayed = 64;
   constexpr int stride_q_decayed = 8192;  // elements per stage / warp copy
-  bf16* const s_w = reinterpret_cast<bf16*>(smem_raw + 33792);  // w [2 x 64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_w = 64;
-  constexpr int stride_w = 8192;  // elements per stage / warp copy
+  bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 33792);  // k_decayed [2 x 64 x 64] bf16, ld 64, 2 stages
+  [[maybe_unused]] constexpr int ld_k_decayed = 64;
+  constexpr int stride_k_decayed = 8192;  // elements per stage / warp copy
   bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 66560);  // k_to_end [2 x 64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_k_to_end = 64;
   constexpr int stride_k_to_end = 8192;  // elements per stage / warp copy
-  bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 99328);  // Mqk [64 x 64] bf16, ld 64, 2 stages
+  bf16* const s_A = reinterpret_cast<bf16*>(smem_raw + 99328);  // A [64 x 64] bf16, ld 64, 2 stages
+  [[maybe_unused]] constexpr int ld_A = 64;
+  constexpr int stride_A = 4096;  // elements per stage / warp copy
+  bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 115712);  // Mqk [64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_Mqk = 64;
   constexpr int stride_Mqk = 4096;  // elements per stage / warp copy
-  bf16* const s_u_hi = reinterpret_cast<bf16*>(smem_raw + 115712);  // u_hi [2 x 64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_u_hi = 64;
-  constexpr int stride_u_hi = 8192;  // elements per stage / warp copy
-  bf16* const s_u_lo = reinterpret_cast<bf16*>(smem_raw + 148480);  // u_lo [2 x 64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_u_lo = 64;
-  constexpr int stride_u_lo = 8192;  // elements per stage / warp copy
-  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 181248);  // decay_total [128] f32, ld 128, 2 stages
+  bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 132096);  // v [2 x 64 x 64] bf16, ld 64, 2 stages
+  [[maybe_unused]] constexpr int ld_v = 64;
+  constexpr int stride_v = 8192;  // elements per stage / warp copy
+  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 164864);  // decay_total [128] f32, ld 128, 2 stages
   constexpr int stride_decay_total = 128;  // elements per stage / warp copy
-  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 182272);  // o [2 x 64 x 72] bf16, ld 72
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 165888);  // beta [64] f32, ld 64, 2 stages
+  constexpr int stride_beta = 64;  // elements per stage / warp copy
+  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 166400);  // o [2 x 64 x 72] bf16, ld 72
   [[maybe_unused]] constexpr int ld_o = 72;
-#line 60 "templates/wgmma64/recurrence.cu.j2"
+#line 59 "templates/wgmma64/recurrence.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS, "64-token chunks, 64-column tiles, 64 rows per group");
-  constexpr u32 STAGE_BYTES = 90624;
+  constexpr u32 STAGE_BYTES = 82688;
   const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
   const Span seq = sequence_span(nullptr, T, n);
   const long long chunk0 = first_chunk(nullptr, T, C, n);
   const int num_chunks = (int)((seq.end - seq.begin + C - 1) / C);
 #line 23 "templates/skeleton.j2"
-  // barriers (plan): ready[2] × 1 (producer/elected, 90624 tx bytes); free[2] × 256 (consumer/thread)
+  // barriers (plan): ready[2] × 1 (producer/elected, 82688 tx bytes); free[2] × 256 (consumer/thread)
 #line 25 "templates/skeleton.j2"
   if (threadIdx.x == 0) {
 #line 27 "templates/skeleton.j2"
@@ -1721,48 +1640,48 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1725 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1644 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
-#line 71 "templates/wgmma64/recurrence.cu.j2"
+#line 70 "templates/wgmma64/recurrence.cu.j2"
     if (threadIdx.x == 0) {
       for (int c = 0; c < num_chunks; ++c) {
         const int s = c % STAGES;
         mbarrier_wait_try(&bar_free[s], ((c / STAGES) & 1) ^ 1);
         mbarrier_arrive_expect_tx(&bar_ready[s], STAGE_BYTES);
         const int row = (int)(((chunk0 + c) * HV + h) * C);      // the chunk's first row in the [.][K] workspaces
+        const int tok = (int)(seq.begin + (long long)c * C);
     #pragma unroll
         for (int a = 0; a < KA; ++a) {
           tma_load_2d(s_q_decayed + s * stride_q_decayed + a * ATOM, &map_q_decayed, a * 64, row, &bar_ready[s]);
-          tma_load_2d(s_w + s * stride_w + a * ATOM, &map_w, a * 64, row, &bar_ready[s]);
+          tma_load_2d(s_k_decayed + s * stride_k_decayed + a * ATOM, &map_k_decayed, a * 64, row, &bar_ready[s]);
           tma_load_2d(s_k_to_end + s * stride_k_to_end + a * ATOM, &map_k_to_end, a * 64, row, &bar_ready[s]);
         }
+        tma_load_2d(s_A + s * stride_A, &map_A, 0, row, &bar_ready[s]);
         tma_load_2d(s_Mqk + s * stride_Mqk, &map_Mqk, 0, row, &bar_ready[s]);
     #pragma unroll
-        for (int g = 0; g < CONSUMERS; ++g) {
-          tma_load_2d(s_u_hi + s * stride_u_hi + g * ATOM, &map_u_hi, g * VR, row, &bar_ready[s]);
-          tma_load_2d(s_u_lo + s * stride_u_lo + g * ATOM, &map_u_lo, g * VR, row, &bar_ready[s]);
-        }
+        for (int g = 0; g < CONSUMERS; ++g) tma_load_3d(s_v + s * stride_v + g * ATOM, &map_v, g * VR, h, tok, &bar_ready[s]);
         bulk_load(s_decay_total + s * stride_decay_total, ws_decay_total + ((chunk0 + c) * HV + h) * DW, DW * 4,
                   &bar_ready[s]);
+        bulk_load(s_beta + s * stride_beta, ws_beta + ((chunk0 + c) * HV + h) * C, C * 4, &bar_ready[s]);
       }
     }
 
-#line 1755 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1674 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
-#line 94 "templates/wgmma64/recurrence.cu.j2"
+#line 93 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread
     const int v0 = g * VR;               // its value rows of the state
     WgmmaAcc<K> S;                       // Sᵀ: rows v0.., all K columns
 #line 15 "templates/skeleton.j2"
     // ---- step state_in (consumer, wgmma_acc): Sᵀ rows of this warp group from h0 or 0 ----
-#line 99 "templates/wgmma64/recurrence.cu.j2"
+#line 98 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
     for (int i = 0; i < K / 2; ++i) {
       const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
@@ -1775,52 +1694,77 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       const long long t0 = seq.begin + (long long)c * C;
       const int L = (int)min((long long)C, seq.end - t0);
       const bf16* const q_decayed = s_q_decayed + s * stride_q_decayed;
-      const bf16* const w = s_w + s * stride_w;
+      const bf16* const k_decayed = s_k_decayed + s * stride_k_decayed;
       const bf16* const k_to_end = s_k_to_end + s * stride_k_to_end;
+      const bf16* const A = s_A + s * stride_A;
       const bf16* const Mqk = s_Mqk + s * stride_Mqk;
-      const bf16* const u_hi = s_u_hi + s * stride_u_hi + g * ATOM;
-      const bf16* const u_lo = s_u_lo + s * stride_u_lo + g * ATOM;
+      const bf16* const v_tile = s_v + s * stride_v + g * ATOM;
       const float* const decay_total = s_decay_total + s * stride_decay_total;
+      const float* const beta = s_beta + s * stride_beta;
       mbarrier_wait_try(&bar_ready[s], (c / STAGES) & 1);
 
 #line 15 "templates/skeleton.j2"
-      // ---- step state_products (consumer, wgmma_acc): Vnᵀ = uᵀ − Sᵀ·wᵀ (the accumulator starts at −uᵀ, then is negated), Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16) ----
+      // ---- step state_products (consumer, wgmma_acc): Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16) ----
 #line 120 "templates/wgmma64/recurrence.cu.j2"
       // Every register operand is written before wgmma_fence (the warpgroup's arrive), so no product waits on
-      // another: the compiler would otherwise insert an arrive before each and serialise them. Vn starts at −uᵀ
-      // (rows are value rows, columns tokens; u's tiles are [token][value] in the 128-byte swizzle), takes
-      // + Sᵀ·wᵀ, and is negated after the wait.
-      WgmmaAcc<C> Vn, Q;
+      // another: the compiler would otherwise insert an arrive before each and serialise them.
+      WgmmaAcc<C> P, Q;
       WgmmaFragA sa[K / 16];
     #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) sa[kk] = frag_of(S, kk);
-    #pragma unroll
-      for (int i = 0; i < C / 2; ++i) {
-        const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
-        const int at = swizzle_offset(j * SW + r * 2, SW) / 2;
-        Vn.x[i] = -(to_f32(u_hi[at]) + to_f32(u_lo[at]));
-      }
+      wgmma_zero(P);
       wgmma_zero(Q);
     #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) wgmma_fence_operand(sa[kk]);
-      wgmma_fence_operand(Vn);
+      wgmma_fence_operand(P);
       wgmma_fence_operand(Q);
       wgmma_fence();
     #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
-        wgmma_rs<0>(Vn, sa[kk], k_major(w, kk), 1);
+        wgmma_rs<0>(P, sa[kk], k_major(k_decayed, kk), 1);
         wgmma_rs<0>(Q, sa[kk], k_major(q_decayed, kk), 1);
       }
       wgmma_commit();
       wgmma_wait<0>();
-      wgmma_fence_operand(Vn);
+      wgmma_fence_operand(P);
       wgmma_fence_operand(Q);
+
+#line 15 "templates/skeleton.j2"
+      // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
+#line 144 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
-      for (int i = 0; i < C / 2; ++i) Vn.x[i] = -Vn.x[i];
+      for (int i = 0; i < C / 2; ++i) {        // P becomes Xᵀ in place; rows are value rows, columns tokens
+        const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
+        const bf16 vj = v_tile[swizzle_offset(j * SW + r * 2, SW) / 2];
+        P.x[i] = beta[j] * (to_f32(vj) - P.x[i]);
+      }
+
+#line 15 "templates/skeleton.j2"
+      // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
+#line 152 "templates/wgmma64/recurrence.cu.j2"
+      WgmmaAcc<C> Vn;
+      WgmmaFragA xh[C / 16], xl[C / 16];
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) {
+        frag_split(P, kk, xh[kk], xl[kk]);
+        wgmma_fence_operand(xh[kk]);
+        wgmma_fence_operand(xl[kk]);
+      }
+      wgmma_zero(Vn);
+      wgmma_fence_operand(Vn);
+      wgmma_fence();
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) {
+        wgmma_rs<0>(Vn, xh[kk], k_major(A, kk), 1);
+        wgmma_rs<0>(Vn, xl[kk], k_major(A, kk), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(Vn);
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 153 "templates/wgmma64/recurrence.cu.j2"
+#line 173 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1841,7 +1785,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 172 "templates/wgmma64/recurrence.cu.j2"
+#line 192 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();
@@ -1852,7 +1796,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through shared memory, 16-byte stores of the valid rows ----
-#line 181 "templates/wgmma64/recurrence.cu.j2"
+#line 201 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int i = 0; i < C / 2; ++i) {
         const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
@@ -1871,7 +1815,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 198 "templates/wgmma64/recurrence.cu.j2"
+#line 218 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1882,6 +1826,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 208 "templates/wgmma64/recurrence.cu.j2"
+#line 228 "templates/wgmma64/recurrence.cu.j2"
 }
 

@@ -1,7 +1,6 @@
 """A float64 oracle of what a prepare kernel writes (the forward workspace of the chunked form), per
 (sequence, chunk), and the comparison of a kernel's workspace with it: for tests and for debugging a
-kernel on a GPU. docs/math.md §4.2 defines the terms; w and u (A applied in the prepare: the WY form) are
-docs/math.md §4.3's. A family writes some of the terms; the comparison takes those it finds."""
+kernel on a GPU. docs/math.md §4.2 defines the terms."""
 from __future__ import annotations
 
 import torch
@@ -9,9 +8,9 @@ import torch
 from .chunked import chunk_terms
 from .options import chunk_spans, expand_heads, prologue, scale_of, sequence_spans
 
-TERMS = ("ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_A", "ws_Mqk", "ws_beta", "ws_w", "ws_u")
-ROW_TERMS = ("ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_beta", "ws_A", "ws_Mqk", "ws_w", "ws_u")
-SPLIT_TERMS = {"ws_u": ("ws_u_hi", "ws_u_lo")}     # a term a family stores as bf16 hi + lo
+TERMS = {"ws_q_decayed": "qd", "ws_k_decayed": "kd", "ws_k_to_end": "kr", "ws_decay_total": "gte", "ws_A": "A",
+         "ws_Mqk": "Mqk", "ws_beta": "beta"}
+ROW_TERMS = ("ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_beta", "ws_A", "ws_Mqk")
 SQUARE_TERMS = ("ws_A", "ws_Mqk")
 
 
@@ -32,12 +31,10 @@ def reference_workspace(x: dict, opt, chunk: int) -> list[dict]:
             cut = lambda t: t[b, s:e].transpose(0, 1)  # noqa: E731
             t = chunk_terms(cut(q), cut(k), cut(x["v"]), cut(a), cut(p["beta"]), scale)
             total = t["Gl"].exp()
-            kd, beta = cut(k) * t["E"], cut(p["beta"])
             out.append({"chunk": first + c, "L": e - s, "ws_q_decayed": scale * cut(q) * t["E"],
-                        "ws_k_decayed": kd, "ws_k_to_end": cut(k) * t["R"],
+                        "ws_k_decayed": cut(k) * t["E"], "ws_k_to_end": cut(k) * t["R"],
                         "ws_decay_total": total if p["a"].dim() == 4 else total[:, 0], "ws_A": t["A"],
-                        "ws_Mqk": t["Mqk"], "ws_beta": beta, "ws_w": t["A"] @ (beta[..., None] * kd),
-                        "ws_u": t["A"] @ (beta[..., None] * cut(x["v"]))})
+                        "ws_Mqk": t["Mqk"], "ws_beta": cut(p["beta"])})
         first += len(spans)                  # chunk_offsets (varlen) or n·⌈T/C⌉ (fixed length)
     return out
 
@@ -46,11 +43,10 @@ def workspace_errors(workspace: dict, x64: dict, opt, chunk: int) -> dict:
     """Relative L2 error of each workspace term (by plan name) against reference_workspace, and the largest
     magnitude found in rows past a chunk's end (they must be zero) as "tail_max"."""
     got, want, tail = {}, {}, [0.0]
-    terms = [n for n in TERMS if all(p in workspace for p in SPLIT_TERMS.get(n, (n,)))]
     for ref in reference_workspace(x64, opt, chunk):
         c, L = ref["chunk"], ref["L"]
-        for name in terms:
-            mine = sum(workspace[p][c].double().cpu() for p in SPLIT_TERMS.get(name, (name,)))
+        for name in TERMS:
+            mine = workspace[name][c].double().cpu()
             if name == "ws_decay_total":      # a family may pad the per-head (or per-channel) totals
                 mine = mine[..., 0] if ref[name].dim() < mine.dim() else mine[..., :ref[name].shape[-1]]
             if name in ROW_TERMS:

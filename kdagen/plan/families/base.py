@@ -89,13 +89,11 @@ def workspace_params(names, const: bool, ws: list[Workspace]) -> list[Param]:
 
 def token_parallel(*, template: str, f: Facts, varlen: bool, ws: list[Workspace], outputs: list[str],
                    warps: int, min_ctas_per_sm: int, regs: int, buffers: list[Buffer], steps: list[Step],
-                   options, barrier_phases: int, reads_value: bool = False) -> Kernel:
+                   options, barrier_phases: int) -> Kernel:
     """A family's "prepare": one CTA per (chunk, value head), one role over every warp, phases separated by
-    __syncthreads; it reads the prologue's leaves and scalars (and the value v, `reads_value`) and writes the
-    chunk's workspace `outputs`."""
+    __syncthreads; it reads the prologue's leaves and scalars and writes the chunk's workspace `outputs`."""
     threads = warps * 32
-    params = f.leaves + ([Param("v", "ptr", "bf16")] if reads_value else [])
-    params += [Param(scalar_param(s), "f32") for s in f.scalars] + seq_params(varlen)
+    params = f.leaves + [Param(scalar_param(s), "f32") for s in f.scalars] + seq_params(varlen)
     params += workspace_params(outputs, False, ws)
     return Kernel(
         name="prepare", kind="prepare", template=template, direction="forward",

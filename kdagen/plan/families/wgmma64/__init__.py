@@ -21,7 +21,7 @@ class Wgmma64(Family):
     def build(self, problem: Problem) -> Planned:
         f = facts(problem)
         K = problem.K
-        ws = forward.forward_workspaces(K, problem.V, f.KD)
+        ws = forward.forward_workspaces(K, f.KD)
         kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws),
                    forward.recurrence(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen,
                                       state_layout=problem.state_layout, ws=ws)]

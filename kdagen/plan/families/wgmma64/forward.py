@@ -10,17 +10,13 @@ dependent shared-memory reads and products, so latency hiding needs warps):
              running product of α (exact for any decay, nothing overflows)
   decay_columns, factors   256/K threads per channel, each over its own 16-row blocks: block totals D (shared
              between a channel's threads), then (not "scalar") in place q̂ -> q̂·E (E = e^(Γi−Γ_in)), k̂ -> k̂·E,
-             k_out = k̂·F (F = e^(Γ_out−Γj)); the outputs q_decayed, k_to_end, decay_total
+             k_out = k̂·F (F = e^(Γ_out−Γj)); the outputs q_decayed, k_decayed, k_to_end, decay_total
   blocks     the 16×16 blocks on tensor cores: the six off-diagonal ones, the key side scaled by the totals of
              the blocks in between, and the four diagonal ones where the form allows (diagonal_form); tf32 from
              fp32 tiles, or (a per-head decay) bf16x3 from bf16 hi + lo tiles by ldmatrix
   inverse    A = (I + Mkk)⁻¹ by 16-row blocks: forward substitution on the diagonal, then block products (bf16x3)
-  w, u       A applied where it is made (the WY form): w = A·diag(β)·k_decayed and u = A·diag(β)·v, each as
-             one product of A with an fp32 operand tile (bf16x3), so the recurrence's chain is Vn = u − w·S
-             without a C×C product of its own
-The workspace is bf16 (Mqk and w too: the recurrence's tensor cores read bf16; u as bf16 hi + lo, whose
-rounding would otherwise add ≈ 5e-4 to o's error) in row-major tiles a bulk tensor copy can load; rows past a
-chunk's end are zero.
+The workspace is bf16 (A and Mqk too: the recurrence's tensor cores read bf16) in row-major tiles a bulk
+tensor copy can load; rows past a chunk's end are zero, β too.
 """
 from __future__ import annotations
 
@@ -67,23 +63,23 @@ def decay_width(KD: int) -> int:
     return max(KD, DECAY_TOTAL_MIN)
 
 
-def forward_workspaces(K: int, V: int, KD: int) -> list[Workspace]:
+def forward_workspaces(K: int, KD: int) -> list[Workspace]:
     """prepare -> recurrence, per (64-token chunk, value head); rows >= the chunk's length are zero."""
     C = CHUNK
     to = ["recurrence"]
     return [
         Workspace("ws_q_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to, "scale·q̂⊙e^Γ"),
-        Workspace("ws_w", ("chunks", "HV", C, K), "bf16", "prepare", to, "A·diag(β)·(k̂⊙e^Γ), A = (I + Mkk)⁻¹"),
+        Workspace("ws_k_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to, "k̂⊙e^Γ"),
         Workspace("ws_k_to_end", ("chunks", "HV", C, K), "bf16", "prepare", to, "k̂⊙e^(Γl−Γ)"),
         Workspace("ws_decay_total", ("chunks", "HV", decay_width(KD)), "f32", "prepare", to,
                   "e^Γl (per channel, or per head in entry 0)"),
+        Workspace("ws_A", ("chunks", "HV", C, C), "bf16", "prepare", to, "(I + Mkk)⁻¹"),
         Workspace("ws_Mqk", ("chunks", "HV", C, C), "bf16", "prepare", to, "scale·tril₀(q̂ k̂ᵀ ⊙ e^(Γi−Γj))"),
-        Workspace("ws_u_hi", ("chunks", "HV", C, V), "bf16", "prepare", to, "A·diag(β)·v, bf16 part"),
-        Workspace("ws_u_lo", ("chunks", "HV", C, V), "bf16", "prepare", to, "A·diag(β)·v minus its bf16 part"),
+        Workspace("ws_beta", ("chunks", "HV", C), "f32", "prepare", to, "β after the prologue"),
     ]
 
 
-PREPARE_OUTPUTS = ["ws_q_decayed", "ws_w", "ws_k_to_end", "ws_decay_total", "ws_Mqk", "ws_u_hi", "ws_u_lo"]
+PREPARE_OUTPUTS = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_A", "ws_Mqk", "ws_beta"]
 
 
 def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
@@ -102,31 +98,27 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     # otherwise fp32 tiles read as tf32 fragments, rows padded by 4 (no bank conflicts)
     operands = split if diagonal == "scalar" else [Buffer("q_hat", (C, K), "f32", ld=K + 4, alias="q_then_A"),
                                                    Buffer("k_hat", (C, K), "f32", ld=K + 4)]
-    # wy_in, the right operand of w and u in turn (β⊙k_decayed, then β⊙v), takes the rows region once the
-    # inverse has read Mkk
     buffers = [*operands, Buffer("alpha", (C, KD), "f32", ld=KD + 4 if KD > 1 else KD, alias="rows"),
                Buffer("beta", (C,), "f32"),
                Buffer("D", (NB, KD), "f32"), *by_form[diagonal],
                *([] if diagonal == "scalar" else [Buffer("k_out", (C, K), "f32", ld=K + 4, alias="rows")]),
                Buffer("Mkk", (C, C), "f32", ld=C + 8, alias="rows"),
-               Buffer("A", (C, C), "f32", ld=C + 8, alias="q_then_A"),
-               Buffer("wy_in", (C, K), "f32", ld=K + 4, alias="rows")]
+               Buffer("A", (C, C), "f32", ld=C + 8, alias="q_then_A")]
     steps = _prepare_steps(f, diagonal, NB)
     return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
                           warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
                           options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
                                                    varlen, decay_width(KD), diagonal),
                           # __syncthreads after the prologue, (the diagonal blocks,) decay_columns, factors, blocks and
-                          # assemble; after the inverse's diagonal blocks; after each of its NB − 1 levels; after each
-                          # of w_operand, w and u_operand
-                          barrier_phases=5 + (diagonal == "running") + 1 + (NB - 1) + 3, reads_value=True)
+                          # assemble; after the inverse's diagonal blocks; after each of its NB − 1 levels
+                          barrier_phases=5 + (diagonal == "running") + 1 + (NB - 1))
 
 
 def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
     scalar, running = diagonal == "scalar", diagonal == "running"
     if scalar:
         factors = Step("factors", "all", "column", reads=[*SPLIT, "D"], waits=["sync"],
-                       global_writes=["ws_q_decayed", "ws_k_to_end", "ws_decay_total"],
+                       global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
                        note="the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise)")
         blocks = Step("blocks", "all", "mma:block_pairs", reads=[*SPLIT, "gamma", "beta"], waits=["sync"],
                       global_writes=["ws_Mqk"],
@@ -135,7 +127,7 @@ def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
     else:
         factors = Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"],
                        writes=["q_hat", "k_hat", "k_out", "between"] + ([] if running else ["inv_D"]), waits=["sync"],
-                       global_writes=["ws_q_decayed", "ws_k_to_end", "ws_decay_total"],
+                       global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
                        note="in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the "
                             "decayed outputs" + ("" if running else "; 1/D per block"))
         blocks = Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "k_out", "beta", "between"]
@@ -167,15 +159,8 @@ def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
         Step("inverse", "all", "blocks16", reads=["Mkk"], writes=["A"], waits=["sync"] * NB,
              note="diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level "
                   "(bf16x3 mma, a 16×8 tile per warp)"),
-        Step("w_operand", "all", "thread", reads=[*(["k_hi", "k_lo", "gamma"] if scalar else ["k_hat", "D"]), "beta"],
-             writes=["wy_in"], waits=["sync"],
-             note="β⊙(k̂⊙e^Γ) in fp32, " + ("k̂ = k_hi + k_lo times 2^γ" if scalar else "k̂·E times the blocks before")),
-        Step("w", "all", "mma:row_blocks", reads=["A", "wy_in"], waits=["sync"], global_writes=["ws_w"],
-             note="w = A·wy_in (bf16x3 mma, A's lower blocks only; warp w: block row w / 2, half the columns), bf16"),
-        Step("u_operand", "all", "thread", reads=["beta"], writes=["wy_in"], waits=["sync"], global_reads=["v"],
-             note="β⊙v in fp32 (tail rows zero)"),
-        Step("u", "all", "mma:row_blocks", reads=["A", "wy_in"], waits=["sync"],
-             global_writes=["ws_u_hi", "ws_u_lo"], note="u = A·wy_in as w, split into bf16 hi + lo"),
+        Step("store_inverse", "all", "thread", reads=["A"], waits=["sync"], global_writes=["ws_A"],
+             note="A as bf16, rows and columns past the chunk's end zero"),
     ]
 
 
@@ -189,7 +174,7 @@ class Recurrence64Options:
     decay_width: int
 
 
-RING = ("q_decayed", "w", "k_to_end", "Mqk", "u_hi", "u_lo", "decay_total")
+RING = ("q_decayed", "k_decayed", "k_to_end", "A", "Mqk", "v", "decay_total", "beta")
 STAGES = 2
 PRODUCER_REGS = 40
 CONSUMER_REGS = 232
@@ -207,33 +192,38 @@ def _tile_map(name: str, tensor: str, K: int, rows: str, buffer: str) -> Param:
 def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
     """Head-parallel: one CTA per (sequence, value head), a producer warp group (one elected thread issues the
     copies) and V/64 consumer warp groups, each owning 64 value rows of Sᵀ as wgmma accumulators."""
-    from ...model import Pipeline
+    from ...model import Pipeline, TensorMapSpec
     C = CHUNK
     consumers = V // V_ROWS
     threads = 128 * (1 + consumers)
     atoms = K // 64                  # 128-byte swizzle spans along a K row
     dw = decay_width(KD)
     tile = dict(stages=STAGES, align=1024, swizzle=128)
-    ring = [Buffer("q_decayed", (atoms, C, 64), "bf16", **tile), Buffer("w", (atoms, C, 64), "bf16", **tile),
-            Buffer("k_to_end", (atoms, C, 64), "bf16", **tile), Buffer("Mqk", (C, C), "bf16", **tile),
-            Buffer("u_hi", (consumers, C, V_ROWS), "bf16", **tile), Buffer("u_lo", (consumers, C, V_ROWS), "bf16", **tile),
-            Buffer("decay_total", (dw,), "f32", stages=STAGES)]
+    ring = [Buffer("q_decayed", (atoms, C, 64), "bf16", **tile), Buffer("k_decayed", (atoms, C, 64), "bf16", **tile),
+            Buffer("k_to_end", (atoms, C, 64), "bf16", **tile), Buffer("A", (C, C), "bf16", **tile),
+            Buffer("Mqk", (C, C), "bf16", **tile), Buffer("v", (consumers, C, V_ROWS), "bf16", **tile),
+            Buffer("decay_total", (dw,), "f32", stages=STAGES), Buffer("beta", (C,), "f32", stages=STAGES)]
     stage_bytes = sum(b.stage_bytes for b in ring)
     buffers = ring + [Buffer("o", (consumers, C, V_ROWS + 8), "bf16")]
     rows = "chunks * HV * 64"
     maps = [_tile_map("map_q_decayed", "ws_q_decayed", K, rows, "q_decayed"),
-            _tile_map("map_w", "ws_w", K, rows, "w"),
+            _tile_map("map_k_decayed", "ws_k_decayed", K, rows, "k_decayed"),
             _tile_map("map_k_to_end", "ws_k_to_end", K, rows, "k_to_end"),
-            _tile_map("map_Mqk", "ws_Mqk", C, rows, "Mqk"),
-            _tile_map("map_u_hi", "ws_u_hi", V, rows, "u_hi"), _tile_map("map_u_lo", "ws_u_lo", V, rows, "u_lo")]
+            _tile_map("map_A", "ws_A", C, rows, "A"), _tile_map("map_Mqk", "ws_Mqk", C, rows, "Mqk"),
+            Param("map_v", "tensor_map", "bf16",
+                  tensor_map=TensorMapSpec(tensor="v", dtype="bf16", dims=[V, "HV", "T"], strides=[V, f"HV * {V}"],
+                                           box=[V_ROWS, 1, C], swizzle=128, buffer="v"))]
     steps = [
         Step("load", "producer", "tma", writes=list(RING), waits=["free"], arrives=["ready"], loop=True,
-             global_reads=["ws_q_decayed", "ws_w", "ws_k_to_end", "ws_Mqk", "ws_u_hi", "ws_u_lo", "ws_decay_total"],
+             global_reads=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "v", "ws_decay_total",
+                           "ws_beta"],
              note="one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies"),
         Step("state_in", "consumer", "wgmma_acc", global_reads=["h0"], note="Sᵀ rows of this warp group from h0 or 0"),
-        Step("state_products", "consumer", "wgmma_acc", reads=["u_hi", "u_lo", "w", "q_decayed"], waits=["ready"],
-             loop=True, note="Vnᵀ = uᵀ − Sᵀ·wᵀ (the accumulator starts at −uᵀ, then is negated), Qᵀ = Sᵀ·q_decayedᵀ: "
-                             "wgmma with Sᵀ as the register operand (bf16)"),
+        Step("state_products", "consumer", "wgmma_acc", reads=["k_decayed", "q_decayed"], waits=["ready"], loop=True,
+             note="Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16)"),
+        Step("delta", "consumer", "wgmma_acc", reads=["v", "beta"], loop=True, note="Xᵀ = β⊙(vᵀ − Pᵀ)"),
+        Step("solve", "consumer", "wgmma_acc", reads=["A"], loop=True,
+             note="Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo"),
         Step("output", "consumer", "wgmma_acc", reads=["Mqk"], loop=True,
              note="Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
         Step("update", "consumer", "wgmma_acc", reads=["k_to_end", "decay_total"], arrives=["free"], loop=True,
@@ -242,7 +232,7 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
              global_writes=["o"], note="Oᵀ transposed through shared memory, 16-byte stores of the valid rows"),
         Step("state_out", "consumer", "wgmma_acc", global_writes=["ht"], note="the final state, if requested"),
     ]
-    params = maps + workspace_params(["ws_decay_total"], True, ws) + [Param("h0", "ptr", "f32")]
+    params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
     params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
     return Kernel(
         name="recurrence", kind="recurrence", template="wgmma64/recurrence.cu.j2", direction="forward",
