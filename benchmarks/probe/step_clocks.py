@@ -1,6 +1,6 @@
 """Where a token-parallel kernel's time goes, step by step, on the GPU:
-`python benchmarks/probe/step_clocks.py [--ops kda_lb,gdn] [--shape 1x8192x64x128] [--family wgmma64]
-[--kernel prepare]`.
+`python benchmarks/probe/step_clocks.py [--ops kda_lb,gdn] [--shape 1x8192x64x128] [--kernel prepare]
+[--thread 0]` (the family is the one an inference call of that shape runs; KDAGEN_FAMILY picks another).
 
 The static counts of ptx_steps.py cannot weigh loops or latency; this probe times them. It renders the op's
 forward unit as the runtime does, inserts a clock mark (thread 0 of each CTA, `clock64()`) at every plan-step
@@ -8,6 +8,12 @@ comment (`// ---- step NAME`) of the kernel and one at its end, compiles that co
 forward through the ops with it, and prints the mean cycles per step over the first CTAS CTAs. Meaningful for
 kernels whose steps are separated by block-wide barriers (the prepare kernels): thread 0's clock then measures
 the whole block's step, at the occupancy the real launch has.
+
+--thread picks the thread that marks: for a kernel with roles, one of the role's (128, the first consumer
+thread of the wgmma64 recurrence). Marks inside a loop are overwritten each iteration, so a loop's steps are
+those of its last iteration (the last chunk: pick a T that fills it); each span is attributed to the step whose
+mark opens it, in time order, and the span from a step before the loop to the last iteration's first mark is
+the rest of the loop. Steps the thread never reaches are left out.
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ CTAS = 8192
 STEP = re.compile(r"^\s*// ---- step (\w+) ")
 
 
-def instrument(source: str, kernel: str) -> tuple[str, list[str]]:
+def instrument(source: str, kernel: str, thread: int = 0) -> tuple[str, list[str]]:
     """(the source with clock marks in `kernel`, the step names in mark order; the last mark is "end")."""
     out, steps, inside = [], [], False
     for line in source.splitlines():
@@ -48,7 +54,7 @@ def instrument(source: str, kernel: str) -> tuple[str, list[str]]:
     helper = (f"__device__ unsigned long long kdg_step_clock[{CTAS}][{marks}];\n"
               "__device__ __forceinline__ void kdg_mark(int i) {\n"
               "  const unsigned cta = blockIdx.y * gridDim.x + blockIdx.x;\n"
-              f"  if (threadIdx.x == 0 && cta < {CTAS}) kdg_step_clock[cta][i] = clock64();\n"
+              f"  if (threadIdx.x == {thread} && cta < {CTAS}) kdg_step_clock[cta][i] = clock64();\n"
               "}\n")
     text = "\n".join(out)
     first = text.index('extern "C" __global__')
@@ -59,12 +65,12 @@ def a_shape(s: Shape) -> str:
     return f"{s.B}x{s.T}x{s.H}x{s.D}"
 
 
-def run(key: str, shape: Shape, kernel: str) -> None:
+def run(key: str, shape: Shape, kernel: str, thread: int) -> None:
     variant = VARIANTS[key]
     holder = {}
 
     def load(config, device, direction):
-        source, steps = instrument(config.source(direction), kernel)
+        source, steps = instrument(config.source(direction), kernel, thread)
         plan, _ = config.planned()
         module = runtime.load_module(ops_config.module_uri(plan, direction) + "_clocks", source, config.arch,
                                      device=device)
@@ -91,13 +97,19 @@ def run(key: str, shape: Shape, kernel: str) -> None:
     address = module._loaded[index].get_global_var("kdg_step_clock")
     cupy.cuda.runtime.memcpy(clocks.ctypes.data, address, clocks.nbytes, cupy.cuda.runtime.memcpyDeviceToHost)
     clocks = clocks.astype("int64")
-    clocks = clocks[(clocks > 0).all(axis=1)]           # CTAs that ran every step (others exited early)
-    spans = clocks[:, 1:] - clocks[:, :-1]
+    reached = (clocks > 0).any(axis=0)                  # the steps the marking thread reaches
+    clocks, steps = clocks[:, reached], [s for s, r in zip(steps, reached) if r]
+    clocks = clocks[(clocks > 0).all(axis=1)]           # CTAs that ran every such step (others exited early)
+    order = numpy.argsort(clocks, axis=1, kind="stable")  # marks in time order (a loop's last iteration last)
+    timed = numpy.take_along_axis(clocks, order, axis=1)
+    spans = numpy.zeros(clocks.shape, dtype="int64")
+    numpy.put_along_axis(spans, order[:, :-1], timed[:, 1:] - timed[:, :-1], axis=1)
     total = spans.sum(axis=1).mean()
     print(f"{variant.label} {a_shape(shape)} {holder['uri']} / {kernel}: {len(clocks)} CTAs, "
-          f"{total:.0f} cycles per CTA (thread 0, mark to mark)")
-    for name, mean in sorted(zip(steps[:-1], spans.mean(axis=0)), key=lambda kv: -kv[1]):
-        print(f"  {name:16s} {mean:9.0f} {100 * mean / total:5.1f}%")
+          f"{total:.0f} cycles per CTA (thread {thread}, mark to mark)")
+    for name, mean in sorted(zip(steps, spans.mean(axis=0)), key=lambda kv: -kv[1]):
+        if name != "end":
+            print(f"  {name:16s} {mean:9.0f} {100 * mean / total:5.1f}%")
 
 
 def main() -> None:
@@ -105,10 +117,11 @@ def main() -> None:
     ap.add_argument("--ops", default="kda_lb,kda,gdn")
     ap.add_argument("--shape", default="1x8192x64x128")
     ap.add_argument("--kernel", default="prepare")
+    ap.add_argument("--thread", type=int, default=0, help="the thread that marks (default 0)")
     a = ap.parse_args()
     shape = Shape(*map(int, a.shape.split("x")))
     for key in a.ops.split(","):
-        run(key, shape, a.kernel)
+        run(key, shape, a.kernel, a.thread)
 
 
 if __name__ == "__main__":
