@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV'], 384 threads, 183840 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV'], 384 threads, 202272 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -1553,7 +1553,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
 #line 1556 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 183840 B, dynamic (above the static limit)
+  // shared memory: 202272 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
   kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 256
@@ -1579,8 +1579,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
   constexpr int stride_decay_total = 4;  // elements per stage / warp copy
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 164896);  // beta [64] f32, ld 64, 2 stages
   constexpr int stride_beta = 64;  // elements per stage / warp copy
-  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 165408);  // o [2 x 64 x 72] bf16, ld 72
+  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 165408);  // o [2 x 64 x 72] bf16, ld 72, 2 stages
   [[maybe_unused]] constexpr int ld_o = 72;
+  constexpr int stride_o = 9216;  // elements per stage / warp copy
 #line 59 "templates/wgmma64/recurrence.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS, "64-token chunks, 64-column tiles, 64 rows per group");
   constexpr u32 STAGE_BYTES = 82192;
@@ -1605,7 +1606,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1609 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1610 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1635,7 +1636,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1639 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1640 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
@@ -1652,7 +1653,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
       S.x[i] = h0 != nullptr ? h0[((long long)n * HV + h) * K * V + state_index(k, v0 + r)] : 0.f;
     }
-    bf16* const o_stage = s_o + g * C * (VR + 8);
 
     for (int c = 0; c < num_chunks; ++c) {
       const int s = c % STAGES;
@@ -1670,7 +1670,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step state_products (consumer, wgmma_acc): Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16) ----
-#line 120 "templates/wgmma64/recurrence.cu.j2"
+#line 119 "templates/wgmma64/recurrence.cu.j2"
       // Every register operand is written before wgmma_fence (the warpgroup's arrive), so no product waits on
       // another: the compiler would otherwise insert an arrive before each and serialise them.
       WgmmaAcc<C> P, Q;
@@ -1696,7 +1696,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 144 "templates/wgmma64/recurrence.cu.j2"
+#line 143 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int i = 0; i < C / 2; ++i) {        // P becomes Xᵀ in place; rows are value rows, columns tokens
         const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
@@ -1706,7 +1706,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 152 "templates/wgmma64/recurrence.cu.j2"
+#line 151 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1729,8 +1729,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 173 "templates/wgmma64/recurrence.cu.j2"
-      // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
+#line 172 "templates/wgmma64/recurrence.cu.j2"
+      // and step update: both products take Vnᵀ (the state was decayed by the chunk's total above)
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
@@ -1750,7 +1750,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 192 "templates/wgmma64/recurrence.cu.j2"
+#line 191 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();
@@ -1760,8 +1760,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       mbarrier_arrive(&bar_free[s]);           // every read of stage s is done: the producer may refill it
 
 #line 15 "templates/skeleton.j2"
-      // ---- step store_o (consumer, rows): Oᵀ transposed through shared memory, 16-byte stores of the valid rows ----
-#line 201 "templates/wgmma64/recurrence.cu.j2"
+      // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows ----
+#line 200 "templates/wgmma64/recurrence.cu.j2"
+      // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
+      // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
+      bf16* const o_stage = s_o + (c % 2) * stride_o + g * C * (VR + 8);
     #pragma unroll
       for (int i = 0; i < C / 2; ++i) {
         const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
@@ -1775,12 +1778,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
               *reinterpret_cast<const uint4*>(o_stage + tok * (VR + 8) + piece * 8);
         }
       }
-      named_barrier_sync(1 + g, 128);          // barrier "o_staged": the tile is stored, the stage may be rewritten
     }
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 218 "templates/wgmma64/recurrence.cu.j2"
+#line 219 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1791,6 +1793,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 228 "templates/wgmma64/recurrence.cu.j2"
+#line 229 "templates/wgmma64/recurrence.cu.j2"
 }
 

@@ -204,7 +204,7 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
             Buffer("Mqk", (C, C), "bf16", **tile), Buffer("v", (consumers, C, V_ROWS), "bf16", **tile),
             Buffer("decay_total", (dw,), "f32", stages=STAGES), Buffer("beta", (C,), "f32", stages=STAGES)]
     stage_bytes = sum(b.stage_bytes for b in ring)
-    buffers = ring + [Buffer("o", (consumers, C, V_ROWS + 8), "bf16")]
+    buffers = ring + [Buffer("o", (consumers, C, V_ROWS + 8), "bf16", stages=2)]   # two tiles in turn
     rows = "chunks * HV * 64"
     maps = [_tile_map("map_q_decayed", "ws_q_decayed", K, rows, "q_decayed"),
             _tile_map("map_k_decayed", "ws_k_decayed", K, rows, "k_decayed"),
@@ -228,8 +228,8 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
              note="Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
         Step("update", "consumer", "wgmma_acc", reads=["k_to_end", "decay_total"], arrives=["free"], loop=True,
              note="Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released"),
-        Step("store_o", "consumer", "rows", reads=["o"], writes=["o"], waits=["o_staged", "o_staged"], loop=True,
-             global_writes=["o"], note="Oᵀ transposed through shared memory, 16-byte stores of the valid rows"),
+        Step("store_o", "consumer", "rows", reads=["o"], writes=["o"], waits=["o_staged"], loop=True,
+             global_writes=["o"], note="Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows"),
         Step("state_out", "consumer", "wgmma_acc", global_writes=["ht"], note="the final state, if requested"),
     ]
     params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
@@ -245,7 +245,8 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
                           tx_bytes=stage_bytes, note="arrive.expect_tx by the elected producer thread"),
                   Barrier("free", "mbarrier", 128 * consumers, [("consumer", "thread")], ["producer"], stages=STAGES),
                   Barrier("o_staged", "named", 128, [("consumer", "thread")], ["consumer"], id=1, copies=consumers,
-                          phases_per_iter=2, note="one per consumer warp group: O staged, O stored")],
+                          note="one per consumer warp group: O staged (two tiles in turn, so no second barrier "
+                               "before a tile is rewritten)")],
         pipelines=[Pipeline("chunk_ring", STAGES, "producer", ["consumer"], "ready", "free", list(RING), copy="tma")],
         steps=steps, params=params,
         options=Recurrence64Options(consumers, STAGES, state_layout, varlen, dw),
