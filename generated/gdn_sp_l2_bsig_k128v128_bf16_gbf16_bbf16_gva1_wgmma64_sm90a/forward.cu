@@ -1697,16 +1697,31 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
 #line 143 "templates/wgmma64/recurrence.cu.j2"
+      // P becomes Xᵀ in place (rows are value rows, columns tokens). vᵀ comes by ldmatrix.trans: the 8×8 block of
+      // the [token][value] tile at tokens 8nb.., values 16·warp + 8h.. gives each lane exactly its accumulator pair
+      // (value row, tokens 2q and 2q + 1) of n8 block nb and row half h; four blocks per ldmatrix.x4. β by pairs.
+      {
+        const int lane = t & 31, q = lane & 3, warp_rows = 16 * (t >> 5);
     #pragma unroll
-      for (int i = 0; i < C / 2; ++i) {        // P becomes Xᵀ in place; rows are value rows, columns tokens
-        const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
-        const bf16 vj = v_tile[swizzle_offset(j * SW + r * 2, SW) / 2];
-        P.x[i] = beta[j] * (to_f32(vj) - P.x[i]);
+        for (int k = 0; k < C / 16; ++k) {
+          u32 vv[4];
+          const int m = lane >> 3, token = 16 * k + 8 * (m >> 1) + (lane & 7);
+          ptx_ldmatrix_x4_trans(vv, reinterpret_cast<const char*>(v_tile) +
+                                        swizzle_offset(token * SW + (warp_rows + 8 * (m & 1)) * 2, SW));
+    #pragma unroll
+          for (int mm = 0; mm < 4; ++mm) {
+            const int nb = 2 * k + (mm >> 1), i = 4 * nb + 2 * (mm & 1);
+            const float2 b = *reinterpret_cast<const float2*>(beta + 8 * nb + 2 * q);
+            const __nv_bfloat162 vp = *reinterpret_cast<const __nv_bfloat162*>(&vv[mm]);
+            P.x[i] = b.x * (__low2float(vp) - P.x[i]);
+            P.x[i + 1] = b.y * (__high2float(vp) - P.x[i + 1]);
+          }
+        }
       }
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 151 "templates/wgmma64/recurrence.cu.j2"
+#line 166 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1729,7 +1744,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 172 "templates/wgmma64/recurrence.cu.j2"
+#line 187 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ (the state was decayed by the chunk's total above)
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1750,7 +1765,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 191 "templates/wgmma64/recurrence.cu.j2"
+#line 206 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();
@@ -1761,7 +1776,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows ----
-#line 200 "templates/wgmma64/recurrence.cu.j2"
+#line 215 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       bf16* const o_stage = s_o + (c % 2) * stride_o + g * C * (VR + 8);
@@ -1782,7 +1797,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 219 "templates/wgmma64/recurrence.cu.j2"
+#line 234 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1793,6 +1808,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 229 "templates/wgmma64/recurrence.cu.j2"
+#line 244 "templates/wgmma64/recurrence.cu.j2"
 }
 
