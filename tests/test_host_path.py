@@ -484,19 +484,20 @@ def test_only_pointers_floats_and_sizes_are_prepared():
     (dict(cu_seqlens=[0, 9, 30, 31], H=8), False, "mma16"),  # 24
     (dict(B=2, T=40, H=2), True, "mma16"),                 # a training call: wgmma64 has no backward
 ])
-def test_an_inference_call_with_few_pairs_runs_the_long_chunk_family(shape, keep, family):
+def test_an_inference_call_with_few_pairs_runs_the_long_chunk_family(shape, keep, family, monkeypatch):
+    monkeypatch.delenv("KDAGEN_FAMILY", raising=False)
     x, call = call_of(LB, **shape)
     config = fw.call_config(x, call, keep)
     assert config.planned()[0].family == family and config.few_pairs == (family == "wgmma64")
 
 
-def test_pairs_under_dynamic_shapes_keep_the_usual_ranking():
-    """A symbolic batch size (torch.compile's dynamic shapes) gives no pair count, so the graph is not specialised
-    on it: the families keep their usual ranking."""
+def test_a_symbolic_batch_size_gives_no_pair_count():
+    """A symbolic batch size (torch.compile traces its fake implementations with dynamic shapes) gives no pair
+    count, so the trace does not specialise the graph on it."""
     from types import SimpleNamespace
 
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
     B = ShapeEnv().create_unbacked_symint()
-    assert fw.call_pairs(SimpleNamespace(shape=(B, 40, 4, 64)), None) is None
-    assert fw.call_pairs(torch.empty(2, 40, 4, 64), None) == 8
-    assert fw.call_pairs(torch.empty(1, 40, 4, 64), torch.tensor([0, 3, 40])) == 8
+    assert fw.call_pairs(SimpleNamespace(shape=(B, 40, 4, 64)), None, 4) is None
+    assert fw.call_pairs(torch.empty(2, 40, 4, 64), None, 4) == 8
+    assert fw.call_pairs(torch.empty(1, 40, 4, 64), torch.tensor([0, 3, 40]), 4) == 8

@@ -8,12 +8,12 @@ import json
 import pytest
 
 from kdagen import dsl
+from kdagen.codegen import render_unit
 from kdagen.plan import (ARCHS, Barrier, Buffer, Kernel, Param, Pipeline, PlanError, Plan, Problem, Role, Step, Workspace,
                          default_problem, default_problems, evaluate, exponent_form, launch_sizes, make_plan,
                          problem_from_options, problems, verify)
 from kdagen.plan.model import TensorMapSpec
 from kdagen.plan.smem import assign_offsets
-from kdagen.codegen import render_unit
 from kdagen.plan.describe import describe, to_dot
 from kdagen.reference import Options
 
@@ -379,6 +379,8 @@ def test_wgmma64_phase_counts(opt, form):
     # the template's own count: the inverse's level loop holds one and runs NB − 1 = 3 times
     assert prepare.count("__syncthreads();") + 2 == 9 + (form == "running")
     assert plan.kernel("recurrence").barrier("o_staged").phases_per_iter == 1
+    recurrence = source[source.index("// ===== recurrence:"):]
+    assert recurrence.count("named_barrier_sync(") == 1
     assert_refused(plan, "o_staged", lambda p: p.kernel("recurrence").steps[-2].waits.append("o_staged"),
                    "role 'consumer' waits on barrier 'o_staged' 2 times per loop iteration, but it completes 1")
     phases = plan.kernel("prepare").barrier("sync").phases_per_iter

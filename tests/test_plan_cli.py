@@ -132,13 +132,15 @@ def test_plan_json_names_the_family(capsys, monkeypatch):
     (["--inference", "--pairs", "4", "--arch", "sm_80"], "mma16"),
     (["--inference", "--pairs", "4", "--family", "mma16"], "mma16"),   # a requested family is kept
 ])
-def test_few_pairs_rank_the_long_chunk_family_first(words, family, capsys):
+def test_few_pairs_rank_the_long_chunk_family_first(words, family, capsys, monkeypatch):
+    monkeypatch.delenv("KDAGEN_FAMILY", raising=False)
     code, out, err = run_main(["plan", "--op", "kda", *LB, "--head-dim", "128", *words], capsys)
     assert code == 0, err
     assert f"  family {family} (chunk" in out, out[:400]
     planned, _ = parse_config(" ".join(["--op", "kda", *LB, *words])).config().planned()
     assert planned.family == family
-    few = "--inference" in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) <= 16
+    few = ("--inference" in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) <= 16
+           and "--family" not in words)           # a named family is not ranked
     assert ("ranked for an inference call with ≤ 16 (sequence, head) pairs" in out) == few
 
 

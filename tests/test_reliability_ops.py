@@ -198,3 +198,13 @@ def test_an_all_meta_call_is_refused_by_device(op):
     with pytest.raises(ValueError, match="q is on meta; kdagen's kernels run on CUDA devices"):
         (kdagen.chunk_kda if op == "kda" else kdagen.chunk_gated_delta_rule)(
             **x, cu_seqlens=torch.empty(2, dtype=torch.int64, device="meta"))
+
+
+def test_a_users_op_plans_the_family_its_calls_run(monkeypatch):
+    """`op.plan` / `op.precompile` take the calls' (sequence, head) pairs: an inference call with few of them runs
+    the long-chunk family on sm_90a, so the plan and the precompiled modules are that family's."""
+    monkeypatch.delenv("KDAGEN_FAMILY", raising=False)
+    op = kdagen.compile(gate_of)
+    assert op.plan(64, inference=True, pairs=4, arch="sm_90a").family == "wgmma64"
+    assert op.plan(64, inference=True, arch="sm_90a").family == "mma16"
+    assert op.plan(64, pairs=4, arch="sm_90a").family == "mma16"          # training: wgmma64 plans no backward

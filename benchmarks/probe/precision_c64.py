@@ -6,8 +6,10 @@ products take bf16 operands with fp32 accumulation, the state Sᵀ chained as a 
 Each rounding point can be switched between bf16, tf32, bf16 hi+lo ("x2": hi + lo, the product dropping
 only lo·lo) and exact; the script prints o's relative L2 error against the float64 reference for the
 bench's input distributions, so the cheapest scheme under the bound (and under FLA's error) can be chosen.
+The "WY" schemes simulate the step with A applied in the prepare (w = A·diag(β)·kd, u = A·diag(β)·v, then
+Vn = u − w·S), rounding w and u as named. Arguments select schemes by name prefix.
 
-    python benchmarks/probe/precision_c64.py
+    python benchmarks/probe/precision_c64.py ["kernel today" WY ...]
 """
 from __future__ import annotations
 
@@ -73,15 +75,14 @@ def run(x, opt, scheme):
             Mqk = scale * torch.einsum("hid,hjd,hijd->hij", qk[0], qk[1], F)
             Mkk = bc[..., None] * torch.einsum("hid,hjd,hijd->hij", qk[1], qk[1], F).tril(-1)
             eye = torch.eye(L, dtype=q.dtype).expand_as(Mkk)
-            A = fp32(torch.linalg.solve_triangular(eye + Mkk, eye, upper=False, unitriangular=True))
-            A, Mqk = operand(A, scheme["A"]), operand(Mqk, scheme["Mqk"])
+            A32 = fp32(torch.linalg.solve_triangular(eye + Mkk, eye, upper=False, unitriangular=True))
+            A, Mqk = operand(A32, scheme["A"]), operand(Mqk, scheme["Mqk"])
             E, R = G.exp(), (G[:, -1:] - G).exp()
             qd, kd, kr = bf16(scale * qc * E), bf16(kc * E), bf16(kc * R)
             gte = fp32(G[:, -1].exp())
             Sb = operand(S, scheme["S"])
             Q = Sb @ qd.transpose(1, 2)
             if scheme.get("form") == "wy":                   # the prepare applies A: w = A·diag(β)·kd, u = A·diag(β)·v
-                A32 = fp32(torch.linalg.solve_triangular(eye + Mkk, eye, upper=False, unitriangular=True))
                 w = operand(fp32(A32 @ (bc[..., None] * kd)), scheme["w"])
                 u = operand(fp32(A32 @ (bc[..., None] * vc)), scheme["u"])
                 Vn = fp32(u.transpose(1, 2) - Sb @ w.transpose(1, 2))

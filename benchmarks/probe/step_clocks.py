@@ -3,8 +3,8 @@
 [--thread 0]` (the family is the one an inference call of that shape runs; KDAGEN_FAMILY picks another).
 
 The static counts of ptx_steps.py cannot weigh loops or latency; this probe times them. It renders the op's
-forward unit as the runtime does, inserts a clock mark (thread 0 of each CTA, `clock64()`) at every plan-step
-comment (`// ---- step NAME`) of the kernel and one at its end, compiles that copy under its own URI, runs the
+forward unit as the runtime does, inserts a clock mark (`clock64()`) at every plan-step
+comment (`// ---- step NAME`) of the kernel and one at its end (made by one thread of each CTA, --thread), compiles that copy under its own URI, runs the
 forward through the ops with it, and prints the mean cycles per step over the first CTAS CTAs. Meaningful for
 kernels whose steps are separated by block-wide barriers (the prepare kernels): thread 0's clock then measures
 the whole block's step, at the occupancy the real launch has.
@@ -12,8 +12,10 @@ the whole block's step, at the occupancy the real launch has.
 --thread picks the thread that marks: for a kernel with roles, one of the role's (128, the first consumer
 thread of the wgmma64 recurrence). Marks inside a loop are overwritten each iteration, so a loop's steps are
 those of its last iteration (the last chunk: pick a T that fills it); each span is attributed to the step whose
-mark opens it, in time order, and the span from a step before the loop to the last iteration's first mark is
-the rest of the loop. Steps the thread never reaches are left out.
+mark opens it, in time order. So the span of the last step before a loop (state_in in the wgmma64 recurrence)
+runs to the last iteration's first mark and covers every earlier iteration: it and the total are then the whole
+kernel's, and a loop step's share of the total is not meaningful — read the loop steps' cycles. Steps the thread
+never reaches are left out.
 """
 from __future__ import annotations
 

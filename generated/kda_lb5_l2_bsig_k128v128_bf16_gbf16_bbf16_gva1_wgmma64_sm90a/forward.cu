@@ -1780,7 +1780,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
 #line 187 "templates/wgmma64/recurrence.cu.j2"
-      // and step update: both products take Vnᵀ (the state was decayed by the chunk's total above)
+      // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {

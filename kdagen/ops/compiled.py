@@ -63,11 +63,12 @@ class RecurrenceOp:
                    family=self.family, emulate=self.emulate)
 
     def config(self, head_dim: int = 128, *, gva: int = 1, varlen: bool = False, state_v_first: bool = False,
-               inference: bool = False, dtypes: dict | None = None, arch: str | None = None):
-        """The kernels' Config for calls of this shape (`plan()` and `precompile()` read it)."""
+               inference: bool = False, dtypes: dict | None = None, arch: str | None = None, pairs: int | None = None):
+        """The kernels' Config for calls of this shape (`plan()` and `precompile()` read it); `pairs`, the calls'
+        (sequence, value head) pairs, matters for inference calls (few of them rank families differently)."""
         return config_for(self.spec, head_dim, head_dim, gva, varlen, dtypes or {}, arch or default_arch(),
                           state_layout="vk" if state_v_first else "kv",
-                          directions=INFERENCE if inference else TRAINING, family=self.family)
+                          directions=INFERENCE if inference else TRAINING, family=self.family, pairs=pairs)
 
     def plan(self, head_dim: int = 128, **shape):
         """The verified plan of calls of this shape (`kdagen plan` prints the same for --recurrence)."""

@@ -180,8 +180,10 @@ def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, a
         if dtype is not None and dtype not in _DTYPE:
             raise NotImplementedError(f"{name} of dtype {dtype}: kernels read bfloat16 or float32")
         names[name] = _DTYPE.get(dtype, "bf16")
+    family = family or requested()
+    # the class matters only where the planner ranks, i.e. no family is named (one plan, not two, otherwise)
     return Config(spec, K, V, arch, G, varlen, names["g"], names["beta"], state_layout, tuple(directions),
-                  family or requested(), few_pairs(directions, pairs))
+                  family, family is None and few_pairs(directions, pairs))
 
 
 def module_uri(plan: Plan, direction: str) -> str:

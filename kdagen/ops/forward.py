@@ -80,7 +80,7 @@ def _call_config(x: dict, call, keep: bool, family: str | None, arch: str | None
     dtypes = {n: x[n].dtype for n in PASSED_DTYPE_INPUTS if x.get(n) is not None}
     cu = x.get("cu_seqlens")
     varlen = cu is not None
-    pairs = call_pairs(v, cu)
+    pairs = call_pairs(v, cu, HV)
     few = not keep and few_pairs(INFERENCE, pairs)
     key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family, arch, few)
     config = _CONFIGS.get(key)
@@ -96,13 +96,13 @@ def _call_config(x: dict, call, keep: bool, family: str | None, arch: str | None
     return config
 
 
-def call_pairs(v, cu_seqlens) -> int | None:
-    """The (sequence, value head) pairs of a call, N·HV, where its shapes are plain ints (under torch.compile's
-    dynamic shapes B or N may be symbols: then None, and families keep their usual ranking rather than the graph
-    being specialised on the batch size)."""
+def call_pairs(v, cu_seqlens, HV: int) -> int | None:
+    """The (sequence, value head) pairs of a call, N·HV, or None where the batch size is a symbol (torch.compile
+    traces its fake implementations with dynamic shapes): reading it would specialise the graph on it, and the
+    trace needs no family (an inference call's outputs have the same shapes whichever family runs). The compiled
+    graph's real calls have plain sizes and rank families as an eager call does."""
     N = v.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
-    HV = v.shape[2]
-    return N * HV if isinstance(N, int) and isinstance(HV, int) else None
+    return N * HV if isinstance(N, int) else None
 
 
 def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = False, debug: dict | None = None):

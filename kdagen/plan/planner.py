@@ -1,7 +1,7 @@
 """Problem -> Plan: the chosen family's kernels, their shared-memory layout, and the plan's identity."""
 from __future__ import annotations
 
-from .families import FEW_PAIRS, choose
+from .families import FEW_PAIRS, choose, requested
 from .model import Plan
 from .problem import Problem
 from .smem import assign_offsets
@@ -19,7 +19,7 @@ def make_plan(problem: Problem, *, family: str | None = None, directions=DIRECTI
     d = problem.describe()
     notes = [f"family {chosen.name}: {chosen.summary}", *[f"not chosen: {why}" for why in passed_over],
              *planned.notes]
-    if few_pairs:
+    if few_pairs and (family or requested()) is None:     # the few-pairs rank chose (no family was named)
         notes.insert(1, f"ranked for an inference call with ≤ {FEW_PAIRS} (sequence, head) pairs: its time is the "
                         "recurrence's serial chain of chunk steps")
     return Plan(uri=problem.uri(chosen.name), problem=d, family=chosen.name, chunk=chosen.chunk,

@@ -123,7 +123,7 @@ class Family:
     head_dims: tuple[int, ...]
     directions: tuple[str, ...]
     headers: tuple[str, ...]
-    priority: int                            # the highest-priority family that supports a problem is chosen
+    priority: int                            # its rank (`rank`): the highest-ranked family that serves is chosen
     summary: str
     few_pairs_priority: int | None = None    # its rank for an inference call with few (sequence, head) pairs
 
