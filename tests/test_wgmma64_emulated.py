@@ -64,3 +64,39 @@ def test_prepare_workspace_term_by_term(case):
     tol = {n: TOL.get(n, TOL["bf16" if w.dtype == torch.bfloat16 else "f32"]) for n, w in ws.items()}
     bad = {k: f"{e:.2e}" for k, e in errors.items() if not e <= tol[k]}
     assert tail == 0 and not bad, f"{name}: workspace errors {bad}, tail rows max |x| {tail}"
+
+
+def test_value_rows_split_over_ctas(monkeypatch):
+    """SPLIT_VALUE: a CTA per 64 value rows (one consumer warp group each) gives the one-CTA kernel's outputs bit for
+    bit — each value row's products and sums are the same, only the CTA that runs them differs."""
+    from kdagen.ops import config as ops_config, launcher
+    from kdagen.plan.families.wgmma64 import forward as wgmma64_forward
+    op, options, shape = CASES["gdn_softplus_k128"]
+    opt = Options(op=op, **options)
+    xk, _ = kernel_inputs(opt, seed=11, **shape)
+    slices = []
+
+    def loader(config, device, direction):
+        slices.append(config.planned()[0].kernel("recurrence").options.slices)
+        return ops_config.load_emulated(config, device, direction)
+
+    def run():
+        call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
+                         cu_seqlens=xk.get("cu_seqlens"), A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
+        kcall, tensors = kernel_call(call, xk, emulate=True, family="wgmma64")
+        o, ht, _ = forward({**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": xk.get("cu_seqlens")},
+                           kcall, keep=False, poison=True, loader=loader)
+        return o, ht
+
+    caches = (ops_config._planned, ops_config._source, launcher.scheduled)   # plans are made once per process
+    one = run()
+    monkeypatch.setattr(wgmma64_forward, "SPLIT_VALUE", True)
+    for cached in caches:
+        cached.cache_clear()
+    try:
+        split = run()
+    finally:
+        for cached in caches:
+            cached.cache_clear()
+    assert slices == [1, 2]
+    assert torch.equal(one[0], split[0]) and torch.equal(one[1], split[1])

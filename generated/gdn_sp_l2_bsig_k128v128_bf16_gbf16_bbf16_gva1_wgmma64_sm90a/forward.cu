@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV'], 384 threads, 202272 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV', 1], 384 threads, 202272 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -1485,7 +1485,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 4 "templates/wgmma64/recurrence.cu.j2"
 // ===== recurrence: "recurrence", chunk 64 on bulk tensor copies and wgmma =====
-// grid (N, HV): one CTA per (sequence, value head), 384 threads. The producer warp group's first
+// grid (N, HV, 1): one CTA per (sequence, value head), 384 threads. The producer warp group's first
 // thread fills a 2-stage ring (pipeline "chunk_ring") with each chunk's workspace tiles and value rows by
 // bulk tensor copies that complete on ready[s] by transaction count; 2 consumer warp group(s) each own
 // 64 value rows of the transposed state Sᵀ as wgmma accumulators for the whole sequence. Per chunk, in the
@@ -1497,7 +1497,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 namespace kdg_recurrence {
 using namespace kdg;
 constexpr int C = 64, K = 128, V = 128, KD = 1, DW = 4;
-constexpr int CONSUMERS = 2, STAGES = 2, VR = 64, KA = K / 64;
+constexpr int CONSUMERS = 2, SLICES = 1, STAGES = 2, VR = 64, KA = K / 64;
 constexpr bool STATE_V_FIRST = false;
 constexpr int SW = 128;              // the tiles' swizzle span (bytes): one row of 64 bf16
 constexpr int ATOM = 64 * 64;        // elements of one 64-row × 64-column swizzled tile
@@ -1583,7 +1583,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
   [[maybe_unused]] constexpr int ld_o = 72;
   constexpr int stride_o = 9216;  // elements per stage / warp copy
 #line 59 "templates/wgmma64/recurrence.cu.j2"
-  static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS, "64-token chunks, 64-column tiles, 64 rows per group");
+  static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS * SLICES,
+                "64-token chunks, 64-column tiles, 64 rows per group");
+#line 64 "templates/wgmma64/recurrence.cu.j2"
+  constexpr int slice = 0;           // one CTA holds every value row
+#line 66 "templates/wgmma64/recurrence.cu.j2"
   constexpr u32 STAGE_BYTES = 82192;
   const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
   const Span seq = sequence_span(nullptr, T, n);
@@ -1606,13 +1610,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1610 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1614 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
-#line 70 "templates/wgmma64/recurrence.cu.j2"
+#line 76 "templates/wgmma64/recurrence.cu.j2"
     if (threadIdx.x == 0) {
       for (int c = 0; c < num_chunks; ++c) {
         const int s = c % STAGES;
@@ -1629,25 +1633,26 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
         tma_load_2d(s_A + s * stride_A, &map_A, 0, row, &bar_ready[s]);
         tma_load_2d(s_Mqk + s * stride_Mqk, &map_Mqk, 0, row, &bar_ready[s]);
     #pragma unroll
-        for (int g = 0; g < CONSUMERS; ++g) tma_load_3d(s_v + s * stride_v + g * ATOM, &map_v, g * VR, h, tok, &bar_ready[s]);
+        for (int g = 0; g < CONSUMERS; ++g)
+          tma_load_3d(s_v + s * stride_v + g * ATOM, &map_v, (slice * CONSUMERS + g) * VR, h, tok, &bar_ready[s]);
         bulk_load(s_decay_total + s * stride_decay_total, ws_decay_total + ((chunk0 + c) * HV + h) * DW, DW * 4,
                   &bar_ready[s]);
         bulk_load(s_beta + s * stride_beta, ws_beta + ((chunk0 + c) * HV + h) * C, C * 4, &bar_ready[s]);
       }
     }
 
-#line 1640 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1645 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
-#line 93 "templates/wgmma64/recurrence.cu.j2"
+#line 100 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread
-    const int v0 = g * VR;               // its value rows of the state
+    const int v0 = (slice * CONSUMERS + g) * VR;   // its value rows of the state
     WgmmaAcc<K> S;                       // Sᵀ: rows v0.., all K columns
 #line 15 "templates/skeleton.j2"
     // ---- step state_in (consumer, wgmma_acc): Sᵀ rows of this warp group from h0 or 0 ----
-#line 98 "templates/wgmma64/recurrence.cu.j2"
+#line 105 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
     for (int i = 0; i < K / 2; ++i) {
       const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
@@ -1670,7 +1675,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step state_products (consumer, wgmma_acc): Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16) ----
-#line 119 "templates/wgmma64/recurrence.cu.j2"
+#line 126 "templates/wgmma64/recurrence.cu.j2"
       // Every register operand is written before wgmma_fence (the warpgroup's arrive), so no product waits on
       // another: the compiler would otherwise insert an arrive before each and serialise them.
       WgmmaAcc<C> P, Q;
@@ -1696,7 +1701,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 143 "templates/wgmma64/recurrence.cu.j2"
+#line 150 "templates/wgmma64/recurrence.cu.j2"
       // P becomes Xᵀ in place (rows are value rows, columns tokens). vᵀ comes by ldmatrix.trans: the 8×8 block of
       // the [token][value] tile at tokens 8nb.., values 16·warp + 8h.. gives each lane exactly its accumulator pair
       // (value row, tokens 2q and 2q + 1) of n8 block nb and row half h; four blocks per ldmatrix.x4. β by pairs.
@@ -1721,7 +1726,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 166 "templates/wgmma64/recurrence.cu.j2"
+#line 173 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1744,7 +1749,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 187 "templates/wgmma64/recurrence.cu.j2"
+#line 194 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1765,7 +1770,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 206 "templates/wgmma64/recurrence.cu.j2"
+#line 213 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();
@@ -1776,7 +1781,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows ----
-#line 215 "templates/wgmma64/recurrence.cu.j2"
+#line 222 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       bf16* const o_stage = s_o + (c % 2) * stride_o + g * C * (VR + 8);
@@ -1797,7 +1802,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 234 "templates/wgmma64/recurrence.cu.j2"
+#line 241 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1808,6 +1813,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 244 "templates/wgmma64/recurrence.cu.j2"
+#line 251 "templates/wgmma64/recurrence.cu.j2"
 }
 

@@ -167,7 +167,8 @@ def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
 @kernel_options
 @dataclass
 class Recurrence64Options:
-    consumers: int           # consumer warp groups, each owning 64 value rows of the state
+    consumers: int           # consumer warp groups per CTA, each owning 64 value rows of the state
+    slices: int              # CTAs per (sequence, value head), each owning consumers·64 value rows (blockIdx.z)
     stages: int
     state_layout: str
     varlen: bool
@@ -176,6 +177,11 @@ class Recurrence64Options:
 
 RING = ("q_decayed", "k_decayed", "k_to_end", "A", "Mqk", "v", "decay_total", "beta")
 STAGES = 2
+# The value rows of the state evolve independently, so they can be split over CTAs: SPLIT_VALUE gives each 64
+# rows a CTA of its own (one consumer warp group, V/64 CTAs per (sequence, head), each reading the chunk's key-side
+# tiles) instead of V/64 consumer warp groups sharing one SM's tensor cores, whose interleaved rounds bound the
+# step (benchmarks/NOTES.md, session 8). Emulated both ways; not yet timed on a GPU, so off.
+SPLIT_VALUE = False
 PRODUCER_REGS = 40
 CONSUMER_REGS = 232
 V_ROWS = 64                  # wgmma's M: the value rows a consumer warp group owns
@@ -190,11 +196,13 @@ def _tile_map(name: str, tensor: str, K: int, rows: str, buffer: str) -> Param:
 
 
 def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
-    """Head-parallel: one CTA per (sequence, value head), a producer warp group (one elected thread issues the
-    copies) and V/64 consumer warp groups, each owning 64 value rows of Sᵀ as wgmma accumulators."""
+    """Head-parallel: one CTA per (sequence, value head) — or per 64 value rows of it (SPLIT_VALUE) — with a
+    producer warp group (one elected thread issues the copies) and consumer warp groups, each owning 64 value rows
+    of Sᵀ as wgmma accumulators."""
     from ...model import Pipeline, TensorMapSpec
     C = CHUNK
-    consumers = V // V_ROWS
+    slices = V // V_ROWS if SPLIT_VALUE else 1
+    consumers = V // V_ROWS // slices
     threads = 128 * (1 + consumers)
     atoms = K // 64                  # 128-byte swizzle spans along a K row
     dw = decay_width(KD)
@@ -234,12 +242,15 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
     ]
     params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
     params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
+    # the roles share the register file by setmaxnreg quotas; a CTA of SPLIT_VALUE (one producer and one consumer
+    # group, 256 threads) has 255 registers per thread at entry already, so it moves none
+    quotas = slices == 1
     return Kernel(
         name="recurrence", kind="recurrence", template="wgmma64/recurrence.cu.j2", direction="forward",
-        grid=["N", "HV"], threads=threads, min_ctas_per_sm=1,
-        roles=[Role("producer", (0, 4), work=["load"], regs=PRODUCER_REGS, setmaxnreg=True),
+        grid=["N", "HV", slices], threads=threads, min_ctas_per_sm=1,
+        roles=[Role("producer", (0, 4), work=["load"], regs=PRODUCER_REGS if quotas else None, setmaxnreg=quotas),
                Role("consumer", (4, 4 + 4 * consumers), work=[s.name for s in steps if s.role == "consumer"],
-                    regs=CONSUMER_REGS, setmaxnreg=True)],
+                    regs=CONSUMER_REGS if quotas else None, setmaxnreg=quotas)],
         buffers=buffers,
         barriers=[Barrier("ready", "mbarrier", 1, [("producer", "elected")], ["consumer"], stages=STAGES,
                           tx_bytes=stage_bytes, note="arrive.expect_tx by the elected producer thread"),
@@ -249,5 +260,6 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
                                "before a tile is rewritten)")],
         pipelines=[Pipeline("chunk_ring", STAGES, "producer", ["consumer"], "ready", "free", list(RING), copy="tma")],
         steps=steps, params=params,
-        options=Recurrence64Options(consumers, STAGES, state_layout, varlen, dw),
-        note="head-parallel: one CTA per (sequence, value head); the state stays in registers for the whole sequence")
+        options=Recurrence64Options(consumers, slices, STAGES, state_layout, varlen, dw),
+        note="head-parallel: one CTA per (sequence, value head" + (", 64 value rows" if slices > 1 else "") +
+             "); the state stays in registers for the whole sequence")
