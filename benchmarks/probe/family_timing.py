@@ -1,5 +1,6 @@
 """Forward time of each kernel family on a GPU, and where it goes: `python benchmarks/probe/family_timing.py
-[BxTxHxD ...]` (default: three bench shapes with 32 or more (sequence, head) pairs).
+[--split-value] [BxTxHxD ...]` (default: three bench shapes with 32 or more (sequence, head) pairs;
+--split-value adds wgmma64 with its recurrence split over value rows, wgmma64.forward.SPLIT_VALUE).
 
 For the bench's ops and inputs (kdagen.bench) at a few shapes, times kdagen's inference forward (no grad)
 with KDAGEN_FAMILY set to each family that serves it, by CUDA events around one call (median of 30 after 5
@@ -20,6 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import kdagen  # noqa: E402
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
+from kdagen.ops import config as ops_config, launcher  # noqa: E402
+from kdagen.plan.families.wgmma64 import forward as wgmma64_forward  # noqa: E402
 
 SHAPES = [Shape(1, 8192, 64, 128), Shape(8, 4096, 32, 128), Shape(4, 4096, 16, 64)]
 FAMILIES = ("mma16", "wgmma64")
@@ -60,19 +63,31 @@ def kernel_times(fn, grad=False) -> dict:
     return out
 
 
+def planned_with(split: bool) -> None:
+    """Plans made from here on split the wgmma64 recurrence over value rows, or not (plans are cached per
+    process: the caches are cleared)."""
+    wgmma64_forward.SPLIT_VALUE = split
+    for cached in (ops_config._planned, ops_config._source, launcher.scheduled):
+        cached.cache_clear()
+
+
 def main() -> None:
     rows = ["| op | shape | family | forward ms | kernels (ms) |", "| --- | --- | --- | ---: | --- |"]
-    shapes = [Shape(*map(int, a.split("x"))) for a in sys.argv[1:]] or SHAPES
+    args = sys.argv[1:]
+    families = [(f, False) for f in FAMILIES] + ([("wgmma64", True)] if "--split-value" in args else [])
+    shapes = [Shape(*map(int, a.split("x"))) for a in args if a != "--split-value"] or SHAPES
     for key in ("kda", "kda_lb", "gdn"):
         variant = VARIANTS[key]
         for shape in shapes:
             s = make_set(variant, shape, device="cuda", seed=0)
-            for family in FAMILIES:
+            for family, split in families:
                 os.environ["KDAGEN_FAMILY"] = family
+                planned_with(split)
                 fn = call(variant, s)
                 ms = time_ms(fn)
                 kernels = ", ".join(f"{k} {v:.3f}" for k, v in sorted(kernel_times(fn).items()) if v > 0.001)
-                rows.append(f"| {variant.label} | {shape.name} | {family} | {ms:.3f} | {kernels} |")
+                name = family + (" (value rows split)" if split else "")
+                rows.append(f"| {variant.label} | {shape.name} | {name} | {ms:.3f} | {kernels} |")
                 print(rows[-1], flush=True)
             del os.environ["KDAGEN_FAMILY"]
             del s

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from kdagen.ops.api import kernel_call, make_call
-from kdagen.ops.forward import forward
+from kdagen.ops.forward import call_config, forward
 from kdagen.plan.families import family as family_of
 from kdagen.reference.workspace import workspace_errors
 from kdagen.reference import Options, chunked
@@ -116,3 +116,26 @@ def test_deterministic(family):
     o1, h1, _, _, _, x, kcall = run(name, seed, family)
     o2, h2, _ = forward(x, kcall, FAMILIES[family], poison=True)
     assert torch.equal(o1, o2) and torch.equal(h1, h2), f"{name} on {family} (seed {seed}): two runs differ"
+
+
+def test_value_rows_split_over_ctas_on_the_gpu(monkeypatch):
+    """wgmma64's recurrence with a CTA per 64 value rows (SPLIT_VALUE, off by default until timed) gives the
+    one-CTA kernel's o and final state bit for bit, within the float64 bound."""
+    from kdagen.ops import config as ops_config, launcher
+    from kdagen.plan.families.wgmma64 import forward as wgmma64_forward
+    needs_hopper("wgmma64")
+    name, seed = "kda_lb_long_k128", random.randrange(2 ** 31)
+    caches = (ops_config._planned, ops_config._source, launcher.scheduled)   # plans are made once per process
+    o1, h1, _, x64, opt, _, _ = run(name, seed, "wgmma64")
+    monkeypatch.setattr(wgmma64_forward, "SPLIT_VALUE", True)
+    for cached in caches:
+        cached.cache_clear()
+    try:
+        o2, h2, _, _, _, x, kcall = run(name, seed, "wgmma64")
+        assert call_config(x, kcall, False).planned()[0].kernel("recurrence").options.slices == 2
+    finally:
+        for cached in caches:
+            cached.cache_clear()
+    o_ref, _ = chunked(x64, opt, 16)
+    assert torch.equal(o1, o2) and torch.equal(h1, h2), f"{name} (seed {seed}): the split kernel differs"
+    assert rel(o2, o_ref) <= BOUND, f"{name} (seed {seed}): o {rel(o2, o_ref):.2e}"
