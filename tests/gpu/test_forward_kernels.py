@@ -118,7 +118,7 @@ def test_deterministic(family):
     assert torch.equal(o1, o2) and torch.equal(h1, h2), f"{name} on {family} (seed {seed}): two runs differ"
 
 
-def test_value_rows_split_over_ctas_on_the_gpu(monkeypatch):
+def test_wgmma64_value_rows_split_over_ctas(monkeypatch):
     """wgmma64's recurrence with a CTA per 64 value rows (SPLIT_VALUE, off by default until timed) gives the
     one-CTA kernel's o and final state bit for bit, within the float64 bound."""
     from kdagen.ops import config as ops_config, launcher
