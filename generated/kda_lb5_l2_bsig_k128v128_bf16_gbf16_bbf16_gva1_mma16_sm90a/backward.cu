@@ -1288,8 +1288,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 #line 15 "templates/skeleton.j2"
     // ---- step load (all, tile): after chunk c's chain, chunk c − 2 into the stage chunk c + 1 left: cp.async tiles (a commit group), the fp32 values via registers, stored into their stage at the end of chunk c − 1 ----
 #line 204 "templates/mma16/dstate_pass.cu.j2"
-    // issued after the chain, not before it: the loads' address registers then stay live across the barrier
-    // wait, not across the chain's first instructions (which stalled on them, NOTES session 6)
+    // issued after the chain (measured as fast as before it: the load queue, not a register hand-off, bounds the
+    // pass, benchmarks/NOTES.md session 7); they land while chunk ci − 1 computes
     const StageScalars later = issue_tiles(ci - DEPTH);   // into the stage chunk ci + 1 left
     store_stage(ahead, ci - 1);                  // chunk ci − 1 runs next iteration, after its sync
     ahead = later;

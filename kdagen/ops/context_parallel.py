@@ -22,6 +22,7 @@ context for them, which records each local sequence's global index).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import accumulate
 
 import torch
 import torch.distributed as dist
@@ -215,10 +216,7 @@ def _last_piece_maps(fn, tokens: tuple, spans: list[tuple[int, int]], v_first: b
     per part, not all."""
     pick = (lambda t: t[:, spans[0][0]:spans[0][1]]) if len(spans) == 1 else (
         lambda t: torch.cat([t[:, a:b] for a, b in spans], dim=1))
-    offsets = [0]
-    for a, b in spans:
-        offsets.append(offsets[-1] + b - a)
-    cu_cpu = torch.tensor(offsets, dtype=torch.int64)
+    cu_cpu = torch.tensor([0, *accumulate(b - a for a, b in spans)], dtype=torch.int64)
     q, k, v, g, beta = (pick(t) for t in tokens)
     return segments.affine_maps(fn, q, k, v, g, beta, cu=cu_cpu.to(q.device), cu_cpu=cu_cpu, state_v_first=v_first,
                                 per_head=per_head, options=options)
@@ -305,9 +303,8 @@ def run(fn, q, k, v, g, beta, ctx, params: dict, call):
             # every local sequence begins here: the op runs first, and a part's summary is (0, final state of its
             # last piece); the ranks after this one wait for it in the exchange
             o, final = call(local_h0(None), True)
-            summary = torch.stack([torch.stack([torch.zeros_like(final[p.last]),
-                                                final[p.last] if p.post else torch.zeros_like(final[p.last])])
-                                   for p in parts])
+            zero = torch.zeros_like(final[0])
+            summary = torch.stack([torch.stack([zero, final[p.last] if p.post else zero]) for p in parts])
             h0 = _IncomingStates.exchange(summary, group, parts, places, v_first, sequences, anchors)
             ht = finals(final)
             return _Tied.apply(o, h0), None if ht is None else _Tied.apply(ht, h0)
@@ -315,8 +312,6 @@ def run(fn, q, k, v, g, beta, ctx, params: dict, call):
         #    only where the piece is also the part's first and continues a sequence (a piece that begins inside
         #    the part sends its state from its own initial state, M·h0 + B); no op call where no later part reads
         #    this rank's summaries
-        shape = (len(parts), 2, v.shape[2], q.shape[3], q.shape[3])
-        summary = torch.zeros(shape, dtype=torch.float32, device=q.device)
         sending = [p for p in parts if p.post]
         if sending:
             M, B = _last_piece_maps(fn, (q, k, v, g, beta), [(int(cu_cpu[p.last]), int(cu_cpu[p.last + 1]))
@@ -325,6 +320,9 @@ def run(fn, q, k, v, g, beta, ctx, params: dict, call):
             maps = {p.pos: (M[j], B[j]) if p.first == p.last and p.pre else (zero, mapped(M[j], B[j], p.last))
                     for j, p in enumerate(sending)}
             summary = torch.stack([torch.stack(maps.get(p.pos, (zero, zero))) for p in parts])
+        else:
+            summary = torch.zeros((len(parts), 2, v.shape[2], q.shape[3], q.shape[3]), dtype=torch.float32,
+                                  device=q.device)
         # 2. every rank's summaries folded, in chain order, into the incoming state of each continuing piece
         h0 = _IncomingStates.exchange(summary, group, parts, places, v_first, sequences, anchors)
         # 3. this rank's tokens from those states

@@ -88,8 +88,7 @@ def _call_config(x: dict, call, keep: bool, family: str | None, arch: str | None
         if HV % H:
             raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
         config = config_for(spec, K, V, HV // H, varlen, dtypes, default_arch(v.device), state_layout=call.state_layout,
-                            directions=TRAINING if keep else INFERENCE, family=family,
-                            pairs=pairs)
+                            directions=TRAINING if keep else INFERENCE, family=family, pairs=pairs)
         if len(_CONFIGS) >= _CACHED_CONFIGS:
             _CONFIGS.clear()
         _CONFIGS[key] = config

@@ -55,6 +55,8 @@ DSTATE_K_PARTS = 4
 def dvn_parts(K: int) -> int:
     """Parts of the dVn key contraction, for dstate_pass and recurrence_bwd alike (the same sums, bit for bit)."""
     return min(DSTATE_K_PARTS, K // 16)
+
+
 RECURRENCE_GRADS = ("ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end", "ws_dMqk", "ws_dMkk", "ws_d_decay_total",
                     "ws_dbeta")
 
