@@ -1,5 +1,5 @@
 """Where a kernel's instructions go, step by step, without a GPU:
-`python benchmarks/probe/ptx_steps.py [--op kda] [--head-dim 128] [--family wgmma64] [--kernel prepare]`.
+`python benchmarks/probe/ptx_steps.py [--op kda] [--softplus] [--head-dim 128] [--family wgmma64] [--kernel prepare]`.
 
 Renders the forward unit of the op's default problem, compiles it to PTX with `-lineinfo` (the unit's #line
 directives name template lines), and counts the kernel's PTX instructions by the template step (`sk.step`
@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 from kdagen.codegen import render_unit  # noqa: E402
 from kdagen.codegen.nvcc import ptx  # noqa: E402
 from kdagen.plan import default_problem, make_plan, verify  # noqa: E402
+from kdagen.plan.configs import DEFAULT_OPTIONS, Options, problem_from_options  # noqa: E402
 
 LOC = re.compile(r"\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:.*inlined_at\s+(\d+)\s+(\d+))?")
 
@@ -60,11 +61,16 @@ def count(text: str, kernel: str, template: str, steps: list[tuple[int, str]]) -
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--op", default="kda", choices=("kda", "gdn"))
+    ap.add_argument("--softplus", action="store_true", help="KDA's gate without a lower bound (softplus)")
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--family", default="wgmma64")
     ap.add_argument("--kernel", default="prepare")
     a = ap.parse_args()
-    problem = default_problem(a.op, head_dim=a.head_dim)
+    if a.softplus:
+        options = {**DEFAULT_OPTIONS[a.op], "lower_bound": None}
+        problem = problem_from_options(Options(op=a.op, **options), K=a.head_dim, V=a.head_dim, arch="sm_90a")
+    else:
+        problem = default_problem(a.op, head_dim=a.head_dim)
     plan = verify(make_plan(problem, family=a.family, directions=("forward",)))
     template = plan.kernel(a.kernel).template
     text = ptx(render_unit(plan, problem.recurrence, "forward"), "sm_90a", ("-lineinfo",))

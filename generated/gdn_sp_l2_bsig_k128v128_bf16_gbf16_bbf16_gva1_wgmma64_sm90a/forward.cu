@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV', 1], 384 threads, 202272 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV', 2], 256 threads, 167456 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -1245,7 +1245,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 178 "templates/wgmma64/prepare.cu.j2"
+#line 187 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1259,24 +1259,24 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 192 "templates/wgmma64/prepare.cu.j2"
+#line 201 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 197 "templates/wgmma64/prepare.cu.j2"
+#line 206 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise) ----
-#line 201 "templates/wgmma64/prepare.cu.j2"
+#line 210 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 205 "templates/wgmma64/prepare.cu.j2"
+#line 214 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 220 "templates/wgmma64/prepare.cu.j2"
+#line 229 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1301,11 +1301,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 245 "templates/wgmma64/prepare.cu.j2"
+#line 254 "templates/wgmma64/prepare.cu.j2"
         const int at = row * LDS + c;
         const float q = (kdg::to_f32(s_q_hi[at]) + kdg::to_f32(s_q_lo[at])) * E[r];
         const float k = kdg::to_f32(s_k_hi[at]) + kdg::to_f32(s_k_lo[at]);
-#line 256 "templates/wgmma64/prepare.cu.j2"
+#line 265 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1324,11 +1324,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × 2^(γi−γj), masked ----
-#line 274 "templates/wgmma64/prepare.cu.j2"
+#line 283 "templates/wgmma64/prepare.cu.j2"
   // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, bf16x3: a per-head decay's factor is one number per
   // pair, so the products take q̂ and k̂ as they are and each result is scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1)
   // Mqk_ij = scale·2^(γi−γj)·q̂_i·k̂_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k̂_i·k̂_j (j < i).
-#line 286 "templates/wgmma64/prepare.cu.j2"
+#line 295 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1346,12 +1346,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 304 "templates/wgmma64/prepare.cu.j2"
+#line 313 "templates/wgmma64/prepare.cu.j2"
       const bf16* left_hi = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
       const bf16* left_lo = (is_k ? s_k_lo : s_q_lo) + I * B * LDS;
       const bf16* right_hi = s_k_hi + J * B * LDS;
       const bf16* right_lo = s_k_lo + J * B * LDS;
-#line 316 "templates/wgmma64/prepare.cu.j2"
+#line 325 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
         const kdg::FragA ah = kdg::load_frag_a(left_hi + kk * 16, LDS, lane);
@@ -1362,16 +1362,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
-#line 348 "templates/wgmma64/prepare.cu.j2"
+#line 357 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 355 "templates/wgmma64/prepare.cu.j2"
+#line 364 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] * exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
-#line 359 "templates/wgmma64/prepare.cu.j2"
+#line 368 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1390,7 +1390,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 376 "templates/wgmma64/prepare.cu.j2"
+#line 385 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1409,7 +1409,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 397 "templates/wgmma64/prepare.cu.j2"
+#line 406 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
     }
   }
@@ -1417,7 +1417,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 403 "templates/wgmma64/prepare.cu.j2"
+#line 412 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1475,7 +1475,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 459 "templates/wgmma64/prepare.cu.j2"
+#line 468 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1485,9 +1485,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 4 "templates/wgmma64/recurrence.cu.j2"
 // ===== recurrence: "recurrence", chunk 64 on bulk tensor copies and wgmma =====
-// grid (N, HV, 1): one CTA per (sequence, value head), 384 threads. The producer warp group's first
+// grid (N, HV, 2): one CTA per (sequence, value head, 64 value rows), 256 threads. The producer warp group's first
 // thread fills a 2-stage ring (pipeline "chunk_ring") with each chunk's workspace tiles and value rows by
-// bulk tensor copies that complete on ready[s] by transaction count; 2 consumer warp group(s) each own
+// bulk tensor copies that complete on ready[s] by transaction count; 1 consumer warp group(s) each own
 // 64 value rows of the transposed state Sᵀ as wgmma accumulators for the whole sequence. Per chunk, in the
 // transposed form, every product takes its left operand from registers (the previous result, rounded to bf16)
 // and its right one from the ring:
@@ -1497,7 +1497,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 namespace kdg_recurrence {
 using namespace kdg;
 constexpr int C = 64, K = 128, V = 128, KD = 1, DW = 4;
-constexpr int CONSUMERS = 2, SLICES = 1, STAGES = 2, VR = 64, KA = K / 64;
+constexpr int CONSUMERS = 1, SLICES = 2, STAGES = 2, VR = 64, KA = K / 64;
 constexpr bool STATE_V_FIRST = false;
 constexpr int SW = 128;              // the tiles' swizzle span (bytes): one row of 64 bf16
 constexpr int ATOM = 64 * 64;        // elements of one 64-row × 64-column swizzled tile
@@ -1535,7 +1535,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 }
 }  // namespace kdg_recurrence
 
-extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
+extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
 #line 1541 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
@@ -1553,10 +1553,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
 #line 1556 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 202272 B, dynamic (above the static limit)
+  // shared memory: 167456 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
-  kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 256
+  kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 128
   bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 1024);  // q_decayed [2 x 64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_q_decayed = 64;
   constexpr int stride_q_decayed = 8192;  // elements per stage / warp copy
@@ -1572,35 +1572,35 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
   bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 115712);  // Mqk [64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_Mqk = 64;
   constexpr int stride_Mqk = 4096;  // elements per stage / warp copy
-  bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 132096);  // v [2 x 64 x 64] bf16, ld 64, 2 stages
+  bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 132096);  // v [1 x 64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_v = 64;
-  constexpr int stride_v = 8192;  // elements per stage / warp copy
-  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 164864);  // decay_total [4] f32, ld 4, 2 stages
+  constexpr int stride_v = 4096;  // elements per stage / warp copy
+  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 148480);  // decay_total [4] f32, ld 4, 2 stages
   constexpr int stride_decay_total = 4;  // elements per stage / warp copy
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 164896);  // beta [64] f32, ld 64, 2 stages
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 148512);  // beta [64] f32, ld 64, 2 stages
   constexpr int stride_beta = 64;  // elements per stage / warp copy
-  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 165408);  // o [2 x 64 x 72] bf16, ld 72, 2 stages
+  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 149024);  // o [1 x 64 x 72] bf16, ld 72, 2 stages
   [[maybe_unused]] constexpr int ld_o = 72;
-  constexpr int stride_o = 9216;  // elements per stage / warp copy
+  constexpr int stride_o = 4608;  // elements per stage / warp copy
 #line 59 "templates/wgmma64/recurrence.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS * SLICES,
                 "64-token chunks, 64-column tiles, 64 rows per group");
-#line 64 "templates/wgmma64/recurrence.cu.j2"
-  constexpr int slice = 0;           // one CTA holds every value row
+#line 62 "templates/wgmma64/recurrence.cu.j2"
+  const int slice = blockIdx.z;      // this CTA's share of the value rows: groups slice·CONSUMERS ..
 #line 66 "templates/wgmma64/recurrence.cu.j2"
-  constexpr u32 STAGE_BYTES = 82192;
+  constexpr u32 STAGE_BYTES = 74000;
   const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
   const Span seq = sequence_span(nullptr, T, n);
   const long long chunk0 = first_chunk(nullptr, T, C, n);
   const int num_chunks = (int)((seq.end - seq.begin + C - 1) / C);
 #line 23 "templates/skeleton.j2"
-  // barriers (plan): ready[2] × 1 (producer/elected, 82192 tx bytes); free[2] × 256 (consumer/thread)
+  // barriers (plan): ready[2] × 1 (producer/elected, 74000 tx bytes); free[2] × 128 (consumer/thread)
 #line 25 "templates/skeleton.j2"
   if (threadIdx.x == 0) {
 #line 27 "templates/skeleton.j2"
     for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_ready[kdg_s], 1);
 #line 27 "templates/skeleton.j2"
-    for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_free[kdg_s], 256);
+    for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_free[kdg_s], 128);
 #line 30 "templates/skeleton.j2"
     kdg::fence_mbarrier_init();
 #line 32 "templates/skeleton.j2"
@@ -1611,9 +1611,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
 #line 1614 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
-#line 46 "templates/skeleton.j2"
-    kdg::ptx_setmaxnreg_dec<40>();
+  if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
 #line 76 "templates/wgmma64/recurrence.cu.j2"
@@ -1641,10 +1639,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1645 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
-#line 46 "templates/skeleton.j2"
-    kdg::ptx_setmaxnreg_inc<232>();
+#line 1643 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+  } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 100 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread

@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form factored
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 107264 B smem), recurrence (grid ['N', 'HV', 1], 384 threads, 203264 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 107264 B smem), recurrence (grid ['N', 'HV', 2], 256 threads, 168448 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -1259,7 +1259,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D ----
-#line 178 "templates/wgmma64/prepare.cu.j2"
+#line 187 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1273,29 +1273,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 197 "templates/wgmma64/prepare.cu.j2"
+#line 206 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs; 1/D per block ----
-#line 203 "templates/wgmma64/prepare.cu.j2"
+#line 212 "templates/wgmma64/prepare.cu.j2"
   // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
-#line 205 "templates/wgmma64/prepare.cu.j2"
+#line 214 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 210 "templates/wgmma64/prepare.cu.j2"
+#line 219 "templates/wgmma64/prepare.cu.j2"
     if (part == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
       s_between[0 * KD + c] = D[1];
       s_between[1 * KD + c] = D[2];
       s_between[2 * KD + c] = D[1] * D[2];
-#line 215 "templates/wgmma64/prepare.cu.j2"
+#line 224 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int I = 0; I < NB; ++I) s_inv_D[I * KD + c] = 1.f / D[I];  // ≤ 2^126: the plan's bound
-#line 218 "templates/wgmma64/prepare.cu.j2"
+#line 227 "templates/wgmma64/prepare.cu.j2"
     }
-#line 220 "templates/wgmma64/prepare.cu.j2"
+#line 229 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1320,13 +1320,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 249 "templates/wgmma64/prepare.cu.j2"
+#line 258 "templates/wgmma64/prepare.cu.j2"
         const float q = s_q_hat[row * LDF + c] * E[r], k = s_k_hat[row * LDF + c];
-#line 252 "templates/wgmma64/prepare.cu.j2"
+#line 261 "templates/wgmma64/prepare.cu.j2"
         s_q_hat[row * LDF + c] = q;
         s_k_hat[row * LDF + c] = k * E[r];
         s_k_out[row * LDF + c] = k * F[r];
-#line 256 "templates/wgmma64/prepare.cu.j2"
+#line 265 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1345,14 +1345,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 278 "templates/wgmma64/prepare.cu.j2"
+#line 287 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, tf32 (10-bit operands: o moves by < 1e-5)
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 283 "templates/wgmma64/prepare.cu.j2"
+#line 292 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 286 "templates/wgmma64/prepare.cu.j2"
+#line 295 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1370,13 +1370,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 309 "templates/wgmma64/prepare.cu.j2"
+#line 318 "templates/wgmma64/prepare.cu.j2"
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * LDF;
       const float* right = s_k_out + J * B * LDF;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 327 "templates/wgmma64/prepare.cu.j2"
+#line 336 "templates/wgmma64/prepare.cu.j2"
       // tf32 operands straight from fp32 shared memory (rows padded to K + 4: conflict-free fragment loads); the
       // loop is instantiated with and without the key side's factor, so no iteration tests for it
       auto products = [&](const bool scaled) {
@@ -1397,16 +1397,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       } else {
         products(false);
       }
-#line 348 "templates/wgmma64/prepare.cu.j2"
+#line 357 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 357 "templates/wgmma64/prepare.cu.j2"
+#line 366 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
-#line 359 "templates/wgmma64/prepare.cu.j2"
+#line 368 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1425,7 +1425,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 376 "templates/wgmma64/prepare.cu.j2"
+#line 385 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1444,7 +1444,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 397 "templates/wgmma64/prepare.cu.j2"
+#line 406 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
     }
   }
@@ -1452,7 +1452,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 403 "templates/wgmma64/prepare.cu.j2"
+#line 412 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1510,7 +1510,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 459 "templates/wgmma64/prepare.cu.j2"
+#line 468 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1520,9 +1520,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 4 "templates/wgmma64/recurrence.cu.j2"
 // ===== recurrence: "recurrence", chunk 64 on bulk tensor copies and wgmma =====
-// grid (N, HV, 1): one CTA per (sequence, value head), 384 threads. The producer warp group's first
+// grid (N, HV, 2): one CTA per (sequence, value head, 64 value rows), 256 threads. The producer warp group's first
 // thread fills a 2-stage ring (pipeline "chunk_ring") with each chunk's workspace tiles and value rows by
-// bulk tensor copies that complete on ready[s] by transaction count; 2 consumer warp group(s) each own
+// bulk tensor copies that complete on ready[s] by transaction count; 1 consumer warp group(s) each own
 // 64 value rows of the transposed state Sᵀ as wgmma accumulators for the whole sequence. Per chunk, in the
 // transposed form, every product takes its left operand from registers (the previous result, rounded to bf16)
 // and its right one from the ring:
@@ -1532,7 +1532,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 namespace kdg_recurrence {
 using namespace kdg;
 constexpr int C = 64, K = 128, V = 128, KD = 128, DW = 128;
-constexpr int CONSUMERS = 2, SLICES = 1, STAGES = 2, VR = 64, KA = K / 64;
+constexpr int CONSUMERS = 1, SLICES = 2, STAGES = 2, VR = 64, KA = K / 64;
 constexpr bool STATE_V_FIRST = false;
 constexpr int SW = 128;              // the tiles' swizzle span (bytes): one row of 64 bf16
 constexpr int ATOM = 64 * 64;        // elements of one 64-row × 64-column swizzled tile
@@ -1570,7 +1570,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 }
 }  // namespace kdg_recurrence
 
-extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
+extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
 #line 1576 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
@@ -1588,10 +1588,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 #line 57 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
 #line 1591 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 203264 B, dynamic (above the static limit)
+  // shared memory: 168448 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
-  kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 256
+  kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 128
   bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 1024);  // q_decayed [2 x 64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_q_decayed = 64;
   constexpr int stride_q_decayed = 8192;  // elements per stage / warp copy
@@ -1607,35 +1607,35 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
   bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 115712);  // Mqk [64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_Mqk = 64;
   constexpr int stride_Mqk = 4096;  // elements per stage / warp copy
-  bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 132096);  // v [2 x 64 x 64] bf16, ld 64, 2 stages
+  bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 132096);  // v [1 x 64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_v = 64;
-  constexpr int stride_v = 8192;  // elements per stage / warp copy
-  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 164864);  // decay_total [128] f32, ld 128, 2 stages
+  constexpr int stride_v = 4096;  // elements per stage / warp copy
+  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 148480);  // decay_total [128] f32, ld 128, 2 stages
   constexpr int stride_decay_total = 128;  // elements per stage / warp copy
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 165888);  // beta [64] f32, ld 64, 2 stages
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 149504);  // beta [64] f32, ld 64, 2 stages
   constexpr int stride_beta = 64;  // elements per stage / warp copy
-  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 166400);  // o [2 x 64 x 72] bf16, ld 72, 2 stages
+  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 150016);  // o [1 x 64 x 72] bf16, ld 72, 2 stages
   [[maybe_unused]] constexpr int ld_o = 72;
-  constexpr int stride_o = 9216;  // elements per stage / warp copy
+  constexpr int stride_o = 4608;  // elements per stage / warp copy
 #line 59 "templates/wgmma64/recurrence.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS * SLICES,
                 "64-token chunks, 64-column tiles, 64 rows per group");
-#line 64 "templates/wgmma64/recurrence.cu.j2"
-  constexpr int slice = 0;           // one CTA holds every value row
+#line 62 "templates/wgmma64/recurrence.cu.j2"
+  const int slice = blockIdx.z;      // this CTA's share of the value rows: groups slice·CONSUMERS ..
 #line 66 "templates/wgmma64/recurrence.cu.j2"
-  constexpr u32 STAGE_BYTES = 82688;
+  constexpr u32 STAGE_BYTES = 74496;
   const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
   const Span seq = sequence_span(nullptr, T, n);
   const long long chunk0 = first_chunk(nullptr, T, C, n);
   const int num_chunks = (int)((seq.end - seq.begin + C - 1) / C);
 #line 23 "templates/skeleton.j2"
-  // barriers (plan): ready[2] × 1 (producer/elected, 82688 tx bytes); free[2] × 256 (consumer/thread)
+  // barriers (plan): ready[2] × 1 (producer/elected, 74496 tx bytes); free[2] × 128 (consumer/thread)
 #line 25 "templates/skeleton.j2"
   if (threadIdx.x == 0) {
 #line 27 "templates/skeleton.j2"
     for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_ready[kdg_s], 1);
 #line 27 "templates/skeleton.j2"
-    for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_free[kdg_s], 256);
+    for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_free[kdg_s], 128);
 #line 30 "templates/skeleton.j2"
     kdg::fence_mbarrier_init();
 #line 32 "templates/skeleton.j2"
@@ -1646,9 +1646,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
 #line 1649 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
-#line 46 "templates/skeleton.j2"
-    kdg::ptx_setmaxnreg_dec<40>();
+  if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
 #line 76 "templates/wgmma64/recurrence.cu.j2"
@@ -1676,10 +1674,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) recurrence(
       }
     }
 
-#line 1680 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
-#line 46 "templates/skeleton.j2"
-    kdg::ptx_setmaxnreg_inc<232>();
+#line 1678 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+  } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 100 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread

@@ -180,8 +180,9 @@ STAGES = 2
 # The value rows of the state evolve independently, so they can be split over CTAs: SPLIT_VALUE gives each 64
 # rows a CTA of its own (one consumer warp group, V/64 CTAs per (sequence, head), each reading the chunk's key-side
 # tiles) instead of V/64 consumer warp groups sharing one SM's tensor cores, whose interleaved rounds bound the
-# step (benchmarks/NOTES.md, session 8). Emulated both ways; not yet timed on a GPU, so off.
-SPLIT_VALUE = False
+# step. Measured on the H200 (benchmarks/NOTES.md, session 9): the recurrence 1.3-1.7x faster at 4, 16 and 64
+# (sequence, head) pairs. False keeps one CTA per (sequence, head); the tests compare the two bit for bit.
+SPLIT_VALUE = True
 PRODUCER_REGS = 40
 CONSUMER_REGS = 232
 V_ROWS = 64                  # wgmma's M: the value rows a consumer warp group owns
