@@ -2,8 +2,8 @@
 # One device call (10 minutes at most) that checks the tree end to end, most important first. Every step has its
 # own time budget and prints one line per test (-v), so a step that runs out still says what passed; logs go to
 # $OUT. The session-4 lesson: a single pytest run under the call's limit lost everything when the limit hit.
-#   1. wgmma64's forward kernels against float64 (with its value-row split too), and each family's forward time per
-#      kernel at a few-pair and a many-pair shape, the split among them (family_timing --split-value)
+#   1. wgmma64's forward kernels against float64 (its value-row split against one CTA too), and each family's
+#      forward time per kernel at few-pair and many-pair shapes (family_timing)
 #   2. the GPU suite without FLA on the path (runtime, both directions' kernels, the ops, compile and graphs,
 #      compiled recurrences, non-finite isolation); the sm_90a primitives only with PRIMITIVES=1
 #   3. with FLA (from .whl/, its autotune results from benchmarks/fla-autotune-h200.tgz): the host time per eager
@@ -24,7 +24,7 @@ step() {
 GPU_TESTS=(python3 -m pytest -m gpu -v -rfE --tb=short -p no:cacheprovider)      # timeout runs commands, not functions
 
 step forward 60 "${GPU_TESTS[@]}" tests/gpu/test_forward_kernels.py -k wgmma64
-step timing 100 python3 benchmarks/probe/family_timing.py --split-value 1x65536x4x128 1x32768x16x128 1x8192x64x128
+step timing 100 python3 benchmarks/probe/family_timing.py 1x65536x4x128 1x32768x16x128 1x8192x64x128
 [ "${PRIMITIVES:-0}" = 1 ] && step primitives 60 "${GPU_TESTS[@]}" tests/gpu/test_sm90_primitives.py
 step suite 250 "${GPU_TESTS[@]}" tests/test_runtime_gpu.py tests/gpu tests/test_runtime_ops_gpu.py \
   --deselect tests/gpu/test_sm90_primitives.py --deselect tests/gpu/test_fla_layers_gpu.py --durations=15 "$@"

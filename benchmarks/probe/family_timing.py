@@ -1,6 +1,6 @@
 """Forward time of each kernel family on a GPU, and where it goes: `python benchmarks/probe/family_timing.py
-[--split-value] [BxTxHxD ...]` (default: three bench shapes with 32 or more (sequence, head) pairs;
---split-value adds wgmma64 with its recurrence split over value rows, wgmma64.forward.SPLIT_VALUE).
+[--one-cta] [BxTxHxD ...]` (default: three bench shapes with 32 or more (sequence, head) pairs; --one-cta adds
+wgmma64 with its recurrence in one CTA per (sequence, head), not split over value rows: wgmma64.forward.SPLIT_VALUE).
 
 For the bench's ops and inputs (kdagen.bench) at a few shapes, times kdagen's inference forward (no grad)
 with KDAGEN_FAMILY set to each family that serves it, by CUDA events around one call (median of 30 after 5
@@ -64,8 +64,8 @@ def kernel_times(fn, grad=False) -> dict:
 
 
 def planned_with(split: bool) -> None:
-    """Plans made from here on split the wgmma64 recurrence over value rows, or not (plans are cached per
-    process: the caches are cleared)."""
+    """Plans made from here on split the wgmma64 recurrence over value rows (the default), or not (plans are
+    cached per process: the caches are cleared)."""
     wgmma64_forward.SPLIT_VALUE = split
     for cached in (ops_config._planned, ops_config._source, launcher.scheduled):
         cached.cache_clear()
@@ -74,8 +74,8 @@ def planned_with(split: bool) -> None:
 def main() -> None:
     rows = ["| op | shape | family | forward ms | kernels (ms) |", "| --- | --- | --- | ---: | --- |"]
     args = sys.argv[1:]
-    families = [(f, False) for f in FAMILIES] + ([("wgmma64", True)] if "--split-value" in args else [])
-    shapes = [Shape(*map(int, a.split("x"))) for a in args if a != "--split-value"] or SHAPES
+    families = [(f, True) for f in FAMILIES] + ([("wgmma64", False)] if "--one-cta" in args else [])
+    shapes = [Shape(*map(int, a.split("x"))) for a in args if a != "--one-cta"] or SHAPES
     for key in ("kda", "kda_lb", "gdn"):
         variant = VARIANTS[key]
         for shape in shapes:
@@ -86,7 +86,7 @@ def main() -> None:
                 fn = call(variant, s)
                 ms = time_ms(fn)
                 kernels = ", ".join(f"{k} {v:.3f}" for k, v in sorted(kernel_times(fn).items()) if v > 0.001)
-                name = family + (" (value rows split)" if split else "")
+                name = family + ("" if split else " (one CTA per pair)")
                 rows.append(f"| {variant.label} | {shape.name} | {name} | {ms:.3f} | {kernels} |")
                 print(rows[-1], flush=True)
             del os.environ["KDAGEN_FAMILY"]
