@@ -41,9 +41,9 @@ class Recorder:
         self.launched.append((name, tuple(grid), tuple(block), smem_bytes, kinds))
 
 
-def call_of(options: dict, g=torch.bfloat16, **shape):
-    """(x, kdagen.ops.run.Call) of a chunk_kda call on CPU tensors, as the forward receives them."""
-    x64 = make_inputs(Options(op="kda", **options), K=64, V=64, generator=torch.Generator().manual_seed(0), **shape)
+def call_of(options: dict, g=torch.bfloat16, D=64, **shape):
+    """(x, kdagen.ops.run.Call) of a chunk_kda call on CPU tensors (head dim D), as the forward receives them."""
+    x64 = make_inputs(Options(op="kda", **options), K=D, V=D, generator=torch.Generator().manual_seed(0), **shape)
     dtypes = {**DTYPES, "g": g}
     x = {n: t if n == "cu_seqlens" else t.to(dtypes.get(n, torch.float32)).contiguous() for n, t in x64.items()}
     call = make_call("kda", initial_state=x.get("initial_state"), output_final_state=True,
@@ -478,11 +478,13 @@ def test_only_pointers_floats_and_sizes_are_prepared():
 
 @pytest.mark.parametrize("shape, keep, family", [
     (dict(B=2, T=40, H=2), False, "wgmma64"),              # 4 pairs, no grad: the 64-token chain
-    (dict(B=4, T=40, H=4), False, "wgmma64"),              # 16 pairs
+    (dict(B=4, T=40, H=4), False, "wgmma64"),              # 16 pairs (head dim 64: at most 16)
     (dict(B=1, T=40, H=17), False, "mma16"),               # 17 pairs: the cheaper prepare
     (dict(cu_seqlens=[0, 9, 30], H=8), False, "wgmma64"),  # varlen: N·HV = 16
     (dict(cu_seqlens=[0, 9, 30, 31], H=8), False, "mma16"),  # 24
     (dict(B=2, T=40, H=2), True, "mma16"),                 # a training call: wgmma64 has no backward
+    (dict(B=4, T=40, H=16, D=128), False, "wgmma64"),      # head dim 128: up to 64 pairs
+    (dict(B=5, T=40, H=13, D=128), False, "mma16"),        # 65
 ])
 def test_an_inference_call_with_few_pairs_runs_the_long_chunk_family(shape, keep, family, monkeypatch):
     monkeypatch.delenv("KDAGEN_FAMILY", raising=False)

@@ -125,8 +125,10 @@ def test_plan_json_names_the_family(capsys, monkeypatch):
 
 @pytest.mark.parametrize("words, family", [
     (["--inference", "--pairs", "4"], "wgmma64"),          # few pairs, no backward: the 64-token chain
-    (["--inference", "--pairs", "16"], "wgmma64"),
-    (["--inference", "--pairs", "17"], "mma16"),           # many pairs: the cheaper prepare wins
+    (["--inference", "--pairs", "64"], "wgmma64"),         # head dim 128: up to 64 pairs
+    (["--inference", "--pairs", "65"], "mma16"),           # many pairs: the cheaper prepare wins
+    (["--inference", "--pairs", "16", "--head-dim", "64"], "wgmma64"),
+    (["--inference", "--pairs", "17", "--head-dim", "64"], "mma16"),
     (["--inference"], "mma16"),                            # pairs unknown: the usual ranking
     (["--pairs", "4"], "mma16"),                           # training: wgmma64 plans no backward
     (["--inference", "--pairs", "4", "--arch", "sm_80"], "mma16"),
@@ -134,14 +136,17 @@ def test_plan_json_names_the_family(capsys, monkeypatch):
 ])
 def test_few_pairs_rank_the_long_chunk_family_first(words, family, capsys, monkeypatch):
     monkeypatch.delenv("KDAGEN_FAMILY", raising=False)
-    code, out, err = run_main(["plan", "--op", "kda", *LB, "--head-dim", "128", *words], capsys)
+    words = ["--head-dim", "128", *words]                  # the last --head-dim given counts
+    code, out, err = run_main(["plan", "--op", "kda", *LB, *words], capsys)
     assert code == 0, err
     assert f"  family {family} (chunk" in out, out[:400]
     planned, _ = parse_config(" ".join(["--op", "kda", *LB, *words])).config().planned()
     assert planned.family == family
-    few = ("--inference" in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) <= 16
+    head_dim = int(words[len(words) - 1 - words[::-1].index("--head-dim") + 1])
+    limit = {64: 16, 128: 64}[head_dim]
+    few = ("--inference" in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) <= limit
            and "--family" not in words)           # a named family is not ranked
-    assert ("ranked for an inference call with ≤ 16 (sequence, head) pairs" in out) == few
+    assert (f"ranked for an inference call with ≤ {limit} (sequence, head) pairs" in out) == few
 
 
 def test_pairs_must_be_positive(capsys):

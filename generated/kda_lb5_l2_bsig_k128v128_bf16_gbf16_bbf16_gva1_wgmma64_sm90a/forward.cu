@@ -1838,20 +1838,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
         wgmma_rs<0>(Q, vh[kk], k_major(Mqk, kk), 1);
         wgmma_rs<0>(Q, vl[kk], k_major(Mqk, kk), 1);
       }
+      wgmma_commit();                          // group 1: the output
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 213 "templates/wgmma64/recurrence.cu.j2"
+#line 214 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
-      wgmma_commit();
-      wgmma_wait<0>();
+      wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
+      wgmma_wait<1>();
       wgmma_fence_operand(Q);
-      wgmma_fence_operand(S);
-      mbarrier_arrive(&bar_free[s]);           // every read of stage s is done: the producer may refill it
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows ----
-#line 222 "templates/wgmma64/recurrence.cu.j2"
+#line 221 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       bf16* const o_stage = s_o + (c % 2) * stride_o + g * C * (VR + 8);
@@ -1868,11 +1867,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
               *reinterpret_cast<const uint4*>(o_stage + tok * (VR + 8) + piece * 8);
         }
       }
+      wgmma_wait<0>();                         // the update is done
+      wgmma_fence_operand(S);
+      mbarrier_arrive(&bar_free[s]);           // every read of stage s is done: the producer may refill it
     }
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 241 "templates/wgmma64/recurrence.cu.j2"
+#line 243 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1883,6 +1885,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 251 "templates/wgmma64/recurrence.cu.j2"
+#line 253 "templates/wgmma64/recurrence.cu.j2"
 }
 

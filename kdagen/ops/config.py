@@ -183,7 +183,7 @@ def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, a
     family = family or requested()
     # the class matters only where the planner ranks, i.e. no family is named (one plan, not two, otherwise)
     return Config(spec, K, V, arch, G, varlen, names["g"], names["beta"], state_layout, tuple(directions),
-                  family, family is None and few_pairs(directions, pairs))
+                  family, family is None and few_pairs(directions, pairs, K))
 
 
 def module_uri(plan: Plan, direction: str) -> str:

@@ -81,7 +81,7 @@ def _call_config(x: dict, call, keep: bool, family: str | None, arch: str | None
     cu = x.get("cu_seqlens")
     varlen = cu is not None
     pairs = call_pairs(v, cu, HV)
-    few = not keep and few_pairs(INFERENCE, pairs)
+    few = not keep and few_pairs(INFERENCE, pairs, K)
     key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family, arch, few)
     config = _CONFIGS.get(key)
     if config is None:

@@ -1,7 +1,7 @@
 """Problem -> Plan: the chosen family's kernels, their shared-memory layout, and the plan's identity."""
 from __future__ import annotations
 
-from .families import FEW_PAIRS, choose, requested
+from .families import choose, few_pairs_limit, requested
 from .model import Plan
 from .problem import Problem
 from .smem import assign_offsets
@@ -20,8 +20,8 @@ def make_plan(problem: Problem, *, family: str | None = None, directions=DIRECTI
     notes = [f"family {chosen.name}: {chosen.summary}", *[f"not chosen: {why}" for why in passed_over],
              *planned.notes]
     if few_pairs and (family or requested()) is None:     # the few-pairs rank chose (no family was named)
-        notes.insert(1, f"ranked for an inference call with ≤ {FEW_PAIRS} (sequence, head) pairs: its time is the "
-                        "recurrence's serial chain of chunk steps")
+        notes.insert(1, f"ranked for an inference call with ≤ {few_pairs_limit(problem.K)} (sequence, head) pairs: "
+                        "its time is the recurrence's serial chain of chunk steps")
     return Plan(uri=problem.uri(chosen.name), problem=d, family=chosen.name, chunk=chosen.chunk,
                 decay_kind=d["recurrence"]["decay_kind"], decay_interval=tuple(d["recurrence"]["decay_interval"]),
                 exponent_form=planned.exponent_form, kernels=planned.kernels, workspaces=planned.workspaces,

@@ -4,11 +4,10 @@
 (argument, else KDAGEN_FAMILY) when it supports the problem, else the highest-ranked family that does. The
 reasons the others give are kept, so `kdagen plan` can say why a family was passed over.
 
-The rank is a family's priority, except for an inference call with at most FEW_PAIRS (sequence, value head)
-pairs (`few_pairs`), which ranks by `few_pairs_priority` where a family sets one: there every kernel but the
-recurrence has too little work to matter and the recurrence's time is its serial chain of chunk steps, so a
-family with longer chunks wins although its token-parallel kernel costs more per token (the cost model and the
-measurements: benchmarks/NOTES.md, session 8).
+The rank is a family's priority, except for an inference call with at most few_pairs_limit(K) (sequence, value
+head) pairs (`few_pairs`), which ranks by `few_pairs_priority` where a family sets one: there the recurrence's
+serial chain of chunk steps outweighs the token-parallel kernel, so a family with longer chunks wins although
+that kernel costs more per token (the cost model and the measurements: benchmarks/NOTES.md, sessions 8 and 9).
 """
 from __future__ import annotations
 
@@ -21,13 +20,20 @@ from .wgmma64 import FAMILY as WGMMA64
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (WGMMA64, MMA16)}
 ENV = "KDAGEN_FAMILY"
-FEW_PAIRS = 16
+# The most (sequence, value head) pairs an inference call may have to rank for few pairs, by head dim: measured
+# on the H200 (benchmarks/NOTES.md, session 9), wgmma64 leads mma16 up to 64 pairs at K = 128 (by 4–19%) and
+# trails at 256; at K = 64 its prepare costs 2.4× mma16's, which 64 pairs no longer repay.
+FEW_PAIRS = {64: 16, 128: 64}
 
 
-def few_pairs(directions, pairs: int | None) -> bool:
-    """Whether a call running `directions` over `pairs` (sequence, value head) pairs ranks families for few
-    pairs: an inference call (forward only) with at most FEW_PAIRS of them."""
-    return tuple(directions) == ("forward",) and pairs is not None and pairs <= FEW_PAIRS
+def few_pairs_limit(head_dim: int) -> int:
+    return FEW_PAIRS.get(head_dim, min(FEW_PAIRS.values()))
+
+
+def few_pairs(directions, pairs: int | None, head_dim: int) -> bool:
+    """Whether a call running `directions` over `pairs` (sequence, value head) pairs of head dim `head_dim`
+    ranks families for few pairs: an inference call (forward only) with at most few_pairs_limit(head_dim)."""
+    return tuple(directions) == ("forward",) and pairs is not None and pairs <= few_pairs_limit(head_dim)
 
 
 def family(name: str) -> Family:
@@ -64,7 +70,8 @@ def choose(problem: Problem, directions=("forward", "backward"), name: str | Non
         chosen = next((f for f, ok, _ in found if ok), None)
         if chosen is None:
             raise PlanError("no kernel family supports this problem:\n  " + "\n  ".join(w for _, _, w in found))
-    below = f"ranked below {chosen.name}" + (f" for ≤ {FEW_PAIRS} (sequence, head) pairs" if few_pairs else "")
+    below = f"ranked below {chosen.name}" + (f" for ≤ {few_pairs_limit(problem.K)} (sequence, head) pairs"
+                                             if few_pairs else "")
     passed = [f"{f.name}: supported, but {'not requested' if name else below}" if ok else why
               for f, ok, why in found if f is not chosen]
     return chosen, passed
