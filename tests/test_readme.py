@@ -19,7 +19,7 @@ def test_readme_example_runs(block, capsys):
     assert capsys.readouterr().out.strip()
 
 
-@pytest.mark.parametrize("block", ["headline", "since", "few-pairs", "long-context"])
+@pytest.mark.parametrize("block", ["headline", "since", "forward", "long-context"])
 def test_performance_tables_are_saved_runs(block):
     """The README's performance tables are rendered from the results files they name, figure for figure."""
     import json
