@@ -1,6 +1,8 @@
 """Forward time of each kernel family on a GPU, and where it goes: `python benchmarks/probe/family_timing.py
-[--one-cta] [BxTxHxD ...]` (default: three bench shapes with 32 or more (sequence, head) pairs; --one-cta adds
-wgmma64 with its recurrence in one CTA per (sequence, head), not split over value rows: wgmma64.forward.SPLIT_VALUE).
+[--one-cta] [--cut TOKENS] [BxTxHxD ...]` (default: three bench shapes with 32 or more (sequence, head) pairs;
+--one-cta adds wgmma64 with its recurrence in one CTA per (sequence, head), not split over value rows:
+wgmma64.forward.SPLIT_VALUE; --cut adds each family with the inference forward cut into segments of TOKENS tokens on
+its own kernels, kdagen.ops.segmented).
 
 For the bench's ops and inputs (kdagen.bench) at a few shapes, times kdagen's inference forward (no grad)
 with KDAGEN_FAMILY set to each family that serves it, by CUDA events around one call (median of 30 after 5
@@ -21,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import kdagen  # noqa: E402
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
-from kdagen.ops import config as ops_config, launcher  # noqa: E402
+from kdagen.ops import config as ops_config, launcher, segmented  # noqa: E402
 from kdagen.plan.families.wgmma64 import forward as wgmma64_forward  # noqa: E402
 
 SHAPES = [Shape(1, 8192, 64, 128), Shape(8, 4096, 32, 128), Shape(4, 4096, 16, 64)]
@@ -74,19 +76,24 @@ def planned_with(split: bool) -> None:
 def main() -> None:
     rows = ["| op | shape | family | forward ms | kernels (ms) |", "| --- | --- | --- | ---: | --- |"]
     args = sys.argv[1:]
-    families = [(f, True) for f in FAMILIES] + ([("wgmma64", False)] if "--one-cta" in args else [])
+    cut = int(args[args.index("--cut") + 1]) if "--cut" in args else None
+    if cut is not None:
+        del args[args.index("--cut"):args.index("--cut") + 2]
+    families = [(f, True, None) for f in FAMILIES] + ([("wgmma64", False, None)] if "--one-cta" in args else [])
+    families += [(f, True, cut) for f in FAMILIES] if cut is not None else []
     shapes = [Shape(*map(int, a.split("x"))) for a in args if a != "--one-cta"] or SHAPES
     for key in ("kda", "kda_lb", "gdn"):
         variant = VARIANTS[key]
         for shape in shapes:
             s = make_set(variant, shape, device="cuda", seed=0)
-            for family, split in families:
+            for family, split, tokens in families:
                 os.environ["KDAGEN_FAMILY"] = family
                 planned_with(split)
+                segmented.SEGMENT_TOKENS = tokens
                 fn = call(variant, s)
                 ms = time_ms(fn)
                 kernels = ", ".join(f"{k} {v:.3f}" for k, v in sorted(kernel_times(fn).items()) if v > 0.001)
-                name = family + ("" if split else " (one CTA per pair)")
+                name = family + ("" if split else " (one CTA per pair)") + (f" (cut every {tokens})" if tokens else "")
                 rows.append(f"| {variant.label} | {shape.name} | {name} | {ms:.3f} | {kernels} |")
                 print(rows[-1], flush=True)
             del os.environ["KDAGEN_FAMILY"]

@@ -16,6 +16,7 @@ from ..plan import Plan
 from ..plan.families import few_pairs, requested
 from ..plan.families.base import PASSED_DTYPE_INPUTS
 from ..runtime import env as runtime_env
+from . import segmented
 from .config import INFERENCE, TRAINING, config_for, default_arch, loader_for
 from .launcher import Schedule, Workspaces, input_values, launch_sized, poisoned, scalar_values, scheduled
 
@@ -117,6 +118,12 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     schedule = scheduled(config, "forward")
     module = (loader or loader_for(call.emulate))(config, v.device, "forward")
     alloc = poisoned if poison or runtime_env.poison() else torch.empty
+    K, V, _ = schedule.fit
+    S = segmented.segments_of(v, x.get("cu_seqlens") is not None, keep, K, V, segmented.SEGMENT_TOKENS)
+    if S > 1:
+        o, ht = segmented.launch_cut(schedule, module, x, call.scalars, S, output_final_state=call.output_final_state,
+                                     alloc=alloc)
+        return o, ht, None
     o, ht, ws = launch_scheduled(schedule, module, x, call.scalars, output_final_state=call.output_final_state,
                                  alloc=alloc, keep=keep, memo=call.memo)
     if debug is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+import kdagen
 import test_runtime_ops_gpu as ops_gpu
 from kdagen import reference
 from kdagen.ops import reference_options
@@ -48,3 +49,41 @@ def test_long_sequences_match_float64(monkeypatch, name, setting):
     bad = {n: e for n, e in errors.items() if not e <= ops_gpu.BOUNDS[n]}
     assert not bad, f"over bounds: {bad}; all: {errors}"
     assert torch.equal(o, o2) and torch.equal(ht, ht2) and all(torch.equal(grads[n], grads2[n]) for n in grads)
+
+
+# fixed-length cases for the inference forward cut on the family's own kernels (kdagen.ops.segmented): head dim
+# 128 (wgmma64's value-row split) with a barely fading decay, head dim 64 with a strong gate
+CUT_CASES = {
+    "weak-decay-k128": ("kda", dict(use_qk_l2norm_in_kernel=True), dict(T=32768, H=1, G=2, K=128)),
+    "strong-decay-gate": CASES["strong-decay-gate"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CUT_CASES))
+def test_an_inference_forward_cut_on_the_kernels_matches_float64(monkeypatch, name):
+    """kdagen.ops.segmented (off by default): o and the final state of an inference call cut every 4096 tokens
+    against float64, within today's bounds; two runs bitwise equal; the cut did run."""
+    from kdagen.ops import segmented
+    op, options, shape = CUT_CASES[name]
+    options = {"output_final_state": True, **options}
+    x = ops_gpu.case_inputs(op, options, **shape, seed=13)
+    if "weak" in name:
+        x["g"] = (-1e-3 * torch.rand(x["g"].shape, dtype=torch.float64)).to(torch.bfloat16).double()
+    opt = reference_options(op, **options, **{n: x[n] for n in ("A_log", "dt_bias") if n in x})
+    o_ref, ht_ref = reference.chunked(x, opt, 64)
+    cuts = []
+    monkeypatch.setattr(segmented, "SEGMENT_TOKENS", 4096)
+    monkeypatch.setattr(segmented, "launch_cut", lambda *a, _cut=segmented.launch_cut, **k: cuts.append(a[4]) or
+                        _cut(*a, **k))
+    dev = {n: x[n].to("cuda", torch.bfloat16 if n in ops_gpu.IO else torch.float32)
+           for n in (*ops_gpu.IO, *ops_gpu.PARAMS) if n in x}
+    fn = kdagen.chunk_kda if op == "kda" else kdagen.chunk_gated_delta_rule
+    with torch.no_grad():
+        runs = [fn(*(dev[n] for n in ops_gpu.IO), **{n: dev[n] for n in ops_gpu.PARAMS if n in dev}, **options)
+                for _ in range(2)]
+    (o, ht), (o2, ht2) = runs
+    errors = {"o": ops_gpu.rel_l2(o, o_ref), "final_state": ops_gpu.rel_l2(ht, ht_ref)}
+    print(f"\n[{name} cut every 4096] " + " ".join(f"{n}={e:.2e}" for n, e in errors.items()))
+    assert cuts == [shape["T"] // 4096] * 2, cuts   # both runs cut, every 4096 tokens
+    assert all(e <= ops_gpu.BOUNDS[n] for n, e in errors.items()), errors
+    assert torch.equal(o, o2) and torch.equal(ht, ht2)

@@ -1,0 +1,76 @@
+"""An inference forward cut into segments on the family's own kernels (docs/segments.md §4).
+
+The op-level cut (kdagen.ops.segments) calls the whole op three times, so the token-parallel prepare runs three
+times, twice on doubled heads. The prepare's workspace is chunk-local — it depends on where chunks start, not on
+where sequences do — so a fixed-length batch [B, T] cut into S segments of T/S tokens (a multiple of the chunk)
+is the batch [B·S, T/S] with the same workspace. Here the prepare runs once on that view and the recurrence three
+times over the segments in parallel:
+1. from state 0 with v (final states: B of every segment) and from the identity with v = 0 (final states: M);
+2. the combine across each sequence's segments (kdagen.ops.segments.combine, fixed order, fp32);
+3. from every segment's exact incoming state: o and the final states.
+Exact like the op-level cut (no decay is trusted to forget). Forward only (no workspace is kept for a
+backward), K = V (the identity is a K × K state), fixed-length batches (a varlen cut needs the lengths on the
+host). Off until timed on a GPU: SEGMENT_TOKENS (tokens per segment) None.
+"""
+from __future__ import annotations
+
+import torch
+
+from .launcher import Workspaces, input_values, run_kernels, scalar_values
+from .segments import CHUNK_ALIGN, combine
+
+SEGMENT_TOKENS: int | None = None
+
+
+def segments_of(v: torch.Tensor, varlen: bool, keep: bool, K: int, V: int, tokens: int | None) -> int:
+    """How many segments each sequence of a call with value tensor v is cut into: 1 (not cut) unless `tokens` (a
+    multiple of the chunk alignment) is set and the call is a fixed-length inference call with K = V whose T is
+    a multiple of `tokens` longer than it, not under CUDA-graph capture."""
+    if tokens is None or keep or varlen or K != V or tokens % CHUNK_ALIGN:
+        return 1
+    if v.is_cuda and torch.cuda.is_current_stream_capturing():   # the combine copies segment indices to the device
+        return 1
+    T = v.shape[1]
+    return T // tokens if T > tokens and T % tokens == 0 else 1
+
+
+def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final_state: bool, alloc):
+    """(o, final state or None) of the forward of x (fixed-length [B, T, ...] tensors, initial_state [B, ...]) with
+    each sequence cut into S segments of T/S tokens: the prepare once, the recurrence three times (module doc)."""
+    value = schedule.value
+    v = x[value]
+    B, T = v.shape[:2]
+    view = {n: t.reshape(B * S, T // S, *t.shape[2:]) if t.dim() >= 2 and t.shape[:2] == (B, T) else t
+            for n, t in x.items() if t is not None and n != "initial_state"}      # [B·S, T/S, ...]: views
+    device = v.device
+    sized = schedule.checked_sized(view, scalars, device)
+    ws = Workspaces(sized, device, alloc, separate=False)
+    state = sized.state                                   # [B·S, HV, K, K]: one state per segment
+    values = {**input_values(view, value), **ws.tensors(), **scalar_values(scalars), **sized.scalars,
+              **schedule.layout_tensors(sized, None, device), **dict.fromkeys(sized.kept_only), "o": None, "ht": None}
+    names = [launch[0] for launch in sized.launches]
+    if names[-1] != "recurrence":
+        raise NotImplementedError(f"a cut forward runs the recurrence last; the plan's forward runs {names}")
+    prepare, recurrence = sized.launches[:-1], sized.launches[-1:]
+    run_kernels(prepare, module, values, "forward")
+
+    def run(v_in, h0, o, ht):
+        run_kernels(recurrence, module, {**values, "v": v_in, "h0": h0, "o": o, "ht": ht}, "forward")
+
+    # 1. every segment's affine map: B from 0 with v, M from the identity with v = 0 (o is not kept)
+    scratch = alloc(view[value].shape, dtype=v.dtype, device=device)
+    maps = torch.empty((2, *state), dtype=torch.float32, device=device)
+    run(view[value], None, scratch, maps[0])
+    eye = torch.eye(state[-1], dtype=torch.float32, device=device).expand(state).contiguous()
+    run(torch.zeros_like(view[value]), eye, scratch, maps[1])
+    # 2. every segment's incoming state, sequence by sequence in a fixed order
+    first = x.get("initial_state")
+    if first is None:
+        first = torch.zeros((B, *state[1:]), dtype=torch.float32, device=device)
+    v_first = schedule.plan.problem["state_layout"] == "vk"
+    h0 = combine(maps[1], maps[0], first, [S] * B, v_first)
+    # 3. every segment from its exact incoming state
+    o = alloc(view[value].shape, dtype=v.dtype, device=device)
+    ht = alloc(state, dtype=torch.float32, device=device) if output_final_state else None
+    run(view[value], h0, o, ht)
+    return o.reshape(v.shape), ht[S - 1::S] if output_final_state else None
