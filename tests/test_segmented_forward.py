@@ -72,3 +72,18 @@ def test_a_cut_forward_matches_float64_and_the_uncut_one(name, family, monkeypat
 def test_which_calls_are_cut(T, varlen, keep, K, V, tokens, expected):
     v = torch.empty(2, T, 1, V)
     assert segmented.segments_of(v, varlen, keep, K, V, tokens) == expected
+
+
+@pytest.mark.parametrize("v_first", [False, True])
+def test_the_chain_gives_the_op_level_combine(v_first):
+    """chain (uniform segments, float64) against kdagen.ops.segments.combine (any segment counts, the maps' dtype)."""
+    from kdagen.ops.segments import combine
+    gen = torch.Generator().manual_seed(3)
+    N, S, HV, K = 2, 3, 2, 4
+    M = 0.5 * torch.randn(N * S, HV, K, K, generator=gen, dtype=torch.float64)
+    B = torch.randn(N * S, HV, K, K, generator=gen, dtype=torch.float64)
+    first = torch.randn(N, HV, K, K, generator=gen, dtype=torch.float64)
+    want = combine(M, B, first, [S] * N, v_first)
+    got = segmented.chain(M.float(), B.float(), first.float(), S, v_first)
+    assert got.dtype == torch.float32 and torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5)
+    assert torch.equal(got[::S], first.float())               # each sequence's first segment starts from h0

@@ -6,7 +6,7 @@ where sequences do — so a fixed-length batch [B, T] cut into S segments of T/S
 is the batch [B·S, T/S] with the same workspace. Here the prepare runs once on that view and the recurrence three
 times over the segments in parallel:
 1. from state 0 with v (final states: B of every segment) and from the identity with v = 0 (final states: M);
-2. the combine across each sequence's segments (kdagen.ops.segments.combine, fixed order, fp32);
+2. the chain across each sequence's segments (S_in of segment j + 1 = M_j·S_in_j + B_j, in order, float64);
 3. from every segment's exact incoming state: o and the final states.
 Exact like the op-level cut (no decay is trusted to forget). Forward only (no workspace is kept for a
 backward), K = V (the identity is a K × K state), fixed-length batches (a varlen cut needs the lengths on the
@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from .launcher import Workspaces, input_values, run_kernels, scalar_values
-from .segments import CHUNK_ALIGN, combine
+from .segments import CHUNK_ALIGN
 
 SEGMENT_TOKENS: int | None = None
 
@@ -32,6 +32,21 @@ def segments_of(v: torch.Tensor, varlen: bool, keep: bool, K: int, V: int, token
         return 1
     T = v.shape[1]
     return T // tokens if T > tokens and T % tokens == 0 else 1
+
+
+def chain(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor, S: int, v_first: bool) -> torch.Tensor:
+    """The incoming state of every segment [N·S, HV, ·, ·] (segment j of sequence n at n·S + j) from the segments'
+    maps M, B (same layout) and each sequence's initial state `first` [N, HV, ·, ·]: S − 1 positions in order, two
+    launches each (a product and an add into place), in float64 — the maps are small, and so no TF32 setting of
+    torch's matmuls can round the carried state."""
+    N = first.shape[0]
+    M64, B64 = (t.double().view(N, S, *t.shape[1:]) for t in (M, B))
+    h = torch.empty_like(B64)
+    h[:, 0] = first
+    for j in range(1, S):
+        prev = h[:, j - 1]
+        torch.add(prev @ M64[:, j - 1] if v_first else M64[:, j - 1] @ prev, B64[:, j - 1], out=h[:, j])
+    return h.flatten(0, 1).float()
 
 
 def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final_state: bool, alloc):
@@ -67,8 +82,7 @@ def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final
     first = x.get("initial_state")
     if first is None:
         first = torch.zeros((B, *state[1:]), dtype=torch.float32, device=device)
-    v_first = schedule.plan.problem["state_layout"] == "vk"
-    h0 = combine(maps[1], maps[0], first, [S] * B, v_first)
+    h0 = chain(maps[1], maps[0], first, S, schedule.plan.problem["state_layout"] == "vk")
     # 3. every segment from its exact incoming state
     o = alloc(view[value].shape, dtype=v.dtype, device=device)
     ht = alloc(state, dtype=torch.float32, device=device) if output_final_state else None
