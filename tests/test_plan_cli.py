@@ -12,6 +12,7 @@ import pytest
 from kdagen.cli import main
 from kdagen.ops.arguments import parse_config
 from kdagen.plan import Plan
+from kdagen.plan.families import FEW_PAIRS
 from cli_run import run_main
 
 LB = ["--use-gate-in-kernel", "--lower-bound", "-5", "--use-qk-l2norm-in-kernel", "--use-beta-sigmoid-in-kernel"]
@@ -143,7 +144,7 @@ def test_few_pairs_rank_the_long_chunk_family_first(words, family, capsys, monke
     planned, _ = parse_config(" ".join(["--op", "kda", *LB, *words])).config().planned()
     assert planned.family == family
     head_dim = int(words[len(words) - 1 - words[::-1].index("--head-dim") + 1])
-    limit = {64: 16, 128: 64}[head_dim]
+    limit = FEW_PAIRS[head_dim]
     few = ("--inference" in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) <= limit
            and "--family" not in words)           # a named family is not ranked
     assert (f"ranked for an inference call with ≤ {limit} (sequence, head) pairs" in out) == few

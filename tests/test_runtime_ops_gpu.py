@@ -71,12 +71,19 @@ def fla_ops():
     return {"kda": chunk_kda, "gdn": chunk_gated_delta_rule}
 
 
-def run_kdagen(op: str, x: dict, options: dict, do, dht, fn=None):
-    dev = {n: x[n].to("cuda", torch.bfloat16 if n in IO else torch.float32).requires_grad_()
+def call_kdagen(op: str, x: dict, options: dict, fn=None, grad: bool = True):
+    """(o, final state, the device inputs by name) of kdagen's op (or `fn`) on x moved to the GPU (bf16 tokens,
+    fp32 parameters; leaves requiring grad with `grad`)."""
+    dev = {n: x[n].to("cuda", torch.bfloat16 if n in IO else torch.float32).requires_grad_(grad)
            for n in (*IO, *PARAMS) if n in x}
     extra = {"cu_seqlens": x["cu_seqlens"].cuda()} if "cu_seqlens" in x else {}
     fn = fn or (kdagen.chunk_kda if op == "kda" else kdagen.chunk_gated_delta_rule)
     o, ht = fn(*(dev[n] for n in IO), **{n: dev[n] for n in PARAMS if n in dev}, **extra, **options)
+    return o, ht, dev
+
+
+def run_kdagen(op: str, x: dict, options: dict, do, dht, fn=None):
+    o, ht, dev = call_kdagen(op, x, options, fn)
     loss = (o.float() * do.cuda()).sum()
     if ht is not None:
         loss = loss + (ht * dht.cuda()).sum()

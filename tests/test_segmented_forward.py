@@ -22,10 +22,13 @@ CASES = {
     # a per-head decay, state_v_first, GVA 2, no initial state
     "gdn_vfirst_gva2": ("gdn", dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, state_v_first=True),
                         dict(B=1, T=256, H=1, G=2, K=64, V=64, h0=False)),
+    # an unbounded per-channel gate, state_v_first with an initial state, two q/k heads
+    "kda_softplus_vfirst_h2": ("kda", dict(use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                                           state_v_first=True), dict(B=1, T=192, H=2, K=64, V=64)),
 }
 
 
-def run(name: str, family: str, tokens: int | None, monkeypatch):
+def run(name: str, family: str, tokens: int | None, monkeypatch, output_final_state=True):
     op, options, shape = CASES[name]
     shape = dict(shape)
     h0 = shape.pop("h0", True)
@@ -35,7 +38,7 @@ def run(name: str, family: str, tokens: int | None, monkeypatch):
         xk.pop("initial_state", None)
         xr.pop("initial_state", None)
     monkeypatch.setattr(segmented, "SEGMENT_TOKENS", tokens)
-    call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
+    call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=output_final_state,
                      A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
     kcall, tensors = kernel_call(call, xk, emulate=True, family=family)
     o, ht, saved = forward({**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": None}, kcall,
@@ -50,7 +53,7 @@ def test_a_cut_forward_matches_float64_and_the_uncut_one(name, family, monkeypat
     o_cut, ht_cut, saved, xr, opt = run(name, family, 64, monkeypatch)     # four segments of one chunk each
     o, ht, *_ = run(name, family, None, monkeypatch)
     o_ref, ht_ref = chunked(xr, opt, 16)
-    assert saved is None
+    assert saved is None and ht_cut.is_contiguous() and ht_cut.shape == ht.shape
     assert not torch.isnan(o_cut).any() and not torch.isnan(ht_cut).any(), f"{name} on {family}: NaN left"
     for label, got, ref in (("o", o_cut, o_ref), ("final state", ht_cut, ht_ref)):
         assert rel(got, ref) <= 0.005, f"{name} on {family}: {label} {rel(got, ref):.2e} against float64"
@@ -59,18 +62,28 @@ def test_a_cut_forward_matches_float64_and_the_uncut_one(name, family, monkeypat
     assert rel(ht_cut, ht_ref) <= 1.5 * rel(ht, ht_ref) + 1e-4, (rel(ht_cut, ht_ref), rel(ht, ht_ref))
 
 
-@pytest.mark.parametrize("T, varlen, keep, K, V, tokens, expected", [
-    (256, False, False, 64, 64, 64, 4),
-    (256, False, False, 64, 64, None, 1),     # off
-    (256, False, True, 64, 64, 64, 1),        # a training call keeps the uncut forward's workspaces
-    (256, True, False, 64, 64, 64, 1),        # varlen: the lengths would need a host read
-    (256, False, False, 64, 128, 64, 1),      # K ≠ V: no K × K identity state
-    (256, False, False, 64, 64, 96, 1),       # not a multiple of the chunk alignment
-    (200, False, False, 64, 64, 64, 1),       # T not a multiple of the segment
-    (64, False, False, 64, 64, 64, 1),        # one segment would hold the whole sequence
+@needs_emulation
+def test_a_cut_forward_without_the_final_state(monkeypatch):
+    o_cut, ht_cut, *_ = run("kda_lb", "wgmma64", 64, monkeypatch, output_final_state=False)
+    o, *_ = run("kda_lb", "wgmma64", 64, monkeypatch)
+    assert ht_cut is None and torch.equal(o_cut, o)
+
+
+@pytest.mark.parametrize("T, HV, varlen, keep, K, V, tokens, expected", [
+    (256, 1, False, False, 64, 64, 64, 4),
+    (256, 1, False, False, 64, 64, None, 1),     # off
+    (256, 1, False, True, 64, 64, 64, 1),        # a training call keeps the uncut forward's workspaces
+    (256, 1, True, False, 64, 64, 64, 1),        # varlen: the lengths would need a host read
+    (256, 1, False, False, 64, 128, 64, 1),      # K ≠ V: no K × K identity state
+    (256, 1, False, False, 64, 64, 96, 1),       # not a multiple of the chunk alignment
+    (200, 1, False, False, 64, 64, 64, 1),       # T not a multiple of the segment
+    (64, 1, False, False, 64, 64, 64, 1),        # one segment would hold the whole sequence
+    (256, 34, False, False, 64, 64, 64, 1),      # 2·34 pairs: over half of the H200’s 132 SMs busy uncut
+    (256, 16, False, False, 128, 128, 64, 4),    # 2·16 pairs × 2 CTAs: 64 of 132 SMs
+    (256, 17, False, False, 128, 128, 64, 1),
 ])
-def test_which_calls_are_cut(T, varlen, keep, K, V, tokens, expected):
-    v = torch.empty(2, T, 1, V)
+def test_which_calls_are_cut(T, HV, varlen, keep, K, V, tokens, expected):
+    v = torch.empty(2, T, HV, V)
     assert segmented.segments_of(v, varlen, keep, K, V, tokens) == expected
 
 

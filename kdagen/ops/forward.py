@@ -18,7 +18,7 @@ from ..plan.families.base import PASSED_DTYPE_INPUTS
 from ..runtime import env as runtime_env
 from . import segmented
 from .config import INFERENCE, TRAINING, config_for, default_arch, loader_for
-from .launcher import Schedule, Workspaces, input_values, launch_sized, poisoned, scalar_values, scheduled
+from .launcher import Schedule, Workspaces, launch_sized, poisoned, scalar_values, scheduled
 
 
 def launch(plan: Plan, recurrence, module, x: dict, scalars: dict, *, output_final_state: bool = True,
@@ -47,8 +47,7 @@ def launch_scheduled(schedule: Schedule, module, x: dict, scalars: dict, *, outp
         torch._foreach_zero_([ws.separate[name][start:] for name, start in sized.tails])
     o = alloc(v.shape, dtype=v.dtype, device=device)
     ht = alloc(sized.state, dtype=torch.float32, device=device) if output_final_state else None
-    tensors = {**input_values(x, schedule.value), **schedule.layout_tensors(sized, x.get("cu_seqlens"), device),
-               "o": o, "ht": ht, **({} if keep else dict.fromkeys(sized.kept_only))}
+    tensors = {**schedule.call_tensors(sized, x, device, keep), "o": o, "ht": ht}
     launch_sized(sized, module, device, tensors, ws, scalar_values(scalars), "forward")
     return o, ht, ws
 
@@ -121,8 +120,10 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     K, V, _ = schedule.fit
     S = segmented.segments_of(v, x.get("cu_seqlens") is not None, keep, K, V, segmented.SEGMENT_TOKENS)
     if S > 1:
-        o, ht = segmented.launch_cut(schedule, module, x, call.scalars, S, output_final_state=call.output_final_state,
-                                     alloc=alloc)
+        o, ht, ws = segmented.launch_cut(schedule, module, x, call.scalars, S,
+                                         output_final_state=call.output_final_state, alloc=alloc)
+        if debug is not None:
+            debug.update(ws.tensors())
         return o, ht, None
     o, ht, ws = launch_scheduled(schedule, module, x, call.scalars, output_final_state=call.output_final_state,
                                  alloc=alloc, keep=keep, memo=call.memo)

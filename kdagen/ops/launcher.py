@@ -218,6 +218,12 @@ class Schedule:
             if t is not None and t.data_ptr() % 16:
                 raise ValueError(f"{self.direction}: {label} must be contiguous and 16-byte aligned")
 
+    def call_tensors(self, sized: Sized, x: dict, device, keep: bool) -> dict:
+        """The tensor arguments of a forward call's kernels other than o and ht: its inputs under the kernels'
+        names, the sequence layout, and null pointers for what only a backward reads when nothing is kept."""
+        return {**input_values(x, self.value), **self.layout_tensors(sized, x.get("cu_seqlens"), device),
+                **({} if keep else dict.fromkeys(sized.kept_only))}
+
     def layout_tensors(self, sized: Sized, cu_seqlens, device) -> dict:
         """The kernel arguments that locate sequences and chunks on the device, cu_seqlens and chunk_offsets, only
         where a kernel of the direction reads them (they cost device operations)."""

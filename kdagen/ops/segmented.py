@@ -10,27 +10,37 @@ times over the segments in parallel:
 3. from every segment's exact incoming state: o and the final states.
 Exact like the op-level cut (no decay is trusted to forget). Forward only (no workspace is kept for a
 backward), K = V (the identity is a K × K state), fixed-length batches (a varlen cut needs the lengths on the
-host). Off until timed on a GPU: SEGMENT_TOKENS (tokens per segment) None.
+host), and only where the uncut recurrence leaves at least half the SMs idle. Off until timed on a GPU:
+SEGMENT_TOKENS (tokens per segment) None.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
-from .launcher import Workspaces, input_values, run_kernels, scalar_values
+from .launcher import Workspaces, run_kernels, scalar_values
 from .segments import CHUNK_ALIGN
 
 SEGMENT_TOKENS: int | None = None
+H200_SMS = 132                       # the SM count the CPU emulator's calls are judged by
+
+
+@functools.lru_cache(maxsize=8)
+def sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else H200_SMS
 
 
 def segments_of(v: torch.Tensor, varlen: bool, keep: bool, K: int, V: int, tokens: int | None) -> int:
-    """How many segments each sequence of a call with value tensor v is cut into: 1 (not cut) unless `tokens` (a
-    multiple of the chunk alignment) is set and the call is a fixed-length inference call with K = V whose T is
-    a multiple of `tokens` longer than it, not under CUDA-graph capture."""
+    """How many segments each sequence of a call with value tensor v [B, T, HV, V] is cut into: 1 (not cut)
+    unless `tokens` (a multiple of the chunk alignment) is set and the call is a fixed-length inference call with
+    K = V, T a multiple of `tokens` longer than it, whose uncut recurrence (V/64 CTAs per (sequence, head)) leaves
+    at least half the SMs idle."""
     if tokens is None or keep or varlen or K != V or tokens % CHUNK_ALIGN:
         return 1
-    if v.is_cuda and torch.cuda.is_current_stream_capturing():   # the combine copies segment indices to the device
+    B, T, HV = v.shape[:3]
+    if 2 * B * HV * max(1, V // 64) > sm_count(v.device):
         return 1
-    T = v.shape[1]
     return T // tokens if T > tokens and T % tokens == 0 else 1
 
 
@@ -50,19 +60,21 @@ def chain(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor, S: int, v_first
 
 
 def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final_state: bool, alloc):
-    """(o, final state or None) of the forward of x (fixed-length [B, T, ...] tensors, initial_state [B, ...]) with
-    each sequence cut into S segments of T/S tokens: the prepare once, the recurrence three times (module doc)."""
+    """(o, final state or None, the workspaces) of the forward of x (fixed-length [B, T, ...] tensors,
+    initial_state [B, ...]) with each sequence cut into S segments of T/S tokens: the prepare once, the recurrence
+    three times (module doc)."""
     value = schedule.value
     v = x[value]
     B, T = v.shape[:2]
-    view = {n: t.reshape(B * S, T // S, *t.shape[2:]) if t.dim() >= 2 and t.shape[:2] == (B, T) else t
+    tokens = {name for name, _, _, kind, _ in schedule.inputs if kind != "param"}   # [B, T, heads(, dim)]
+    view = {n: t.reshape(B * S, T // S, *t.shape[2:]) if n in tokens else t
             for n, t in x.items() if t is not None and n != "initial_state"}      # [B·S, T/S, ...]: views
     device = v.device
     sized = schedule.checked_sized(view, scalars, device)
     ws = Workspaces(sized, device, alloc, separate=False)
     state = sized.state                                   # [B·S, HV, K, K]: one state per segment
-    values = {**input_values(view, value), **ws.tensors(), **scalar_values(scalars), **sized.scalars,
-              **schedule.layout_tensors(sized, None, device), **dict.fromkeys(sized.kept_only), "o": None, "ht": None}
+    values = {**schedule.call_tensors(sized, view, device, False), **ws.tensors(), **scalar_values(scalars),
+              **sized.scalars, "o": None, "ht": None}
     names = [launch[0] for launch in sized.launches]
     if names[-1] != "recurrence":
         raise NotImplementedError(f"a cut forward runs the recurrence last; the plan's forward runs {names}")
@@ -74,11 +86,11 @@ def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final
 
     # 1. every segment's affine map: B from 0 with v, M from the identity with v = 0 (o is not kept)
     scratch = alloc(view[value].shape, dtype=v.dtype, device=device)
-    maps = torch.empty((2, *state), dtype=torch.float32, device=device)
+    maps = alloc((2, *state), dtype=torch.float32, device=device)
     run(view[value], None, scratch, maps[0])
     eye = torch.eye(state[-1], dtype=torch.float32, device=device).expand(state).contiguous()
     run(torch.zeros_like(view[value]), eye, scratch, maps[1])
-    # 2. every segment's incoming state, sequence by sequence in a fixed order
+    # 2. every segment's incoming state, sequence by sequence in order
     first = x.get("initial_state")
     if first is None:
         first = torch.zeros((B, *state[1:]), dtype=torch.float32, device=device)
@@ -87,4 +99,5 @@ def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final
     o = alloc(view[value].shape, dtype=v.dtype, device=device)
     ht = alloc(state, dtype=torch.float32, device=device) if output_final_state else None
     run(view[value], h0, o, ht)
-    return o.reshape(v.shape), ht[S - 1::S] if output_final_state else None
+    final = ht.view(B, S, *state[1:])[:, -1].contiguous() if output_final_state else None   # each last segment's
+    return o.reshape(v.shape), final, ws

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-import kdagen
 import test_runtime_ops_gpu as ops_gpu
 from kdagen import reference
 from kdagen.ops import reference_options
@@ -75,15 +74,10 @@ def test_an_inference_forward_cut_on_the_kernels_matches_float64(monkeypatch, na
     monkeypatch.setattr(segmented, "SEGMENT_TOKENS", 4096)
     monkeypatch.setattr(segmented, "launch_cut", lambda *a, _cut=segmented.launch_cut, **k: cuts.append(a[4]) or
                         _cut(*a, **k))
-    dev = {n: x[n].to("cuda", torch.bfloat16 if n in ops_gpu.IO else torch.float32)
-           for n in (*ops_gpu.IO, *ops_gpu.PARAMS) if n in x}
-    fn = kdagen.chunk_kda if op == "kda" else kdagen.chunk_gated_delta_rule
     with torch.no_grad():
-        runs = [fn(*(dev[n] for n in ops_gpu.IO), **{n: dev[n] for n in ops_gpu.PARAMS if n in dev}, **options)
-                for _ in range(2)]
-    (o, ht), (o2, ht2) = runs
+        (o, ht, _), (o2, ht2, _) = [ops_gpu.call_kdagen(op, x, options, grad=False) for _ in range(2)]
     errors = {"o": ops_gpu.rel_l2(o, o_ref), "final_state": ops_gpu.rel_l2(ht, ht_ref)}
     print(f"\n[{name} cut every 4096] " + " ".join(f"{n}={e:.2e}" for n, e in errors.items()))
     assert cuts == [shape["T"] // 4096] * 2, cuts   # both runs cut, every 4096 tokens
     assert all(e <= ops_gpu.BOUNDS[n] for n, e in errors.items()), errors
-    assert torch.equal(o, o2) and torch.equal(ht, ht2)
+    assert torch.equal(o, o2) and torch.equal(ht, ht2) and ht.is_contiguous()

@@ -20,13 +20,15 @@ from .wgmma64 import FAMILY as WGMMA64
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (WGMMA64, MMA16)}
 ENV = "KDAGEN_FAMILY"
-# The most (sequence, value head) pairs an inference call may have to rank for few pairs, by head dim: measured
-# on the H200 (benchmarks/NOTES.md, session 9), wgmma64 leads mma16 up to 64 pairs at K = 128 (by 4–19%) and
-# trails at 256; at K = 64 its prepare costs 2.4× mma16's, which 64 pairs no longer repay.
+# The most (sequence, value head) pairs an inference call may have to rank for few pairs, by head dim. At K = 128,
+# measured on the H200 (benchmarks/NOTES.md, session 9): wgmma64 leads mma16 at 4, 16 and 64 pairs, and at 256
+# trails for the lower-bound gate and GDN (softplus still leads). At K = 64 it trails at 64 pairs (its prepare
+# costs 2.4× mma16's); fewer pairs were not timed there, so session 8's limit of 16 stays, as for other head dims.
 FEW_PAIRS = {64: 16, 128: 64}
 
 
 def few_pairs_limit(head_dim: int) -> int:
+    """The few-pairs limit at a head dim (FEW_PAIRS; the smallest where the head dim was not measured)."""
     return FEW_PAIRS.get(head_dim, min(FEW_PAIRS.values()))
 
 
