@@ -15,7 +15,6 @@ from backward_cases import (BOUND, CASES, EMULATED, END_TO_END, F64, FULL, Case,
 from kdagen import dsl
 from kdagen.codegen import emulate
 from kdagen.ops import backward as bw
-from kdagen.ops import config as ops_config
 from kdagen.ops import forward as fw
 from kdagen.ops import launcher
 from kdagen.ops.api import kernel_call, make_call
@@ -138,9 +137,7 @@ def test_other_dvn_part_counts(monkeypatch, parts, case, seed):
     """dstate_pass with the dVn key contraction in 2 or 8 warps per 16 value rows (DSTATE_K_PARTS, 4 by default):
     its checkpoints restart recurrence_bwd, which sums the same parts in the same tree order, over two blocks."""
     monkeypatch.setattr(mma16_backward, "DSTATE_K_PARTS", parts)
-    plan_caches = (ops_config._planned, ops_config._source, launcher.scheduled)   # plans are made once per process
-    for cached in plan_caches:
-        cached.cache_clear()
+    launcher.forget_plans()
     used = []
 
     def loader(config, device=None, direction="backward"):
@@ -153,6 +150,5 @@ def test_other_dvn_part_counts(monkeypatch, parts, case, seed):
         check_k2_workspace(case, debug, seed)
         check_grads(grads, ref, f"{case.name} (emulated, {parts} dVn parts) seed={seed}")
     finally:
-        for cached in plan_caches:
-            cached.cache_clear()
+        launcher.forget_plans()
     assert used and all(k.threads == 32 * parts and k.options.dvn_parts == parts for k in used), used

@@ -88,17 +88,14 @@ def test_value_rows_split_over_ctas(monkeypatch):
                            kcall, keep=False, poison=True, loader=loader)
         return o, ht
 
-    caches = (ops_config._planned, ops_config._source, launcher.scheduled)   # plans are made once per process
     outputs = []
     try:
         for split in (False, True):
             monkeypatch.setattr(wgmma64_forward, "SPLIT_VALUE", split)
-            for cached in caches:
-                cached.cache_clear()
+            launcher.forget_plans()
             outputs.append(run())
     finally:
-        for cached in caches:
-            cached.cache_clear()
+        launcher.forget_plans()
     one, split = outputs
     assert slices == [1, 2]
     assert torch.equal(one[0], split[0]) and torch.equal(one[1], split[1])

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import kdagen  # noqa: E402
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
-from kdagen.ops import config as ops_config, launcher, segmented  # noqa: E402
+from kdagen.ops import launcher, segmented  # noqa: E402
 from kdagen.plan.families.wgmma64 import forward as wgmma64_forward  # noqa: E402
 
 SHAPES = [Shape(1, 8192, 64, 128), Shape(8, 4096, 32, 128), Shape(4, 4096, 16, 64)]
@@ -69,8 +69,7 @@ def planned_with(split: bool) -> None:
     """Plans made from here on split the wgmma64 recurrence over value rows (the default), or not (plans are
     cached per process: the caches are cleared)."""
     wgmma64_forward.SPLIT_VALUE = split
-    for cached in (ops_config._planned, ops_config._source, launcher.scheduled):
-        cached.cache_clear()
+    launcher.forget_plans()
 
 
 def main() -> None:

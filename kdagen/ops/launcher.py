@@ -21,6 +21,7 @@ from ..plan import Plan
 from ..plan.families.base import grad_param, input_param, scalar_param
 from ..plan.sizes import evaluate, launch_sizes
 from ..runtime.launch import Slot, f32, i64
+from . import config as ops_config
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32, "i64": torch.int64}
 _LAYOUT = ("cu_seqlens", "chunk_offsets")      # the kernel arguments chunk_layout makes on the device
@@ -237,6 +238,13 @@ class Schedule:
 def scheduled(config, direction: str) -> Schedule:
     """The Schedule of a direction of a Config's plan (kdagen.ops.config), once per process like the plan."""
     return Schedule(*config.planned(), direction)
+
+
+def forget_plans() -> None:
+    """Drop every plan, unit source and Schedule made so far (each is made once per process), so the next call
+    plans afresh: what a test or probe that changes a planning constant does before and after."""
+    for cached in (ops_config._planned, ops_config._source, scheduled):
+        cached.cache_clear()
 
 
 def check_scalars(recurrence, scalars: dict, direction: str) -> None:

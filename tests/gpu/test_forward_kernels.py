@@ -121,23 +121,20 @@ def test_deterministic(family):
 def test_wgmma64_value_rows_split_over_ctas(monkeypatch):
     """wgmma64's recurrence with a CTA per 64 value rows (SPLIT_VALUE, the default) gives the
     one-CTA kernel's o and final state bit for bit, within the float64 bound."""
-    from kdagen.ops import config as ops_config, launcher
+    from kdagen.ops import launcher
     from kdagen.plan.families.wgmma64 import forward as wgmma64_forward
     needs_hopper("wgmma64")
     name, seed = "kda_lb_long_k128", random.randrange(2 ** 31)
-    caches = (ops_config._planned, ops_config._source, launcher.scheduled)   # plans are made once per process
     runs = []
     try:
         for split in (False, True):
             monkeypatch.setattr(wgmma64_forward, "SPLIT_VALUE", split)
-            for cached in caches:
-                cached.cache_clear()
+            launcher.forget_plans()
             runs.append(run(name, seed, "wgmma64"))
             x, kcall = runs[-1][5], runs[-1][6]
             assert call_config(x, kcall, False).planned()[0].kernel("recurrence").options.slices == (2 if split else 1)
     finally:
-        for cached in caches:
-            cached.cache_clear()
+        launcher.forget_plans()
     (o1, h1, _, x64, opt, _, _), (o2, h2, *_) = runs
     o_ref, _ = chunked(x64, opt, 16)
     assert torch.equal(o1, o2) and torch.equal(h1, h2), f"{name} (seed {seed}): the split kernel differs"
