@@ -38,7 +38,7 @@ def run(name: str, family: str, tokens: int | None, monkeypatch, output_final_st
     if not h0:
         xk.pop("initial_state", None)
         xr.pop("initial_state", None)
-    monkeypatch.setattr(segmented, "SEGMENT_TOKENS", tokens)
+    monkeypatch.setenv("KDAGEN_CUT", str(tokens) if tokens else "off")
     call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=output_final_state,
                      A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
     kcall, tensors = kernel_call(call, xk, emulate=True, family=family)
@@ -69,34 +69,26 @@ def test_a_cut_forward_without_the_final_state(monkeypatch):
     assert ht_cut is None and torch.equal(o_cut, o)
 
 
-@pytest.mark.parametrize("T, HV, varlen, keep, K, V, tokens, expected", [
-    (256, 1, False, False, 64, 64, 64, 4),
-    (256, 1, False, False, 64, 64, None, 1),     # off
-    (256, 1, False, True, 64, 64, 64, 1),        # a training call keeps the uncut forward's workspaces
-    (256, 1, True, False, 64, 64, 64, 1),        # varlen: the lengths would need a host read
-    (256, 1, False, False, 64, 128, 64, 1),      # K ≠ V: no K × K identity state
-    (256, 1, False, False, 64, 64, 96, 1),       # not a multiple of the chunk alignment
-    (200, 1, False, False, 64, 64, 64, 1),       # T not a multiple of the segment
-    (64, 1, False, False, 64, 64, 64, 1),        # one segment would hold the whole sequence
-    (256, 34, False, False, 64, 64, 64, 1),      # 2·34 pairs: over half of the H200’s 132 SMs busy uncut
-    (256, 16, False, False, 128, 128, 64, 4),    # 2·16 pairs × 2 CTAs: 64 of 132 SMs
-    (256, 17, False, False, 128, 128, 64, 1),
-])
-def test_which_calls_are_cut(T, HV, varlen, keep, K, V, tokens, expected):
-    v = torch.empty(2, T, HV, V)
-    assert segmented.segments_of(v, varlen, keep, K, V, tokens) == expected
-
-
-@pytest.mark.parametrize("v_first", [False, True])
-def test_the_chain_gives_the_op_level_combine(v_first):
-    """chain (uniform segments, float64) against kdagen.ops.segments.combine (any segment counts, the maps' dtype)."""
+@needs_emulation
+@pytest.mark.parametrize("v_first, D, h0", [(False, 64, True), (True, 64, True), (False, 64, False), (True, 128, True)])
+def test_the_chain_kernel_gives_the_op_level_combine(v_first, D, h0):
+    """The chain kernel (templates/segments/chain.cu, emulated; uniform segments, fp32) against
+    kdagen.ops.segments.combine in float64 (any segment counts)."""
     from kdagen.ops.segments import combine
-    gen = torch.Generator().manual_seed(3)
-    N, S, HV, K = 2, 3, 2, 4
-    M = 0.5 * torch.randn(N * S, HV, K, K, generator=gen, dtype=torch.float64)
-    B = torch.randn(N * S, HV, K, K, generator=gen, dtype=torch.float64)
-    first = torch.randn(N, HV, K, K, generator=gen, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(3 + D)
+    N, S, HV = 2, 3, 2
+    M = torch.randn(N * S, HV, D, D, generator=gen, dtype=torch.float64) / D ** 0.5
+    B = torch.randn(N * S, HV, D, D, generator=gen, dtype=torch.float64)
+    first = torch.randn(N, HV, D, D, generator=gen, dtype=torch.float64) if h0 else torch.zeros(N, HV, D, D,
+                                                                                                 dtype=torch.float64)
     want = combine(M, B, first, [S] * N, v_first)
-    got = segmented.chain(M.float(), B.float(), first.float(), S, v_first)
-    assert got.dtype == torch.float32 and torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5)
+    got = segmented.chain(M.float(), B.float(), first.float() if h0 else None, S, v_first)
+    assert got.dtype == torch.float32 and got.shape == B.shape
+    assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-5), (got.double() - want).abs().max()
     assert torch.equal(got[::S], first.float())               # each sequence's first segment starts from h0
+    assert torch.equal(segmented.chain(M.float(), B.float(), first.float() if h0 else None, S, v_first), got)
+
+
+def test_the_chain_names_a_state_it_cannot_take():
+    with pytest.raises(ValueError, match="D × D state"):
+        segmented.chain(*(torch.zeros(2, 1, 48, 48) for _ in range(2)), None, 2, False)

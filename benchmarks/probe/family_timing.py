@@ -1,8 +1,8 @@
 """Forward time of each kernel family on a GPU, and where it goes: `python benchmarks/probe/family_timing.py
 [--one-cta] [--cut TOKENS] [BxTxHxD ...]` (default: three bench shapes with 32 or more (sequence, head) pairs;
 --one-cta adds wgmma64 with its recurrence in one CTA per (sequence, head), not split over value rows:
-wgmma64.forward.SPLIT_VALUE; --cut adds each family with the inference forward cut into segments of TOKENS tokens on
-its own kernels, kdagen.ops.segmented).
+wgmma64.forward.SPLIT_VALUE; every row runs uncut (KDAGEN_CUT=off) except those --cut adds: each family with the
+inference forward cut into segments of TOKENS tokens on its own kernels, kdagen.ops.segmented).
 
 For the bench's ops and inputs (kdagen.bench) at a few shapes, times kdagen's inference forward (no grad)
 with KDAGEN_FAMILY set to each family that serves it, by CUDA events around one call (median of 30 after 5
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import kdagen  # noqa: E402
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
-from kdagen.ops import launcher, segmented  # noqa: E402
+from kdagen.ops import launcher  # noqa: E402
 from kdagen.plan.families.wgmma64 import forward as wgmma64_forward  # noqa: E402
 
 SHAPES = [Shape(1, 8192, 64, 128), Shape(8, 4096, 32, 128), Shape(4, 4096, 16, 64)]
@@ -88,7 +88,7 @@ def main() -> None:
             for family, split, tokens in families:
                 os.environ["KDAGEN_FAMILY"] = family
                 planned_with(split)
-                segmented.SEGMENT_TOKENS = tokens
+                os.environ["KDAGEN_CUT"] = str(tokens) if tokens else "off"
                 fn = call(variant, s)
                 ms = time_ms(fn)
                 kernels = ", ".join(f"{k} {v:.3f}" for k, v in sorted(kernel_times(fn).items()) if v > 0.001)

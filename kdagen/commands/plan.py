@@ -11,6 +11,7 @@ EXAMPLE = """examples:
   kdagen plan --op kda --head-dim 128
   kdagen plan --op kda --use-gate-in-kernel --lower-bound -5 --inference   # the kernels of a no-grad call
   kdagen plan --op kda --inference --pairs 4              # ... with 4 (sequence, head) pairs: a long-chunk family
+  kdagen plan --op kda --inference --pairs 4 --tokens 65536   # ... and whether each sequence is cut into segments
   kdagen plan --op gdn --kernel recurrence                # one kernel's tables
   kdagen plan --op kda --json > plan.json
   kdagen plan --op kda --dot | dot -Tsvg > kernels.svg
@@ -21,6 +22,13 @@ def run(args) -> int:
     from ..ops.arguments import config_from_args
     from ..plan import PlanError, make_plan, problems
     from ..plan.describe import describe, to_dot
+    if args.sms < 1:
+        print(f"kdagen plan: --sms {args.sms}: a positive SM count", file=sys.stderr)
+        return 2
+    if args.tokens is not None and (not args.inference or args.pairs is None or args.tokens < 1):
+        print("kdagen plan: --tokens (a positive sequence length) goes with --inference and --pairs: the cut of an "
+              "inference forward into segments", file=sys.stderr)
+        return 2
     config = config_from_args(args).config()
     plan = make_plan(config.problem(), family=config.family, directions=config.directions,
                      few_pairs=config.few_pairs)
@@ -37,6 +45,11 @@ def run(args) -> int:
         sys.stdout.write(to_dot(plan))
     else:
         sys.stdout.write(describe(plan, args.kernel))
+        if args.tokens is not None:
+            from ..plan.cut import plan_cut
+            problem = config.problem()
+            cut = plan_cut(plan.family, args.pairs, args.tokens, problem.K, problem.V, args.sms, varlen=problem.varlen)
+            print(f"\nsegments ({args.pairs} pairs of {args.tokens} tokens, {args.sms} SMs): {cut.describe()}")
     found = problems(plan)
     if found:
         print(str(PlanError("verify: " + "; ".join(found))), file=sys.stderr)
@@ -52,3 +65,8 @@ def register(subparsers) -> None:
     out.add_argument("--json", action="store_true", help="the plan as JSON")
     out.add_argument("--dot", action="store_true", help="the kernel graph as Graphviz text")
     p.add_argument("--kernel", action="append", default=None, help="only this kernel's tables (repeatable)")
+    p.add_argument("--tokens", type=int, default=None, metavar="T",
+                   help="with --inference and --pairs: tokens per sequence; prints whether the forward cuts each "
+                        "sequence into segments, how long, and the cost model's times (docs/segments.md §5)")
+    p.add_argument("--sms", type=int, default=132, metavar="N",
+                   help="SMs the cut is planned for (default 132, an H200; a call reads its device's count)")

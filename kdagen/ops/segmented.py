@@ -6,12 +6,11 @@ where sequences do — so a fixed-length batch [B, T] cut into S segments of T/S
 is the batch [B·S, T/S] with the same workspace. Here the prepare runs once on that view and the recurrence three
 times over the segments in parallel:
 1. from state 0 with v (final states: B of every segment) and from the identity with v = 0 (final states: M);
-2. the chain across each sequence's segments (S_in of segment j + 1 = M_j·S_in_j + B_j, in order, float64);
+2. the chain across each sequence's segments (S_in of segment j + 1 = M_j·S_in_j + B_j, in order), one launch;
 3. from every segment's exact incoming state: o and the final states.
 Exact like the op-level cut (no decay is trusted to forget). Forward only (no workspace is kept for a
 backward), K = V (the identity is a K × K state), fixed-length batches (a varlen cut needs the lengths on the
-host), and only where the uncut recurrence leaves at least half the SMs idle. Off until timed on a GPU:
-SEGMENT_TOKENS (tokens per segment) None.
+host), and where the planner's cost model says it pays (kdagen.plan.cut; KDAGEN_CUT overrides it).
 """
 from __future__ import annotations
 
@@ -19,10 +18,11 @@ import functools
 
 import torch
 
+from ..paths import templates_dir
+from ..plan.cut import Cut, plan_cut
+from ..runtime import env as runtime_env
 from .launcher import Workspaces, run_kernels, scalar_values
-from .segments import CHUNK_ALIGN
 
-SEGMENT_TOKENS: int | None = None
 H200_SMS = 132                       # the SM count the CPU emulator's calls are judged by
 
 
@@ -31,32 +31,48 @@ def sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else H200_SMS
 
 
-def segments_of(v: torch.Tensor, varlen: bool, keep: bool, K: int, V: int, tokens: int | None) -> int:
-    """How many segments each sequence of a call with value tensor v [B, T, HV, V] is cut into: 1 (not cut)
-    unless `tokens` (a multiple of the chunk alignment) is set and the call is a fixed-length inference call with
-    K = V, T a multiple of `tokens` longer than it, whose uncut recurrence (V/64 CTAs per (sequence, head)) leaves
-    at least half the SMs idle."""
-    if tokens is None or keep or varlen or K != V or tokens % CHUNK_ALIGN:
-        return 1
+def cut_of(family: str, v: torch.Tensor, varlen: bool, keep: bool, K: int, V: int) -> Cut:
+    """The planner's cut (kdagen.plan.cut) of a call with value tensor v [B, T, HV, V] on v's device, under
+    KDAGEN_CUT."""
     B, T, HV = v.shape[:3]
-    if 2 * B * HV * max(1, V // 64) > sm_count(v.device):
-        return 1
-    return T // tokens if T > tokens and T % tokens == 0 else 1
+    return plan_cut(family, B * HV, T, K, V, sm_count(v.device), varlen=varlen, keep=keep, tokens=runtime_env.cut())
 
 
-def chain(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor, S: int, v_first: bool) -> torch.Tensor:
-    """The incoming state of every segment [N·S, HV, ·, ·] (segment j of sequence n at n·S + j) from the segments'
-    maps M, B (same layout) and each sequence's initial state `first` [N, HV, ·, ·]: S − 1 positions in order, two
-    launches each (a product and an add into place), in float64 — the maps are small, and so no TF32 setting of
-    torch's matmuls can round the carried state."""
-    N = first.shape[0]
-    M64, B64 = (t.double().view(N, S, *t.shape[1:]) for t in (M, B))
-    h = torch.empty_like(B64)
-    h[:, 0] = first
-    for j in range(1, S):
-        prev = h[:, j - 1]
-        torch.add(prev @ M64[:, j - 1] if v_first else M64[:, j - 1] @ prev, B64[:, j - 1], out=h[:, j])
-    return h.flatten(0, 1).float()
+CHAIN_PARAMS = ("const float*", "const float*", "const float*", "float*", "int", "int", "int", "int")
+CHAIN_COLS, CHAIN_STAGE = 8, 32      # state columns per CTA, rows of M staged at a time (templates/segments/chain.cu)
+
+
+def chain_source() -> str:
+    return (templates_dir() / "segments" / "chain.cu").read_text()
+
+
+@functools.cache
+def _emulated_chain():
+    from ..codegen import emulate
+    return emulate.build_source(chain_source(), [("segment_chain", CHAIN_PARAMS)], header_groups=())
+
+
+def chain_module(device: torch.device):
+    """The module of the chain kernel: compiled for the GPU (kdagen.runtime: memo, disk cache, NVRTC), or the
+    CPU emulator's build for CPU tensors."""
+    if device.type != "cuda":
+        return _emulated_chain()
+    from .. import runtime
+    return runtime.load_module("segment_chain", chain_source(), device=device)
+
+
+def chain(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor | None, S: int, v_first: bool) -> torch.Tensor:
+    """The incoming state of every segment [N·S, HV, D, D] (segment j of sequence n at n·S + j) from the segments'
+    maps M, B (same layout, fp32, contiguous) and each sequence's initial state `first` [N, HV, D, D] (None: zero):
+    S_in(j + 1) = M_j·S_in(j) + B_j (state_v_first: S_in(j)·M_j + B_j), one launch of templates/segments/chain.cu
+    (fp32 FMAs in a fixed order: no TF32 setting rounds the carried state)."""
+    NS, HV, D = B.shape[0], B.shape[1], B.shape[-1]
+    if D % CHAIN_STAGE or not CHAIN_STAGE <= D <= 128:
+        raise ValueError(f"the segment chain takes a D × D state with D a multiple of {CHAIN_STAGE} up to 128, got {D}")
+    h_in = torch.empty_like(B)
+    chain_module(B.device).launch("segment_chain", (NS // S * HV, D // CHAIN_COLS), (D,),
+                                  [M, B, first, h_in, S, HV, D, int(v_first)])
+    return h_in
 
 
 def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final_state: bool, alloc):
@@ -92,9 +108,8 @@ def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final
     run(torch.zeros_like(view[value]), eye, scratch, maps[1])
     # 2. every segment's incoming state, sequence by sequence in order
     first = x.get("initial_state")
-    if first is None:
-        first = torch.zeros((B, *state[1:]), dtype=torch.float32, device=device)
-    h0 = chain(maps[1], maps[0], first, S, schedule.plan.problem["state_layout"] == "vk")
+    h0 = chain(maps[1], maps[0], None if first is None else first.contiguous(), S,
+               schedule.plan.problem["state_layout"] == "vk")
     # 3. every segment from its exact incoming state
     o = alloc(view[value].shape, dtype=v.dtype, device=device)
     ht = alloc(state, dtype=torch.float32, device=device) if output_final_state else None

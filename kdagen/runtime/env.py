@@ -13,6 +13,8 @@ KDAGEN_PRECOMPILE  configurations to compile when kdagen is imported, separated 
 KDAGEN_FAMILY      a kernel family to use instead of the planner's choice (`kdagen plan` lists them)
 KDAGEN_SEGMENTS    sequence parallelism inside one GPU (docs/segments.md): off (default), auto (cuts nothing on
                    today's kernels, measured slower at every shape) or tokens per segment
+KDAGEN_CUT         an inference forward cut into segments on the family's own kernels (docs/segments.md §4-5):
+                   auto (default: where the planner's cost model says it pays), off, or tokens per segment
 """
 from __future__ import annotations
 
@@ -71,6 +73,19 @@ def segments() -> str:
     if value == "auto" or value.isdigit() and int(value) > 0:
         return value
     raise ValueError(f"KDAGEN_SEGMENTS={os.environ['KDAGEN_SEGMENTS']!r}: expected off, auto or a number of tokens")
+
+
+def cut() -> int | str:
+    """KDAGEN_CUT as "auto" (also when unset), "off", or a positive number of tokens per segment; anything else
+    is an error naming it."""
+    value = os.environ.get("KDAGEN_CUT", "").strip().lower()
+    if value in ("", "auto"):
+        return "auto"
+    if value in _FALSE:
+        return "off"
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise ValueError(f"KDAGEN_CUT={os.environ['KDAGEN_CUT']!r}: expected auto, off or a number of tokens")
 
 
 def precompile_list() -> list[str]:

@@ -58,11 +58,13 @@ CUT_CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(CUT_CASES))
-def test_an_inference_forward_cut_on_the_kernels_matches_float64(monkeypatch, name):
-    """kdagen.ops.segmented (off by default): o and the final state of an inference call cut every 4096 tokens
-    against float64, within today's bounds; two runs bitwise equal; the cut did run."""
+@pytest.mark.parametrize("name, setting", [(name, "4096") for name in sorted(CUT_CASES)] + [("weak-decay-k128", "auto")])
+def test_an_inference_forward_cut_on_the_kernels_matches_float64(monkeypatch, name, setting):
+    """kdagen.ops.segmented: o and the final state of an inference call cut every 4096 tokens (KDAGEN_CUT), or
+    where the planner's model puts the cuts (the default), against float64 within today's bounds; two runs bitwise
+    equal; the cut did run."""
     from kdagen.ops import segmented
+    from kdagen.plan.cut import plan_cut
     op, options, shape = CUT_CASES[name]
     options = {"output_final_state": True, **options}
     x = ops_gpu.case_inputs(op, options, **shape, seed=13)
@@ -71,13 +73,15 @@ def test_an_inference_forward_cut_on_the_kernels_matches_float64(monkeypatch, na
     opt = reference_options(op, **options, **{n: x[n] for n in ("A_log", "dt_bias") if n in x})
     o_ref, ht_ref = reference.chunked(x, opt, 64)
     cuts = []
-    monkeypatch.setattr(segmented, "SEGMENT_TOKENS", 4096)
+    monkeypatch.setenv("KDAGEN_CUT", setting)
     monkeypatch.setattr(segmented, "launch_cut", lambda *a, _cut=segmented.launch_cut, **k: cuts.append(a[4]) or
                         _cut(*a, **k))
     with torch.no_grad():
         (o, ht, _), (o2, ht2, _) = [ops_gpu.call_kdagen(op, x, options, grad=False) for _ in range(2)]
     errors = {"o": ops_gpu.rel_l2(o, o_ref), "final_state": ops_gpu.rel_l2(ht, ht_ref)}
-    print(f"\n[{name} cut every 4096] " + " ".join(f"{n}={e:.2e}" for n, e in errors.items()))
-    assert cuts == [shape["T"] // 4096] * 2, cuts   # both runs cut, every 4096 tokens
+    print(f"\n[{name} KDAGEN_CUT={setting}: {cuts}] " + " ".join(f"{n}={e:.2e}" for n, e in errors.items()))
+    K, HV = shape["K"], shape["H"] * shape["G"]
+    planned = plan_cut("wgmma64", HV, shape["T"], K, K, segmented.sm_count(o.device)).segments
+    assert cuts == [shape["T"] // 4096 if setting == "4096" else planned] * 2 and cuts[0] > 1, cuts   # both cut
     assert all(e <= ops_gpu.BOUNDS[n] for n, e in errors.items()), errors
     assert torch.equal(o, o2) and torch.equal(ht, ht2) and ht.is_contiguous()

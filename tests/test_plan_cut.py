@@ -1,0 +1,70 @@
+"""The planner's cut of an inference forward into segments (kdagen.plan.cut): which calls can be cut, where the
+cost model cuts by default at the bench's shapes on the H200's 132 SMs, KDAGEN_CUT, and `kdagen plan --tokens`."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kdagen.cli import main
+from kdagen.ops import segmented
+from kdagen.plan.cut import CUT_MARGIN, plan_cut
+
+
+@pytest.mark.parametrize("T, pairs, varlen, keep, K, V, tokens, expected", [
+    (256, 2, False, False, 64, 64, 64, 4),
+    (256, 2, False, False, 64, 64, "off", 1),
+    (256, 2, False, True, 64, 64, 64, 1),        # a training call keeps the uncut forward's workspaces
+    (256, 2, True, False, 64, 64, 64, 1),        # varlen: the lengths would need a host read
+    (256, 2, False, False, 64, 128, 64, 1),      # K ≠ V: no K × K identity state
+    (256, 2, False, False, 64, 64, 96, 1),       # not a multiple of the chunk
+    (200, 2, False, False, 64, 64, 64, 1),       # T not a multiple of the segment
+    (64, 2, False, False, 64, 64, 64, 1),        # one segment would hold the whole sequence
+    (256, 68, False, False, 64, 64, 64, 4),      # a length given cuts whatever the model says
+])
+def test_which_calls_can_be_cut(T, pairs, varlen, keep, K, V, tokens, expected):
+    cut = plan_cut("wgmma64", pairs, T, K, V, 132, varlen=varlen, keep=keep, tokens=tokens)
+    assert cut.segments == expected, cut
+    assert cut.segments == 1 or cut.tokens * cut.segments == T
+
+
+@pytest.mark.parametrize("pairs, T, K, expected", [
+    (4, 65536, 128, (16, 4096)),     # the long-context shape: 8 of 132 SMs busy uncut
+    (16, 32768, 128, None),          # three passes over every token cost more than the 32-CTA walk
+    (64, 8192, 128, None),
+    (64, 4096, 64, None),
+    (1, 8192, 128, (8, 1024)),
+    (8, 1000 * 64, 128, None),       # no length of 1024·2^i divides 64000 tokens
+])
+def test_where_the_model_cuts_by_default(pairs, T, K, expected):
+    cut = plan_cut("wgmma64", pairs, T, K, K, 132)
+    assert (cut.segments, cut.tokens) == (expected or (1, T)), cut
+    if expected:
+        assert cut.cut_us < CUT_MARGIN * cut.uncut_us
+        # the chosen length is the model's best: no other power-of-two length is modelled faster
+        others = [plan_cut("wgmma64", pairs, T, K, K, 132, tokens=t) for t in (1024, 2048, 8192, 16384)]
+        assert all(o.cut_us >= cut.cut_us for o in others if o.segments > 1)
+
+
+def test_kdagen_cut_setting(monkeypatch):
+    v = torch.empty(1, 65536, 4, 128, device="meta")
+    monkeypatch.delenv("KDAGEN_CUT", raising=False)
+    assert segmented.cut_of("wgmma64", v, False, False, 128, 128).segments == 16
+    monkeypatch.setenv("KDAGEN_CUT", "off")
+    assert segmented.cut_of("wgmma64", v, False, False, 128, 128).segments == 1
+    monkeypatch.setenv("KDAGEN_CUT", "8192")
+    assert segmented.cut_of("wgmma64", v, False, False, 128, 128).segments == 8
+    monkeypatch.setenv("KDAGEN_CUT", "half")
+    with pytest.raises(ValueError, match="KDAGEN_CUT='half'"):
+        segmented.cut_of("wgmma64", v, False, False, 128, 128)
+
+
+def test_kdagen_plan_prints_the_cut(capsys):
+    assert main(["plan", "--op", "kda", "--inference", "--pairs", "4", "--tokens", "65536", "--kernel",
+                 "recurrence"]) == 0
+    out = capsys.readouterr().out
+    assert "cut into 16 segments of 4096 tokens" in out
+    assert main(["plan", "--op", "kda", "--inference", "--pairs", "16", "--tokens", "32768", "--kernel",
+                 "recurrence"]) == 0
+    assert "not cut: the best cut" in capsys.readouterr().out
+    assert main(["plan", "--op", "kda", "--tokens", "65536", "--kernel", "recurrence"]) == 2
+    assert "--tokens" in capsys.readouterr().err
