@@ -42,6 +42,7 @@ CHAIN_PARAMS = ("const float*", "const float*", "const float*", "float*", "int",
 CHAIN_COLS, CHAIN_STAGE = 8, 32      # state columns per CTA, rows of M staged at a time (templates/segments/chain.cu)
 
 
+@functools.cache
 def chain_source() -> str:
     return (templates_dir() / "segments" / "chain.cu").read_text()
 
@@ -57,8 +58,13 @@ def chain_module(device: torch.device):
     CPU emulator's build for CPU tensors."""
     if device.type != "cuda":
         return _emulated_chain()
+    return _compiled_chain(torch.cuda.current_device() if device.index is None else device.index)
+
+
+@functools.cache
+def _compiled_chain(index: int):
     from .. import runtime
-    return runtime.load_module("segment_chain", chain_source(), device=device)
+    return runtime.load_module("segment_chain", chain_source(), device=index)
 
 
 def chain(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor | None, S: int, v_first: bool) -> torch.Tensor:

@@ -7,9 +7,10 @@
 // Sᵀ with v_first): X(j + 1) = A_j · X(j) + B_jᵀ-as-X, A_j = M_j (kv) or M_jᵀ (v_first).
 //
 // The columns of X are independent, so one CTA takes CHAIN_COLS of them for one (n, h) and walks the S segments in
-// order; thread r owns row r (D threads, D = K = V ≤ 128). Per segment, A_j is staged through shared memory
-// CHAIN_STAGE columns at a time (coalesced reads of M_j in either layout) and each thread sums its row in fp32 FMAs
-// in a fixed order: deterministic, and no TF32 rounding of the carried state.
+// order; thread r owns row r (D threads, D = K = V, a multiple of CHAIN_STAGE up to 128). Per segment, A_j is
+// staged through shared memory CHAIN_STAGE columns at a time (coalesced reads of M_j in either layout, prefetched
+// into registers a stage ahead) and each thread sums its row in fp32 FMAs in a fixed order: deterministic, and no
+// TF32 rounding of the carried state.
 #define CHAIN_COLS 8
 #define CHAIN_STAGE 32
 #define CHAIN_MAX_D 128
@@ -24,30 +25,51 @@ extern "C" __global__ void __launch_bounds__(CHAIN_MAX_D) segment_chain(
   __shared__ float x[CHAIN_MAX_D][CHAIN_COLS];             // X(j): this CTA's columns
   __shared__ float a[CHAIN_MAX_D][CHAIN_STAGE + 1];        // A_j[:, m0 : m0 + CHAIN_STAGE] (+1: no bank conflicts)
   const int n = blockIdx.x / HV, head = blockIdx.x % HV, col0 = blockIdx.y * CHAIN_COLS, r = threadIdx.x;
-  const long mat = (long)D * D;
-  const long pair0 = ((long)n * S * HV + head) * mat;      // segment 0 of (n, head); segment j is j·HV·mat further
-  float acc[CHAIN_COLS];
+  const long mat = (long)D * D, step = (long)HV * mat;    // one state; segment j + 1 of a pair is `step` further
+  const long pair0 = ((long)n * S * HV + head) * mat;      // segment 0 of (n, head)
+  const int stages = D / CHAIN_STAGE;
+  float acc[CHAIN_COLS], b_next[CHAIN_COLS], staged[CHAIN_STAGE];
+  // The maps are all there before the chain starts, so their reads form one stream independent of the sums:
+  // each stage's values (and each segment's B) are loaded into registers one stage (one segment) ahead, and the
+  // loads of a stage are all in flight together.
+  // Thread r stages the values k = 0 .. CHAIN_STAGE - 1 of A_j[:, m0 : m0 + CHAIN_STAGE] (D threads, D ·
+  // CHAIN_STAGE values). kv: A[row, m] = M[row·D + m], consecutive threads take consecutive m (row k·D/32 + r/32,
+  // m = r % 32); v_first: A[row, m] = M[m·D + row], consecutive threads consecutive rows (row r, m = k).
+  const int row0 = v_first ? r : r / CHAIN_STAGE, row_k = v_first ? 0 : D / CHAIN_STAGE;
+  const int m_r = v_first ? 0 : r % CHAIN_STAGE, m_k = v_first ? 1 : 0;
+  const long at0 = v_first ? r : (long)row0 * D + m_r, at_k = v_first ? D : (long)row_k * D;
+  const long at_m0 = v_first ? D : 1;                      // the offset of the stage's first column per m0
+  const auto load_stage = [&](long seg, int m0) {
+    const float* src = M + seg + at0 + m0 * at_m0;
+#pragma unroll
+    for (int k = 0; k < CHAIN_STAGE; ++k) staged[k] = src[k * at_k];
+  };
   const float* f = first ? first + ((long)n * HV + head) * mat : nullptr;
 #pragma unroll
-  for (int c = 0; c < CHAIN_COLS; ++c) acc[c] = f ? f[chain_at(r, col0 + c, D, v_first)] : 0.f;
+  for (int c = 0; c < CHAIN_COLS; ++c) {
+    acc[c] = f ? f[chain_at(r, col0 + c, D, v_first)] : 0.f;
+    b_next[c] = S > 1 ? B[pair0 + chain_at(r, col0 + c, D, v_first)] : 0.f;
+  }
+  if (S > 1) load_stage(pair0, 0);
   for (int j = 0;; ++j) {
-    const long seg = pair0 + (long)j * HV * mat;
+    const long seg = pair0 + j * step;
 #pragma unroll
     for (int c = 0; c < CHAIN_COLS; ++c) h_in[seg + chain_at(r, col0 + c, D, v_first)] = acc[c];
     if (j == S - 1) break;
 #pragma unroll
     for (int c = 0; c < CHAIN_COLS; ++c) {
       x[r][c] = acc[c];
-      acc[c] = B[seg + chain_at(r, col0 + c, D, v_first)];
+      acc[c] = b_next[c];
+      if (j + 2 < S) b_next[c] = B[seg + step + chain_at(r, col0 + c, D, v_first)];
     }
-    for (int m0 = 0; m0 < D; m0 += CHAIN_STAGE) {
+    for (int s = 0; s < stages; ++s) {
       __syncthreads();                                     // x written; the previous stage of a read
-      for (int i = r; i < D * CHAIN_STAGE; i += blockDim.x) {
-        // kv: A[row, m] = M[row·D + m], consecutive m contiguous; v_first: A[row, m] = M[m·D + row], rows contiguous
-        const int row = v_first ? i % D : i / CHAIN_STAGE, m = v_first ? i / D : i % CHAIN_STAGE;
-        a[row][m] = M[seg + (v_first ? (long)(m0 + m) * D + row : (long)row * D + m0 + m)];
-      }
+#pragma unroll
+      for (int k = 0; k < CHAIN_STAGE; ++k) a[row0 + k * row_k][m_r + k * m_k] = staged[k];
       __syncthreads();
+      if (s + 1 < stages) load_stage(seg, (s + 1) * CHAIN_STAGE);   // the next stage, while this one sums
+      else if (j + 2 < S) load_stage(seg + step, 0);                // the next segment's first stage
+      const int m0 = s * CHAIN_STAGE;
 #pragma unroll 8
       for (int m = 0; m < CHAIN_STAGE; ++m) {
         const float coef = a[r][m];

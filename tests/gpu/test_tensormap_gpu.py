@@ -29,11 +29,11 @@ def encodes(monkeypatch):
 
 def test_an_encoding_is_made_once_per_address_and_layout(encodes):
     t = torch.zeros(4, 64, 64, dtype=torch.bfloat16, device="cuda")
-    first = tensormap.encode_tiled(t, (64, 64), 128)
-    assert tensormap.encode_tiled(t, (64, 64), 128) == first and len(encodes) == 1
+    first = tensormap.encode_tiled(t, (64, 64, 1), 128)
+    assert tensormap.encode_tiled(t, (64, 64, 1), 128) == first and len(encodes) == 1
     # another box, another view of the same storage, another address: each its own encoding, with its own bytes
-    others = [tensormap.encode_tiled(t, (64, 32), 128), tensormap.encode_tiled(t[1:], (64, 64), 128),
-              tensormap.encode_tiled(t.view(4, 32, 128), (64, 32), 128)]
+    others = [tensormap.encode_tiled(t, (64, 32, 1), 128), tensormap.encode_tiled(t[1:], (64, 64, 1), 128),
+              tensormap.encode_tiled(t.view(4, 32, 128), (64, 32, 1), 128)]
     assert len(encodes) == 4 and len({m.data for m in [first, *others]}) == 4
 
 
