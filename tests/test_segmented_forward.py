@@ -23,6 +23,11 @@ CASES = {
     # a per-head decay, state_v_first, GVA 2, no initial state
     "gdn_vfirst_gva2": ("gdn", dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, state_v_first=True),
                         dict(B=1, T=256, H=1, G=2, K=64, V=64, h0=False)),
+    # head dim 128: the recurrence's value rows over two CTAs, so its maps pass runs (one launch, grid z doubled);
+    # a log decay ≈ −1e-3 per token, so each segment's map M carries its incoming state to the end almost whole
+    "kda_weak_k128": ("kda", dict(use_qk_l2norm_in_kernel=True), dict(B=1, T=128, H=1, K=128, V=128, weak=True)),
+    "gdn_weak_vfirst_k128": ("gdn", dict(use_qk_l2norm_in_kernel=True, state_v_first=True),
+                             dict(B=1, T=128, H=1, K=128, V=128, weak=True)),
     # an unbounded per-channel gate, state_v_first with an initial state, two q/k heads
     "kda_softplus_vfirst_h2": ("kda", dict(use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
                                            state_v_first=True), dict(B=1, T=192, H=2, K=64, V=64)),
@@ -32,9 +37,12 @@ CASES = {
 def run(name: str, family: str, tokens: int | None, monkeypatch, output_final_state=True):
     op, options, shape = CASES[name]
     shape = dict(shape)
-    h0 = shape.pop("h0", True)
+    h0, weak = shape.pop("h0", True), shape.pop("weak", False)
     opt = Options(op=op, **options)
     xk, xr = kernel_inputs(opt, seed=5, **shape)
+    if weak:
+        g = (-1e-3 * torch.rand(xk["g"].shape, generator=torch.Generator().manual_seed(6))).to(xk["g"].dtype)
+        xk["g"], xr["g"] = g, g.double()
     if not h0:
         xk.pop("initial_state", None)
         xr.pop("initial_state", None)
@@ -50,7 +58,17 @@ def run(name: str, family: str, tokens: int | None, monkeypatch, output_final_st
 @needs_emulation
 @pytest.mark.parametrize("name, family", [(name, "wgmma64") for name in sorted(CASES)] + [("kda_lb", "mma16")])
 def test_a_cut_forward_matches_float64_and_the_uncut_one(name, family, monkeypatch):
-    o_cut, ht_cut, saved, xr, opt = run(name, family, 64, monkeypatch)     # four segments of one chunk each
+    grids = []
+    real = segmented.run_kernels
+    monkeypatch.setattr(segmented, "run_kernels", lambda launches, module, values, direction: grids.extend(
+        (launch[0], tuple(launch[1]), values.get("maps_pass", 0)) for launch in launches) or real(
+        launches, module, values, direction))
+    o_cut, ht_cut, saved, xr, opt = run(name, family, 64, monkeypatch)     # a segment per chunk
+    recurrences = [(grid, maps) for kernel, grid, maps in grids if kernel == "recurrence"]
+    if "k128" in name:      # the maps pass on the doubled grid, then the ordinary pass
+        assert [maps for _, maps in recurrences] == [1, 0] and recurrences[0][0][2] == 2 * recurrences[1][0][2]
+    else:
+        assert [maps for _, maps in recurrences] == [0, 0, 0]
     o, ht, *_ = run(name, family, None, monkeypatch)
     o_ref, ht_ref = chunked(xr, opt, 16)
     assert saved is None and ht_cut.is_contiguous() and ht_cut.shape == ht.shape

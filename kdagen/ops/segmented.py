@@ -3,11 +3,12 @@
 The op-level cut (kdagen.ops.segments) calls the whole op three times, so the token-parallel prepare runs three
 times, twice on doubled heads. The prepare's workspace is chunk-local — it depends on where chunks start, not on
 where sequences do — so a fixed-length batch [B, T] cut into S segments of T/S tokens (a multiple of the chunk)
-is the batch [B·S, T/S] with the same workspace. Here the prepare runs once on that view and the recurrence three
-times over the segments in parallel:
-1. from state 0 with v (final states: B of every segment) and from the identity with v = 0 (final states: M);
+is the batch [B·S, T/S] with the same workspace. Here the prepare runs once on that view and the recurrence over
+the segments in parallel, twice:
+1. from state 0 with v (final states: B of every segment) and from the identity with v = 0 (final states: M) —
+   one launch of the wgmma64 recurrence's maps pass (its grid doubled, no o), or two ordinary launches;
 2. the chain across each sequence's segments (S_in of segment j + 1 = M_j·S_in_j + B_j, in order), one launch;
-3. from every segment's exact incoming state: o and the final states.
+3. once more from every segment's exact incoming state: o and the final states.
 Exact like the op-level cut (no decay is trusted to forget). Forward only (no workspace is kept for a
 backward), K = V (the identity is a K × K state), fixed-length batches (a varlen cut needs the lengths on the
 host), and where the planner's cost model says it pays (kdagen.plan.cut; KDAGEN_CUT overrides it).
@@ -83,8 +84,8 @@ def chain(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor | None, S: int, 
 
 def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final_state: bool, alloc):
     """(o, final state or None, the workspaces) of the forward of x (fixed-length [B, T, ...] tensors,
-    initial_state [B, ...]) with each sequence cut into S segments of T/S tokens: the prepare once, the recurrence
-    three times (module doc)."""
+    initial_state [B, ...]) with each sequence cut into S segments of T/S tokens: the prepare once, then the recurrence's
+    maps pass, the chain and its ordinary pass (module doc)."""
     value = schedule.value
     v = x[value]
     B, T = v.shape[:2]
@@ -103,15 +104,21 @@ def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final
     prepare, recurrence = sized.launches[:-1], sized.launches[-1:]
     run_kernels(prepare, module, values, "forward")
 
-    def run(v_in, h0, o, ht):
-        run_kernels(recurrence, module, {**values, "v": v_in, "h0": h0, "o": o, "ht": ht}, "forward")
+    def run(v_in, h0, o, ht, launches=recurrence, maps_pass=0):
+        run_kernels(launches, module, {**values, "v": v_in, "h0": h0, "o": o, "ht": ht, "maps_pass": maps_pass},
+                    "forward")
 
-    # 1. every segment's affine map: B from 0 with v, M from the identity with v = 0 (o is not kept)
-    scratch = alloc(view[value].shape, dtype=v.dtype, device=device)
+    # 1. every segment's affine map: B from 0 with v, M from the identity with v = 0
     maps = alloc((2, *state), dtype=torch.float32, device=device)
-    run(view[value], None, scratch, maps[0])
-    eye = torch.eye(state[-1], dtype=torch.float32, device=device).expand(state).contiguous()
-    run(torch.zeros_like(view[value]), eye, scratch, maps[1])
+    if any(key == "maps_pass" for *_, params in recurrence for _, key, _, _ in params):
+        # one launch, the grid doubled in z: the B's, then the M's (templates/wgmma64/recurrence.cu.j2)
+        doubled = [(name, (grid[0], grid[1], 2 * grid[2]), *rest) for name, grid, *rest in recurrence]
+        run(view[value], None, None, maps, doubled, maps_pass=1)
+    else:                                                 # two ordinary launches (o of both is discarded)
+        scratch = alloc(view[value].shape, dtype=v.dtype, device=device)
+        run(view[value], None, scratch, maps[0])
+        eye = torch.eye(state[-1], dtype=torch.float32, device=device).expand(state).contiguous()
+        run(torch.zeros_like(view[value]), eye, scratch, maps[1])
     # 2. every segment's incoming state, sequence by sequence in order
     first = x.get("initial_state")
     h0 = chain(maps[1], maps[0], None if first is None else first.contiguous(), S,

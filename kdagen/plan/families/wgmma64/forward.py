@@ -227,7 +227,8 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
              global_reads=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "v", "ws_decay_total",
                            "ws_beta"],
              note="one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies"),
-        Step("state_in", "consumer", "wgmma_acc", global_reads=["h0"], note="Sᵀ rows of this warp group from h0 or 0"),
+        Step("state_in", "consumer", "wgmma_acc", global_reads=["h0"],
+             note="Sᵀ rows of this warp group from h0 or 0 (the maps pass: 0, or I in the second half of the grid)"),
         Step("state_products", "consumer", "wgmma_acc", reads=["k_decayed", "q_decayed"], waits=["ready"], loop=True,
              note="Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16)"),
         Step("delta", "consumer", "wgmma_acc", reads=["v", "beta"], loop=True, note="Xᵀ = β⊙(vᵀ − Pᵀ)"),
@@ -243,6 +244,8 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
     ]
     params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
     params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
+    if slices > 1:       # the maps pass of a cut forward (docs/segments.md §4): grid z doubled, o not written
+        params.append(Param("maps_pass", "i32"))
     # the roles share the register file by setmaxnreg quotas; a CTA of SPLIT_VALUE (one producer and one consumer
     # group, 256 threads) has 255 registers per thread at entry already, so it moves none
     quotas = slices == 1
