@@ -93,7 +93,8 @@ def _unit(header_groups, kernels_text: str, signatures: dict[str, list[str]]) ->
 def host_source(plan: Plan, recurrence, kernels) -> str:
     """The host translation unit of a plan's kernels."""
     text = "\n".join(render_kernel(plan, k, recurrence) for k in kernels)
-    return _unit(plan.headers, text, {k.name: [param_ctype(p) for p in k.params] for k in kernels})
+    return _unit(plan.headers, text, {name: [param_ctype(p) for p in k.params] for k in kernels
+                                      for name in (k.name, *k.entries)})
 
 
 @functools.cache
@@ -162,7 +163,8 @@ def encode_tiled(tensor: torch.Tensor, box, swizzle: int = 0, dims=None, strides
 def build(plan: Plan, recurrence, kernels="forward") -> EmulatedModule:
     """The emulated module of a direction ("forward", "backward") or of the named kernels."""
     chosen = plan.direction(kernels) if isinstance(kernels, str) else [plan.kernel(n) for n in kernels]
-    return EmulatedModule(_compile(host_source(plan, recurrence, chosen)), {k.name: len(k.params) for k in chosen})
+    return EmulatedModule(_compile(host_source(plan, recurrence, chosen)),
+                          {name: len(k.params) for k in chosen for name in (k.name, *k.entries)})
 
 
 def build_source(cuda_text: str, kernels, header_groups=("common", "sm80", "sm90")) -> EmulatedModule:

@@ -89,8 +89,7 @@ class Sized:
         self.B, self.T = B, T
         self.sizes = sizes = launch_sizes(B=B, T=T, H=H, HV=HV, chunk=plan.chunk,
                                           num_seqs=N if schedule.varlen else None)
-        # maps_pass: 0, the recurrence's ordinary pass (a cut forward launches its maps pass with 1: segmented.py)
-        self.scalars = {"T": B * T if schedule.varlen else T, "N": N, "H": H, "HV": HV, "G": HV // H, "maps_pass": 0}
+        self.scalars = {"T": B * T if schedule.varlen else T, "N": N, "H": H, "HV": HV, "G": HV // H}
         self.inputs = tuple((name, label, dtype, _input_shape(kind, row, B, T, H, HV, K, V))
                             for name, label, dtype, kind, row in schedule.inputs)
         self.state = state_shape(plan, N, HV)

@@ -6,7 +6,8 @@ where sequences do — so a fixed-length batch [B, T] cut into S segments of T/S
 is the batch [B·S, T/S] with the same workspace. Here the prepare runs once on that view and the recurrence over
 the segments in parallel, twice:
 1. from state 0 with v (final states: B of every segment) and from the identity with v = 0 (final states: M) —
-   one launch of the wgmma64 recurrence's maps pass (its grid doubled, no o), or two ordinary launches;
+   one launch of the wgmma64 recurrence's maps pass (recurrence_maps: its grid doubled, no o), or two ordinary
+   launches;
 2. the chain across each sequence's segments (S_in of segment j + 1 = M_j·S_in_j + B_j, in order), one launch;
 3. once more from every segment's exact incoming state: o and the final states.
 Exact like the op-level cut (no decay is trusted to forget). Forward only (no workspace is kept for a
@@ -104,16 +105,15 @@ def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final
     prepare, recurrence = sized.launches[:-1], sized.launches[-1:]
     run_kernels(prepare, module, values, "forward")
 
-    def run(v_in, h0, o, ht, launches=recurrence, maps_pass=0):
-        run_kernels(launches, module, {**values, "v": v_in, "h0": h0, "o": o, "ht": ht, "maps_pass": maps_pass},
-                    "forward")
+    def run(v_in, h0, o, ht, launches=recurrence):
+        run_kernels(launches, module, {**values, "v": v_in, "h0": h0, "o": o, "ht": ht}, "forward")
 
     # 1. every segment's affine map: B from 0 with v, M from the identity with v = 0
     maps = alloc((2, *state), dtype=torch.float32, device=device)
-    if any(key == "maps_pass" for *_, params in recurrence for _, key, _, _ in params):
-        # one launch, the grid doubled in z: the B's, then the M's (templates/wgmma64/recurrence.cu.j2)
-        doubled = [(name, (grid[0], grid[1], 2 * grid[2]), *rest) for name, grid, *rest in recurrence]
-        run(view[value], None, None, maps, doubled, maps_pass=1)
+    if "recurrence_maps" in schedule.plan.kernel("recurrence").entries:
+        # one launch of the maps pass, the grid doubled in z: the B's, then the M's (templates/wgmma64/recurrence)
+        doubled = [("recurrence_maps", (grid[0], grid[1], 2 * grid[2]), *rest) for _, grid, *rest in recurrence]
+        run(view[value], None, None, maps, doubled)
     else:                                                 # two ordinary launches (o of both is discarded)
         scratch = alloc(view[value].shape, dtype=v.dtype, device=device)
         run(view[value], None, scratch, maps[0])

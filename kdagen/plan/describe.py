@@ -21,7 +21,10 @@ def kernel_table(k: Kernel) -> list[str]:
              f"-> <= {k.max_regs} regs/thread; shared memory {k.smem_bytes} B "
              f"({'dynamic' if k.smem_dynamic else 'static'})" + (f"; spills allowed {k.spill_allowance} B"
                                                                   if k.spill_allowance else ""),
-             f"  {k.note}", "", "  roles"]
+             f"  {k.note}"]
+    if k.entries:
+        lines.append(f"  further entry points (same parameters, a constant switched): {', '.join(k.entries)}")
+    lines += ["", "  roles"]
     lines += ["    " + x for x in _table(
         [[r.name, f"{r.warps[0]}..{r.warps[1] - 1}", r.threads, r.regs if r.regs is not None else "-",
           "setmaxnreg" if r.setmaxnreg else "cap", ", ".join(r.work)] for r in k.roles],

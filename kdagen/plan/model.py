@@ -235,6 +235,9 @@ class Kernel:
     smem_dynamic: bool = False              # above the 48 KiB static limit: extern __shared__ + attribute
     spill_allowance: int = 0                # bytes of spill stores accepted on purpose (0 = none)
     note: str = ""
+    # further extern "C" entry points the template renders beside `name`, with the same parameters (a variant
+    # compiled with a constant switched, e.g. recurrence_maps: the maps pass of a cut forward)
+    entries: list[str] = field(default_factory=list)
 
     def role(self, name: str) -> Role:
         return _named(self.roles, name, f"kernel {self.name!r} has no role")

@@ -228,7 +228,7 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
                            "ws_beta"],
              note="one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies"),
         Step("state_in", "consumer", "wgmma_acc", global_reads=["h0"],
-             note="Sᵀ rows of this warp group from h0 or 0 (the maps pass: 0, or I in the second half of the grid)"),
+             note="Sᵀ rows of this warp group from h0 or 0 (recurrence_maps: 0, or I in the second half of the grid)"),
         Step("state_products", "consumer", "wgmma_acc", reads=["k_decayed", "q_decayed"], waits=["ready"], loop=True,
              note="Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16)"),
         Step("delta", "consumer", "wgmma_acc", reads=["v", "beta"], loop=True, note="Xᵀ = β⊙(vᵀ − Pᵀ)"),
@@ -244,8 +244,6 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
     ]
     params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
     params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
-    if slices > 1:       # the maps pass of a cut forward (docs/segments.md §4): grid z doubled, o not written
-        params.append(Param("maps_pass", "i32"))
     # the roles share the register file by setmaxnreg quotas; a CTA of SPLIT_VALUE (one producer and one consumer
     # group, 256 threads) has 255 registers per thread at entry already, so it moves none
     quotas = slices == 1
@@ -265,5 +263,7 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
         pipelines=[Pipeline("chunk_ring", STAGES, "producer", ["consumer"], "ready", "free", list(RING), copy="tma")],
         steps=steps, params=params,
         options=Recurrence64Options(consumers, slices, STAGES, state_layout, varlen, dw),
+        # the maps pass of a cut forward (docs/segments.md §4): grid z doubled, the maps as final states, no o
+        entries=["recurrence_maps"] if slices > 1 else [],
         note="head-parallel: one CTA per (sequence, value head" + (", 64 value rows" if slices > 1 else "") +
              "); the state stays in registers for the whole sequence")
