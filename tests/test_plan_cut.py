@@ -22,40 +22,47 @@ from kdagen.plan.cut import CUT_MARGIN, plan_cut
     (256, 68, False, False, 64, 64, 64, 4),      # a length given cuts whatever the model says
 ])
 def test_which_calls_can_be_cut(T, pairs, varlen, keep, K, V, tokens, expected):
-    cut = plan_cut("wgmma64", pairs, T, K, V, 132, varlen=varlen, keep=keep, tokens=tokens)
+    cut = plan_cut("wgmma64", pairs, T, K, V, 132, maps_pass=True, varlen=varlen, keep=keep, tokens=tokens)
     assert cut.segments == expected, cut
     assert cut.segments == 1 or cut.tokens * cut.segments == T
 
 
-@pytest.mark.parametrize("pairs, T, K, expected", [
-    (4, 65536, 128, (16, 4096)),     # the long-context shape: 8 of 132 SMs busy uncut
-    (16, 32768, 128, None),          # three passes over every token cost more than the 32-CTA walk
-    (64, 8192, 128, None),
-    (64, 4096, 64, None),
-    (1, 8192, 128, (8, 1024)),
-    (8, 1000 * 64, 128, None),       # no length of 1024·2^i divides 64000 tokens
+@pytest.mark.parametrize("pairs, T, K, maps_pass, expected", [
+    (4, 65536, 128, True, (16, 4096)),    # the long-context shape: 8 of 132 SMs busy uncut
+    (16, 32768, 128, True, (4, 8192)),    # two passes over every token (the maps pass, the ordinary one) ...
+    (16, 32768, 128, False, None),        # ... but not three: they cost more than the 32-CTA walk
+    (64, 8192, 128, True, None),
+    (64, 4096, 64, False, None),
+    (1, 8192, 128, True, (8, 1024)),
+    (8, 1000 * 64, 128, True, None),      # no length of 1024·2^i divides 64000 tokens
 ])
-def test_where_the_model_cuts_by_default(pairs, T, K, expected):
-    cut = plan_cut("wgmma64", pairs, T, K, K, 132)
+def test_where_the_model_cuts_by_default(pairs, T, K, maps_pass, expected):
+    cut = plan_cut("wgmma64", pairs, T, K, K, 132, maps_pass=maps_pass)
     assert (cut.segments, cut.tokens) == (expected or (1, T)), cut
     if expected:
         assert cut.cut_us < CUT_MARGIN * cut.uncut_us
         # the chosen length is the model's best: no other power-of-two length is modelled faster
-        others = [plan_cut("wgmma64", pairs, T, K, K, 132, tokens=t) for t in (1024, 2048, 8192, 16384)]
+        others = [plan_cut("wgmma64", pairs, T, K, K, 132, maps_pass=maps_pass, tokens=t)
+                  for t in (1024, 2048, 4096, 8192, 16384)]
         assert all(o.cut_us >= cut.cut_us for o in others if o.segments > 1)
 
 
 def test_kdagen_cut_setting(monkeypatch):
+    from kdagen.plan import make_plan, problem_from_options
+    from kdagen.reference import Options
+    plan = make_plan(problem_from_options(Options(op="kda"), K=128, V=128, arch="sm_90a"), family="wgmma64",
+                     directions=("forward",))
+    assert segmented.has_maps_pass(plan)
     v = torch.empty(1, 65536, 4, 128, device="meta")
     monkeypatch.delenv("KDAGEN_CUT", raising=False)
-    assert segmented.cut_of("wgmma64", v, False, False, 128, 128).segments == 16
+    assert segmented.cut_of(plan, v, False, False, 128, 128).segments == 16
     monkeypatch.setenv("KDAGEN_CUT", "off")
-    assert segmented.cut_of("wgmma64", v, False, False, 128, 128).segments == 1
+    assert segmented.cut_of(plan, v, False, False, 128, 128).segments == 1
     monkeypatch.setenv("KDAGEN_CUT", "8192")
-    assert segmented.cut_of("wgmma64", v, False, False, 128, 128).segments == 8
+    assert segmented.cut_of(plan, v, False, False, 128, 128).segments == 8
     monkeypatch.setenv("KDAGEN_CUT", "half")
     with pytest.raises(ValueError, match="KDAGEN_CUT='half'"):
-        segmented.cut_of("wgmma64", v, False, False, 128, 128)
+        segmented.cut_of(plan, v, False, False, 128, 128)
 
 
 def test_kdagen_plan_prints_the_cut(capsys):
@@ -63,7 +70,7 @@ def test_kdagen_plan_prints_the_cut(capsys):
                  "recurrence"]) == 0
     out = capsys.readouterr().out
     assert "cut into 16 segments of 4096 tokens" in out
-    assert main(["plan", "--op", "kda", "--inference", "--pairs", "16", "--tokens", "32768", "--kernel",
+    assert main(["plan", "--op", "kda", "--inference", "--pairs", "64", "--tokens", "8192", "--kernel",
                  "recurrence"]) == 0
     assert "not cut: the best cut" in capsys.readouterr().out
     assert main(["plan", "--op", "kda", "--tokens", "65536", "--kernel", "recurrence"]) == 2

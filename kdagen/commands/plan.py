@@ -46,9 +46,11 @@ def run(args) -> int:
     else:
         sys.stdout.write(describe(plan, args.kernel))
         if args.tokens is not None:
+            from ..ops.segmented import has_maps_pass
             from ..plan.cut import plan_cut
             problem = config.problem()
-            cut = plan_cut(plan.family, args.pairs, args.tokens, problem.K, problem.V, args.sms, varlen=problem.varlen)
+            cut = plan_cut(plan.family, args.pairs, args.tokens, problem.K, problem.V, args.sms,
+                           maps_pass=has_maps_pass(plan), varlen=problem.varlen)
             print(f"\nsegments ({args.pairs} pairs of {args.tokens} tokens, {args.sms} SMs): {cut.describe()}")
     found = problems(plan)
     if found:

@@ -118,7 +118,7 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     module = (loader or loader_for(call.emulate))(config, v.device, "forward")
     alloc = poisoned if poison or runtime_env.poison() else torch.empty
     K, V, _ = schedule.fit
-    S = segmented.cut_of(schedule.plan.family, v, x.get("cu_seqlens") is not None, keep, K, V).segments
+    S = segmented.cut_of(schedule.plan, v, x.get("cu_seqlens") is not None, keep, K, V).segments
     if S > 1:
         o, ht, ws = segmented.launch_cut(schedule, module, x, call.scalars, S,
                                          output_final_state=call.output_final_state, alloc=alloc)

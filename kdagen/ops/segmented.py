@@ -33,11 +33,17 @@ def sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else H200_SMS
 
 
-def cut_of(family: str, v: torch.Tensor, varlen: bool, keep: bool, K: int, V: int) -> Cut:
+def has_maps_pass(plan) -> bool:
+    """Whether the plan's recurrence computes both maps in one launch (its entry point recurrence_maps)."""
+    return any("recurrence_maps" in k.entries for k in plan.kernels if k.name == "recurrence")
+
+
+def cut_of(plan, v: torch.Tensor, varlen: bool, keep: bool, K: int, V: int) -> Cut:
     """The planner's cut (kdagen.plan.cut) of a call with value tensor v [B, T, HV, V] on v's device, under
     KDAGEN_CUT."""
     B, T, HV = v.shape[:3]
-    return plan_cut(family, B * HV, T, K, V, sm_count(v.device), varlen=varlen, keep=keep, tokens=runtime_env.cut())
+    return plan_cut(plan.family, B * HV, T, K, V, sm_count(v.device), maps_pass=has_maps_pass(plan), varlen=varlen,
+                    keep=keep, tokens=runtime_env.cut())
 
 
 CHAIN_PARAMS = ("const float*", "const float*", "const float*", "float*", "int", "int", "int", "int")
@@ -110,7 +116,7 @@ def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final
 
     # 1. every segment's affine map: B from 0 with v, M from the identity with v = 0
     maps = alloc((2, *state), dtype=torch.float32, device=device)
-    if "recurrence_maps" in schedule.plan.kernel("recurrence").entries:
+    if has_maps_pass(schedule.plan):
         # one launch of the maps pass, the grid doubled in z: the B's, then the M's (templates/wgmma64/recurrence)
         doubled = [("recurrence_maps", (grid[0], grid[1], 2 * grid[2]), *rest) for _, grid, *rest in recurrence]
         run(view[value], None, None, maps, doubled)

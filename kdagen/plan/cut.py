@@ -1,9 +1,10 @@
 """Whether an inference forward is cut into segments, and how long they are: the cost model of docs/segments.md §5.
 
 Uncut, each (sequence, value head) pair walks its T/64 chunks in order on V/64 CTAs: time ≈ chunks × the family's
-serial step, however many SMs idle. Cut into S segments (kdagen.ops.segmented), the recurrence runs three times
-over all segments at once, each pass the longer of its serial walk (T/S/64 steps) and its read of every token
-(the token-heads at the family's streaming cost), then a chain of S steps. The planner takes the segment length
+serial step, however many SMs idle. Cut into S segments (kdagen.ops.segmented), the recurrence runs over all
+segments at once, each pass the longer of its serial walk (T/S/64 steps) and its read of every token (the
+token-heads at the family's streaming cost): twice where the recurrence has a maps pass (both maps in one launch),
+three times where it has not — plus a chain of S steps. The planner takes the segment length
 (a power of two, at least 1024 tokens) with the least modelled time, and cuts only where that is under CUT_MARGIN
 of the uncut time. The constants are the H200's (benchmarks/NOTES.md, 2026-12-01, session 10); `kdagen plan
 --inference --pairs P --tokens T` prints the decision.
@@ -18,7 +19,7 @@ CHUNK_TOKENS = 64
 STEP_US = {"wgmma64": 1.6, "mma16": 4.0}
 STREAM_NS = {"wgmma64": 0.55, "mma16": 1.0}
 CHAIN_STEP_US = 1.5                  # one position of the chain kernel (templates/segments/chain.cu)
-FIXED_US = 20.0                      # the cut's own launches and fills: v = 0, the identity, the chain launch
+FIXED_US = 20.0                      # the cut's own launches and allocations, the chain's launch
 CUT_MARGIN = 0.8                     # cut only where the model gives under this share of the uncut time
 MIN_SEGMENT = 1024
 RESIDENT = 2                         # recurrence CTAs per SM
@@ -46,18 +47,19 @@ def _walk_us(family: str, chunks: int, ctas: int, sms: int, K: int) -> float:
     return chunks * STEP_US[family] * K / 128 * math.ceil(ctas / (RESIDENT * sms))
 
 
-def _cut_us(family: str, pairs: int, T: int, K: int, V: int, sms: int, S: int) -> float:
+def _cut_us(family: str, pairs: int, T: int, K: int, V: int, sms: int, S: int, passes: int) -> float:
     ctas = pairs * max(1, V // 64) * S
     stream = pairs * T * STREAM_NS[family] * (K + V) / 256 / 1e3
     one_pass = max(_walk_us(family, T // S // CHUNK_TOKENS, ctas, sms, K), stream)
-    return 3 * one_pass + S * CHAIN_STEP_US + FIXED_US
+    return passes * one_pass + S * CHAIN_STEP_US + FIXED_US
 
 
-def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, varlen: bool = False,
+def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_pass: bool, varlen: bool = False,
              keep: bool = False, tokens: int | str = "auto") -> Cut:
     """The cut of an inference forward of `pairs` (sequence, value head) pairs of T tokens, head dims K and V, on
-    `sms` SMs. `tokens`: "auto" (the model decides), "off", or a segment length to use wherever the call can be
-    cut."""
+    `sms` SMs, with a recurrence that has a maps pass (`maps_pass`: Kernel.entries holds recurrence_maps) or not.
+    `tokens`: "auto" (the model decides), "off", or a segment length to use wherever the call can be cut."""
+    passes = 2 if maps_pass else 3
     uncut = _walk_us(family, -(-T // CHUNK_TOKENS), pairs * max(1, V // 64), sms, K) if family in STEP_US else 0.0
     if tokens == "off":
         return Cut(1, T, uncut, uncut, "KDAGEN_CUT=off")
@@ -71,12 +73,12 @@ def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, varle
         if tokens % CHUNK_TOKENS or T <= tokens or T % tokens:
             return Cut(1, T, uncut, uncut, f"{T} tokens do not split into segments of {tokens} (a multiple of "
                                            f"{CHUNK_TOKENS} below T dividing it)")
-        return Cut(T // tokens, tokens, uncut, _cut_us(family, pairs, T, K, V, sms, T // tokens), "KDAGEN_CUT")
+        return Cut(T // tokens, tokens, uncut, _cut_us(family, pairs, T, K, V, sms, T // tokens, passes), "KDAGEN_CUT")
     lengths = [t for t in (MIN_SEGMENT << i for i in range(8)) if t < T and T % t == 0]
     if not lengths:
         return Cut(1, T, uncut, uncut, f"{T} tokens: no segment length of {MIN_SEGMENT}·2^i below T divides it")
-    best = min(lengths, key=lambda t: (_cut_us(family, pairs, T, K, V, sms, T // t), -t))
-    cut = _cut_us(family, pairs, T, K, V, sms, T // best)
+    best = min(lengths, key=lambda t: (_cut_us(family, pairs, T, K, V, sms, T // t, passes), -t))
+    cut = _cut_us(family, pairs, T, K, V, sms, T // best, passes)
     if cut >= CUT_MARGIN * uncut:
         return Cut(1, T, uncut, cut, f"the best cut ({T // best} segments of {best}) is modelled at "
                                      f"{cut / 1e3:.2f} ms against {uncut / 1e3:.2f} ms uncut on {sms} SMs")
