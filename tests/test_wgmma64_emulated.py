@@ -36,21 +36,8 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def prefetch_next():
-    """The prepare's L2 prefetch aimed at the next CTA (PREPARE_PREFETCH_AHEAD = 1), so these few-CTA grids run
-    its address arithmetic (with 264, the H200's value, no CTA here has one that far ahead)."""
-    from kdagen.ops.launcher import forget_plans
-    from kdagen.plan.families.wgmma64 import forward as planned
-    saved, planned.PREPARE_PREFETCH_AHEAD = planned.PREPARE_PREFETCH_AHEAD, 1
-    forget_plans()
-    yield
-    planned.PREPARE_PREFETCH_AHEAD = saved
-    forget_plans()
-
-
 @pytest.fixture(scope="module", params=sorted(CASES))
-def case(request, prefetch_next):
+def case(request):
     op, options, shape = CASES[request.param]
     opt = Options(op=op, **options)
     xk, xr = kernel_inputs(opt, seed=11, **shape)

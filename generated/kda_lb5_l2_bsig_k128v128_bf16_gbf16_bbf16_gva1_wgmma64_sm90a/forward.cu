@@ -79,11 +79,6 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
-// A hint: bring the global line holding p into L2 (no register written, nothing waits on it).
-__device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p));
-}
-
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -1065,7 +1060,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 1069 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1064 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1091,7 +1086,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 1095 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1090 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 107264 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132, alias q_then_A
@@ -1128,43 +1123,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   // α of row r, channel c (one per row for a per-head decay)
   auto alpha_at = [&](int r, int c) { return s_alpha[r * ld_alpha + (KD == 1 ? 0 : c)]; };
 
-#line 47 "templates/wgmma64/prepare.cu.j2"
-  // The CTA 264 places later in launch order (the one likely to take this CTA's slot on the SM) will
-  // read its token rows first thing: ask L2 for them now, one 128-byte line per thread, so that its prologue meets
-  // them there while this CTA computes.
-  {
-    const long long later = (long long)blockIdx.y * gridDim.x + blockIdx.x + 264;
-    const int chunk2 = (int)(later % gridDim.x), h2 = (int)(later / gridDim.x);
-    kdg::ChunkAt at2;
-    if (h2 < HV && kdg::locate_chunk(nullptr, nullptr, T, N, C, chunk2, at2)) {
-      [[maybe_unused]] const int hq2 = h2 / G;
-#line 57 "templates/wgmma64/prepare.cu.j2"
-      {
-        constexpr int LINES = (K * (int)sizeof(bf16) + 127) / 128;  // 128-byte lines per token row
-        for (int i = tid; i < at2.L * LINES; i += THREADS)
-          kdg::ptx_prefetch_l2(in_g + ((at2.t0 + i / LINES) * HV + h2) * K +
-                               (i % LINES) * (128 / (int)sizeof(bf16)));
-      }
-#line 57 "templates/wgmma64/prepare.cu.j2"
-      {
-        constexpr int LINES = (K * (int)sizeof(bf16) + 127) / 128;  // 128-byte lines per token row
-        for (int i = tid; i < at2.L * LINES; i += THREADS)
-          kdg::ptx_prefetch_l2(in_k + ((at2.t0 + i / LINES) * (HV / G) + hq2) * K +
-                               (i % LINES) * (128 / (int)sizeof(bf16)));
-      }
-#line 57 "templates/wgmma64/prepare.cu.j2"
-      {
-        constexpr int LINES = (K * (int)sizeof(bf16) + 127) / 128;  // 128-byte lines per token row
-        for (int i = tid; i < at2.L * LINES; i += THREADS)
-          kdg::ptx_prefetch_l2(in_q + ((at2.t0 + i / LINES) * (HV / G) + hq2) * K +
-                               (i % LINES) * (128 / (int)sizeof(bf16)));
-      }
-#line 64 "templates/wgmma64/prepare.cu.j2"
-    }
-  }
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β ----
-#line 68 "templates/wgmma64/prepare.cu.j2"
+#line 47 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each. A warp takes
   // ROWS_PER_WARP rows with lane l on row l % ROWS_PER_WARP: the eight lanes of a 16-byte shared store's phase
   // then write different rows (row pitches ≡ 16 bytes mod 128): the fp32 tiles meet no bank twice, where one
@@ -1176,65 +1137,65 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const int sub = lane / ROWS_PER_WARP, ch0 = sub * KPT, row_in_pass = warp * ROWS_PER_WARP + lane % ROWS_PER_WARP;
     // Every pass's token inputs are copied into registers (16-byte pieces) before any pass computes: the passes'
     // loads then share one memory latency, where the pass loop had one each.
-#line 84 "templates/wgmma64/prepare.cu.j2"
+#line 63 "templates/wgmma64/prepare.cu.j2"
     bf16 stage_beta[PASSES];
-#line 81 "templates/wgmma64/prepare.cu.j2"
+#line 60 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0, "g: whole 16-byte pieces per thread");
     uint4 stage_g[PASSES][KPT * sizeof(bf16) / 16];
-#line 81 "templates/wgmma64/prepare.cu.j2"
+#line 60 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0, "k: whole 16-byte pieces per thread");
     uint4 stage_k[PASSES][KPT * sizeof(bf16) / 16];
-#line 81 "templates/wgmma64/prepare.cu.j2"
+#line 60 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0, "q: whole 16-byte pieces per thread");
     uint4 stage_q[PASSES][KPT * sizeof(bf16) / 16];
-#line 87 "templates/wgmma64/prepare.cu.j2"
+#line 66 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
       const long long tok = t0 + (row < L ? row : 0);  // a tail row reads a valid token; the block zeroes it
-#line 92 "templates/wgmma64/prepare.cu.j2"
+#line 71 "templates/wgmma64/prepare.cu.j2"
       const bf16* const beta_at = in_beta + (tok * HV + h);
-#line 98 "templates/wgmma64/prepare.cu.j2"
+#line 77 "templates/wgmma64/prepare.cu.j2"
       stage_beta[pass] = *beta_at;
-#line 92 "templates/wgmma64/prepare.cu.j2"
+#line 71 "templates/wgmma64/prepare.cu.j2"
       const bf16* const g_at = in_g + (tok * HV + h) * K + ch0;
-#line 94 "templates/wgmma64/prepare.cu.j2"
+#line 73 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         stage_g[pass][piece] = reinterpret_cast<const uint4*>(g_at)[piece];
-#line 92 "templates/wgmma64/prepare.cu.j2"
+#line 71 "templates/wgmma64/prepare.cu.j2"
       const bf16* const k_at = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 94 "templates/wgmma64/prepare.cu.j2"
+#line 73 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         stage_k[pass][piece] = reinterpret_cast<const uint4*>(k_at)[piece];
-#line 92 "templates/wgmma64/prepare.cu.j2"
+#line 71 "templates/wgmma64/prepare.cu.j2"
       const bf16* const q_at = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 94 "templates/wgmma64/prepare.cu.j2"
+#line 73 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         stage_q[pass][piece] = reinterpret_cast<const uint4*>(q_at)[piece];
-#line 101 "templates/wgmma64/prepare.cu.j2"
+#line 80 "templates/wgmma64/prepare.cu.j2"
     }
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
       const bool valid = row < L;
-#line 110 "templates/wgmma64/prepare.cu.j2"
+#line 89 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 108 "templates/wgmma64/prepare.cu.j2"
+#line 87 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_beta_row = &stage_beta[pass];
-#line 110 "templates/wgmma64/prepare.cu.j2"
+#line 89 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
-#line 108 "templates/wgmma64/prepare.cu.j2"
+#line 87 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = reinterpret_cast<const bf16*>(stage_g[pass]);
-#line 108 "templates/wgmma64/prepare.cu.j2"
+#line 87 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = reinterpret_cast<const bf16*>(stage_k[pass]);
-#line 108 "templates/wgmma64/prepare.cu.j2"
+#line 87 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = reinterpret_cast<const bf16*>(stage_q[pass]);
-#line 113 "templates/wgmma64/prepare.cu.j2"
+#line 92 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1238 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1199 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1307,16 +1268,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_8;
       const float scale_val = n_scale;
 
-#line 115 "templates/wgmma64/prepare.cu.j2"
+#line 94 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 120 "templates/wgmma64/prepare.cu.j2"
+#line 99 "templates/wgmma64/prepare.cu.j2"
       float alpha_row[KPT];
 #pragma unroll
       for (int j = 0; j < KPT; ++j) alpha_row[j] = valid ? exp2f(decay[j] * LOG2E) : 1.f;
-#line 141 "templates/wgmma64/prepare.cu.j2"
+#line 120 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int j = 0; j < KPT; j += 4) {
         const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -1324,14 +1285,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
             valid ? make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]) : zero;
         *reinterpret_cast<float4*>(&s_k_hat[row * LDF + ch0 + j]) =
             valid ? make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]) : zero;
-#line 149 "templates/wgmma64/prepare.cu.j2"
+#line 128 "templates/wgmma64/prepare.cu.j2"
         *reinterpret_cast<float4*>(&s_alpha[row * ld_alpha + ch0 + j]) =
             make_float4(alpha_row[j], alpha_row[j + 1], alpha_row[j + 2], alpha_row[j + 3]);
-#line 152 "templates/wgmma64/prepare.cu.j2"
+#line 131 "templates/wgmma64/prepare.cu.j2"
       }
-#line 154 "templates/wgmma64/prepare.cu.j2"
+#line 133 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 159 "templates/wgmma64/prepare.cu.j2"
+#line 138 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1340,7 +1301,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D ----
-#line 233 "templates/wgmma64/prepare.cu.j2"
+#line 212 "templates/wgmma64/prepare.cu.j2"
   // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
   // and shares their totals D with the channel's other threads
   const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
@@ -1354,29 +1315,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
     if (c < KD) s_D[(I0 + b) * KD + c] = d;
   }
-#line 252 "templates/wgmma64/prepare.cu.j2"
+#line 231 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs; 1/D per block ----
-#line 258 "templates/wgmma64/prepare.cu.j2"
+#line 237 "templates/wgmma64/prepare.cu.j2"
   // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
-#line 260 "templates/wgmma64/prepare.cu.j2"
+#line 239 "templates/wgmma64/prepare.cu.j2"
   {
     float D[NB];
 #pragma unroll
     for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 265 "templates/wgmma64/prepare.cu.j2"
+#line 244 "templates/wgmma64/prepare.cu.j2"
     if (part == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
       s_between[0 * KD + c] = D[1];
       s_between[1 * KD + c] = D[2];
       s_between[2 * KD + c] = D[1] * D[2];
-#line 270 "templates/wgmma64/prepare.cu.j2"
+#line 249 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int I = 0; I < NB; ++I) s_inv_D[I * KD + c] = 1.f / D[I];  // ≤ 2^126: the plan's bound
-#line 273 "templates/wgmma64/prepare.cu.j2"
+#line 252 "templates/wgmma64/prepare.cu.j2"
     }
-#line 275 "templates/wgmma64/prepare.cu.j2"
+#line 254 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int b = 0; b < BLOCKS_PER_PART; ++b) {
       const int I = I0 + b;
@@ -1401,13 +1362,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 304 "templates/wgmma64/prepare.cu.j2"
+#line 283 "templates/wgmma64/prepare.cu.j2"
         const float q = s_q_hat[row * LDF + c] * E[r], k = s_k_hat[row * LDF + c];
-#line 307 "templates/wgmma64/prepare.cu.j2"
+#line 286 "templates/wgmma64/prepare.cu.j2"
         s_q_hat[row * LDF + c] = q;
         s_k_hat[row * LDF + c] = k * E[r];
         s_k_out[row * LDF + c] = k * F[r];
-#line 311 "templates/wgmma64/prepare.cu.j2"
+#line 290 "templates/wgmma64/prepare.cu.j2"
         const long long o = (ws_ch * C + row) * K + c;
         ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
         ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
@@ -1426,14 +1387,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 333 "templates/wgmma64/prepare.cu.j2"
+#line 312 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, tf32 (10-bit operands: o moves by < 1e-5)
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 338 "templates/wgmma64/prepare.cu.j2"
+#line 317 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 341 "templates/wgmma64/prepare.cu.j2"
+#line 320 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1451,13 +1412,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 364 "templates/wgmma64/prepare.cu.j2"
+#line 343 "templates/wgmma64/prepare.cu.j2"
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * LDF;
       const float* right = s_k_out + J * B * LDF;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 382 "templates/wgmma64/prepare.cu.j2"
+#line 361 "templates/wgmma64/prepare.cu.j2"
       // tf32 operands straight from fp32 shared memory (rows padded to K + 4: conflict-free fragment loads); the
       // loop is instantiated with and without the key side's factor, so no iteration tests for it
       auto products = [&](const bool scaled) {
@@ -1478,16 +1439,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       } else {
         products(false);
       }
-#line 403 "templates/wgmma64/prepare.cu.j2"
+#line 382 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 412 "templates/wgmma64/prepare.cu.j2"
+#line 391 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
-#line 414 "templates/wgmma64/prepare.cu.j2"
+#line 393 "templates/wgmma64/prepare.cu.j2"
           if (is_k) {
             mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
           } else {
@@ -1506,7 +1467,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 431 "templates/wgmma64/prepare.cu.j2"
+#line 410 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1525,7 +1486,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     for (int idx = tid; idx < C * C; idx += THREADS) {
       const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 452 "templates/wgmma64/prepare.cu.j2"
+#line 431 "templates/wgmma64/prepare.cu.j2"
       if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
     }
   }
@@ -1533,7 +1494,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 458 "templates/wgmma64/prepare.cu.j2"
+#line 437 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1591,7 +1552,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 514 "templates/wgmma64/prepare.cu.j2"
+#line 493 "templates/wgmma64/prepare.cu.j2"
   // A as bf16; rows and columns past the chunk's end zero
   for (int idx = tid; idx < C * C; idx += THREADS) {
     const int r = idx / C, cc = idx % C;
@@ -1654,7 +1615,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 #line 59 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1658 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1619 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1669,7 +1630,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     float* __restrict__ ht) {
 #line 61 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1673 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1634 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 168448 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1732,7 +1693,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1736 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1697 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1761,7 +1722,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 1765 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1726 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 117 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
@@ -1946,7 +1907,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 #line 59 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1950 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1911 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1961,7 +1922,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     float* __restrict__ ht) {
 #line 61 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1965 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1926 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 168448 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -2027,7 +1988,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 2031 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1992 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -2056,7 +2017,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       }
     }
 
-#line 2060 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 2021 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 117 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group

@@ -35,11 +35,6 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
-// A hint: bring the global line holding p into L2 (no register written, nothing waits on it).
-__device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p));
-}
-
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.

@@ -77,9 +77,5 @@ inline void named_barrier_emulated(int id, int threads, bool wait) {
 
 __device__ __forceinline__ void ptx_bar_sync(int id, int threads) { named_barrier_emulated(id, threads, true); }
 __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) { named_barrier_emulated(id, threads, false); }
-// prefetch.global.L2 changes no state a program can observe: the emulator only checks the address is there
-__device__ __forceinline__ void ptx_prefetch_l2(const void* p) {
-  if (p == nullptr) kdg_emu::fail("prefetch.global.L2 of a null address");
-}
 
 }  // namespace kdg

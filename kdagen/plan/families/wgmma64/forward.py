@@ -30,10 +30,6 @@ BLOCK = 16                   # sub-block rows: the diagonal blocks and the inver
 PREPARE_WARPS = 8
 PREPARE_REGS = 128           # 2 CTAs × 256 threads × 128 registers = the register file
 PREPARE_KPT = 16             # prologue channels per thread: K/16 lanes per row
-# CTAs resident at once (2 per SM × 132 SMs of an H100 or H200): the CTA that many places later in launch order is
-# the one likely to take this one's slot, so the prologue prefetches its token rows into L2 (benchmarks/NOTES.md,
-# session 10)
-PREPARE_PREFETCH_AHEAD = 2 * 132
 DECAY_TOTAL_MIN = 4          # floats per (chunk, head) of decay_total: a bulk copy moves multiples of 16 bytes
 BETWEEN = 3                  # block pairs with blocks in between: (2,0), (3,1), (3,0)
 SPLIT = ("q_hi", "q_lo", "k_hi", "k_lo")   # a per-head decay's operand tiles
@@ -48,7 +44,6 @@ class Prepare64Options:
     varlen: bool
     decay_width: int         # floats per (chunk, head) in ws_decay_total
     diagonal: str            # how the pair factors reach the products: "scalar" | "factored" | "running"
-    prefetch_ahead: int      # the prologue asks L2 for the token rows of the CTA this many places later (0: none)
 
 
 def diagonal_form(f: Facts) -> str:
@@ -113,7 +108,7 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
                           warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
                           options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
-                                                   varlen, decay_width(KD), diagonal, PREPARE_PREFETCH_AHEAD),
+                                                   varlen, decay_width(KD), diagonal),
                           # __syncthreads after the prologue, (the diagonal blocks,) decay_columns, factors, blocks and
                           # assemble; after the inverse's diagonal blocks; after each of its NB − 1 levels
                           barrier_phases=5 + (diagonal == "running") + 1 + (NB - 1))
