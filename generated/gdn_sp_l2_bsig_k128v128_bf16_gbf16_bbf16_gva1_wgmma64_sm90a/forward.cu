@@ -1574,7 +1574,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 }
 }  // namespace kdg_recurrence
 
-#line 59 "templates/wgmma64/recurrence.cu.j2"
+#line 60 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
 #line 1581 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
@@ -1590,7 +1590,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     int N,
     bf16* __restrict__ o,
     float* __restrict__ ht) {
-#line 61 "templates/wgmma64/recurrence.cu.j2"
+#line 62 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
 #line 1596 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 167456 B, dynamic (above the static limit)
@@ -1622,14 +1622,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
   bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 149024);  // o [1 x 64 x 72] bf16, ld 72, 2 stages
   [[maybe_unused]] constexpr int ld_o = 72;
   constexpr int stride_o = 4608;  // elements per stage / warp copy
-#line 63 "templates/wgmma64/recurrence.cu.j2"
+#line 64 "templates/wgmma64/recurrence.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS * SLICES,
                 "64-token chunks, 64-column tiles, 64 rows per group");
-#line 73 "templates/wgmma64/recurrence.cu.j2"
+#line 74 "templates/wgmma64/recurrence.cu.j2"
   constexpr bool maps = false, from_identity = false;
-#line 75 "templates/wgmma64/recurrence.cu.j2"
+#line 76 "templates/wgmma64/recurrence.cu.j2"
   const int slice = blockIdx.z;      // this CTA's share of the value rows: groups slice·CONSUMERS ..
-#line 80 "templates/wgmma64/recurrence.cu.j2"
+#line 81 "templates/wgmma64/recurrence.cu.j2"
   constexpr u32 STAGE_BYTES = 74000;
   // what a stage holds in the maps pass: no q_decayed, no Mqk, and no v from the identity
   const u32 stage_bytes = STAGE_BYTES - (maps ? 24576u : 0u) -
@@ -1659,7 +1659,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
-#line 93 "templates/wgmma64/recurrence.cu.j2"
+#line 94 "templates/wgmma64/recurrence.cu.j2"
     if (threadIdx.x == 0) {
       for (int c = 0; c < num_chunks; ++c) {
         const int s = c % STAGES;
@@ -1686,14 +1686,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 1688 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
-#line 117 "templates/wgmma64/recurrence.cu.j2"
+#line 118 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread
     const int v0 = (slice * CONSUMERS + g) * VR;   // its value rows of the state
     WgmmaAcc<K> S;                       // Sᵀ: rows v0.., all K columns
 #line 15 "templates/skeleton.j2"
     // ---- step state_in (consumer, wgmma_acc): Sᵀ rows of this warp group from h0 or 0 (recurrence_maps: 0, or I in the second half of the grid) ----
-#line 122 "templates/wgmma64/recurrence.cu.j2"
+#line 123 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
     for (int i = 0; i < K / 2; ++i) {
       const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
@@ -1717,7 +1717,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step state_products (consumer, wgmma_acc): Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16) ----
-#line 144 "templates/wgmma64/recurrence.cu.j2"
+#line 145 "templates/wgmma64/recurrence.cu.j2"
       // Every register operand is written before wgmma_fence (the warpgroup's arrive), so no product waits on
       // another: the compiler would otherwise insert an arrive before each and serialise them.
       WgmmaAcc<C> P, Q;
@@ -1743,7 +1743,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 168 "templates/wgmma64/recurrence.cu.j2"
+#line 169 "templates/wgmma64/recurrence.cu.j2"
       // P becomes Xᵀ in place (rows are value rows, columns tokens). vᵀ comes by ldmatrix.trans: the 8×8 block of
       // the [token][value] tile at tokens 8nb.., values 16·warp + 8h.. gives each lane exactly its accumulator pair
       // (value row, tokens 2q and 2q + 1) of n8 block nb and row half h; four blocks per ldmatrix.x4. β by pairs.
@@ -1769,7 +1769,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 192 "templates/wgmma64/recurrence.cu.j2"
+#line 193 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1792,7 +1792,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 213 "templates/wgmma64/recurrence.cu.j2"
+#line 214 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1816,7 +1816,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 235 "templates/wgmma64/recurrence.cu.j2"
+#line 236 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
@@ -1825,7 +1825,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows ----
-#line 242 "templates/wgmma64/recurrence.cu.j2"
+#line 243 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       if (!maps) {
@@ -1851,7 +1851,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 266 "templates/wgmma64/recurrence.cu.j2"
+#line 267 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1863,302 +1863,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 277 "templates/wgmma64/recurrence.cu.j2"
-}
-
-#line 59 "templates/wgmma64/recurrence.cu.j2"
-extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
-    const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1873 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-    const __grid_constant__ kdg::TensorMap map_k_decayed,
-    const __grid_constant__ kdg::TensorMap map_k_to_end,
-    const __grid_constant__ kdg::TensorMap map_A,
-    const __grid_constant__ kdg::TensorMap map_Mqk,
-    const __grid_constant__ kdg::TensorMap map_v,
-    const float* __restrict__ ws_decay_total,
-    const float* __restrict__ ws_beta,
-    const float* __restrict__ h0,
-    int T,
-    int N,
-    bf16* __restrict__ o,
-    float* __restrict__ ht) {
-#line 61 "templates/wgmma64/recurrence.cu.j2"
-  using namespace kdg_recurrence;
-#line 1888 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 167456 B, dynamic (above the static limit)
-  KDG_DYNAMIC_SMEM(smem_raw);
-  kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
-  kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 128
-  bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 1024);  // q_decayed [2 x 64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_q_decayed = 64;
-  constexpr int stride_q_decayed = 8192;  // elements per stage / warp copy
-  bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 33792);  // k_decayed [2 x 64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_k_decayed = 64;
-  constexpr int stride_k_decayed = 8192;  // elements per stage / warp copy
-  bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 66560);  // k_to_end [2 x 64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_k_to_end = 64;
-  constexpr int stride_k_to_end = 8192;  // elements per stage / warp copy
-  bf16* const s_A = reinterpret_cast<bf16*>(smem_raw + 99328);  // A [64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_A = 64;
-  constexpr int stride_A = 4096;  // elements per stage / warp copy
-  bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 115712);  // Mqk [64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_Mqk = 64;
-  constexpr int stride_Mqk = 4096;  // elements per stage / warp copy
-  bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 132096);  // v [1 x 64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_v = 64;
-  constexpr int stride_v = 4096;  // elements per stage / warp copy
-  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 148480);  // decay_total [4] f32, ld 4, 2 stages
-  constexpr int stride_decay_total = 4;  // elements per stage / warp copy
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 148512);  // beta [64] f32, ld 64, 2 stages
-  constexpr int stride_beta = 64;  // elements per stage / warp copy
-  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 149024);  // o [1 x 64 x 72] bf16, ld 72, 2 stages
-  [[maybe_unused]] constexpr int ld_o = 72;
-  constexpr int stride_o = 4608;  // elements per stage / warp copy
-#line 63 "templates/wgmma64/recurrence.cu.j2"
-  static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS * SLICES,
-                "64-token chunks, 64-column tiles, 64 rows per group");
-#line 66 "templates/wgmma64/recurrence.cu.j2"
-  // The maps pass of a cut forward (docs/segments.md §4) runs every segment twice on a grid of 2·SLICES in z: the
-  // first half from state 0 with v (its final states: the segments' B), the second from I with v = 0 (their M,
-  // written after the B's in ht). It writes no o, so q_decayed and Mqk are neither loaded nor used.
-  constexpr bool maps = true;
-  const bool from_identity = (int)blockIdx.z >= SLICES;
-  const int slice = (int)blockIdx.z - (from_identity ? SLICES : 0);   // this CTA's share of the value rows
-#line 80 "templates/wgmma64/recurrence.cu.j2"
-  constexpr u32 STAGE_BYTES = 74000;
-  // what a stage holds in the maps pass: no q_decayed, no Mqk, and no v from the identity
-  const u32 stage_bytes = STAGE_BYTES - (maps ? 24576u : 0u) -
-                          (from_identity ? 8192u : 0u);
-  const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
-  const Span seq = sequence_span(nullptr, T, n);
-  const long long chunk0 = first_chunk(nullptr, T, C, n);
-  const int num_chunks = (int)((seq.end - seq.begin + C - 1) / C);
-#line 23 "templates/skeleton.j2"
-  // barriers (plan): ready[2] × 1 (producer/elected, 74000 tx bytes); free[2] × 128 (consumer/thread)
-#line 25 "templates/skeleton.j2"
-  if (threadIdx.x == 0) {
-#line 27 "templates/skeleton.j2"
-    for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_ready[kdg_s], 1);
-#line 27 "templates/skeleton.j2"
-    for (int kdg_s = 0; kdg_s < 2; ++kdg_s) kdg::mbarrier_init(&bar_free[kdg_s], 128);
-#line 30 "templates/skeleton.j2"
-    kdg::fence_mbarrier_init();
-#line 32 "templates/skeleton.j2"
-  }
-  __syncthreads();
-
-
-#line 42 "templates/skeleton.j2"
-  const int kdg_warp = threadIdx.x / 32;
-#line 1954 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
-#line 15 "templates/skeleton.j2"
-    // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
-#line 93 "templates/wgmma64/recurrence.cu.j2"
-    if (threadIdx.x == 0) {
-      for (int c = 0; c < num_chunks; ++c) {
-        const int s = c % STAGES;
-        mbarrier_wait_try(&bar_free[s], ((c / STAGES) & 1) ^ 1);
-        mbarrier_arrive_expect_tx(&bar_ready[s], stage_bytes);
-        const int row = (int)(((chunk0 + c) * HV + h) * C);      // the chunk's first row in the [.][K] workspaces
-        const int tok = (int)(seq.begin + (long long)c * C);
-    #pragma unroll
-        for (int a = 0; a < KA; ++a) {
-          if (!maps) tma_load_2d(s_q_decayed + s * stride_q_decayed + a * ATOM, &map_q_decayed, a * 64, row, &bar_ready[s]);
-          tma_load_2d(s_k_decayed + s * stride_k_decayed + a * ATOM, &map_k_decayed, a * 64, row, &bar_ready[s]);
-          tma_load_2d(s_k_to_end + s * stride_k_to_end + a * ATOM, &map_k_to_end, a * 64, row, &bar_ready[s]);
-        }
-        tma_load_2d(s_A + s * stride_A, &map_A, 0, row, &bar_ready[s]);
-        if (!maps) tma_load_2d(s_Mqk + s * stride_Mqk, &map_Mqk, 0, row, &bar_ready[s]);
-    #pragma unroll
-        for (int g = 0; g < CONSUMERS; ++g)
-          if (!from_identity) tma_load_3d(s_v + s * stride_v + g * ATOM, &map_v, (slice * CONSUMERS + g) * VR, h, tok, &bar_ready[s]);
-        bulk_load(s_decay_total + s * stride_decay_total, ws_decay_total + ((chunk0 + c) * HV + h) * DW, DW * 4,
-                  &bar_ready[s]);
-        bulk_load(s_beta + s * stride_beta, ws_beta + ((chunk0 + c) * HV + h) * C, C * 4, &bar_ready[s]);
-      }
-    }
-
-#line 1983 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
-#line 117 "templates/wgmma64/recurrence.cu.j2"
-    const int g = kdg_warp / 4 - 1;      // this consumer warp group
-    const int t = threadIdx.x % 128;     // its thread
-    const int v0 = (slice * CONSUMERS + g) * VR;   // its value rows of the state
-    WgmmaAcc<K> S;                       // Sᵀ: rows v0.., all K columns
-#line 15 "templates/skeleton.j2"
-    // ---- step state_in (consumer, wgmma_acc): Sᵀ rows of this warp group from h0 or 0 (recurrence_maps: 0, or I in the second half of the grid) ----
-#line 122 "templates/wgmma64/recurrence.cu.j2"
-    #pragma unroll
-    for (int i = 0; i < K / 2; ++i) {
-      const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
-      S.x[i] = from_identity ? (k == v0 + r ? 1.f : 0.f)
-             : h0 != nullptr && !maps ? h0[((long long)n * HV + h) * K * V + state_index(k, v0 + r)] : 0.f;
-    }
-
-    for (int c = 0; c < num_chunks; ++c) {
-      const int s = c % STAGES;
-      const long long t0 = seq.begin + (long long)c * C;
-      const int L = (int)min((long long)C, seq.end - t0);
-      const bf16* const q_decayed = s_q_decayed + s * stride_q_decayed;
-      const bf16* const k_decayed = s_k_decayed + s * stride_k_decayed;
-      const bf16* const k_to_end = s_k_to_end + s * stride_k_to_end;
-      const bf16* const A = s_A + s * stride_A;
-      const bf16* const Mqk = s_Mqk + s * stride_Mqk;
-      const bf16* const v_tile = s_v + s * stride_v + g * ATOM;
-      const float* const decay_total = s_decay_total + s * stride_decay_total;
-      const float* const beta = s_beta + s * stride_beta;
-      mbarrier_wait_try(&bar_ready[s], (c / STAGES) & 1);
-
-#line 15 "templates/skeleton.j2"
-      // ---- step state_products (consumer, wgmma_acc): Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16) ----
-#line 144 "templates/wgmma64/recurrence.cu.j2"
-      // Every register operand is written before wgmma_fence (the warpgroup's arrive), so no product waits on
-      // another: the compiler would otherwise insert an arrive before each and serialise them.
-      WgmmaAcc<C> P, Q;
-      WgmmaFragA sa[K / 16];
-    #pragma unroll
-      for (int kk = 0; kk < K / 16; ++kk) sa[kk] = frag_of(S, kk);
-      wgmma_zero(P);
-      wgmma_zero(Q);
-    #pragma unroll
-      for (int kk = 0; kk < K / 16; ++kk) wgmma_fence_operand(sa[kk]);
-      wgmma_fence_operand(P);
-      wgmma_fence_operand(Q);
-      wgmma_fence();
-    #pragma unroll
-      for (int kk = 0; kk < K / 16; ++kk) {
-        wgmma_rs<0>(P, sa[kk], k_major(k_decayed, kk), 1);
-        if (!maps) wgmma_rs<0>(Q, sa[kk], k_major(q_decayed, kk), 1);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(P);
-      wgmma_fence_operand(Q);
-
-#line 15 "templates/skeleton.j2"
-      // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 168 "templates/wgmma64/recurrence.cu.j2"
-      // P becomes Xᵀ in place (rows are value rows, columns tokens). vᵀ comes by ldmatrix.trans: the 8×8 block of
-      // the [token][value] tile at tokens 8nb.., values 16·warp + 8h.. gives each lane exactly its accumulator pair
-      // (value row, tokens 2q and 2q + 1) of n8 block nb and row half h; four blocks per ldmatrix.x4. β by pairs.
-      {
-        const int lane = t & 31, q = lane & 3, warp_rows = 16 * (t >> 5);
-    #pragma unroll
-        for (int k = 0; k < C / 16; ++k) {
-          u32 vv[4] = {0u, 0u, 0u, 0u};  // v = 0 from the identity
-          const int m = lane >> 3, token = 16 * k + 8 * (m >> 1) + (lane & 7);
-          if (!from_identity)
-            ptx_ldmatrix_x4_trans(vv, reinterpret_cast<const char*>(v_tile) +
-                                          swizzle_offset(token * SW + (warp_rows + 8 * (m & 1)) * 2, SW));
-    #pragma unroll
-          for (int mm = 0; mm < 4; ++mm) {
-            const int nb = 2 * k + (mm >> 1), i = 4 * nb + 2 * (mm & 1);
-            const float2 b = *reinterpret_cast<const float2*>(beta + 8 * nb + 2 * q);
-            const __nv_bfloat162 vp = *reinterpret_cast<const __nv_bfloat162*>(&vv[mm]);
-            P.x[i] = b.x * (__low2float(vp) - P.x[i]);
-            P.x[i + 1] = b.y * (__high2float(vp) - P.x[i + 1]);
-          }
-        }
-      }
-
-#line 15 "templates/skeleton.j2"
-      // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 192 "templates/wgmma64/recurrence.cu.j2"
-      WgmmaAcc<C> Vn;
-      WgmmaFragA xh[C / 16], xl[C / 16];
-    #pragma unroll
-      for (int kk = 0; kk < C / 16; ++kk) {
-        frag_split(P, kk, xh[kk], xl[kk]);
-        wgmma_fence_operand(xh[kk]);
-        wgmma_fence_operand(xl[kk]);
-      }
-      wgmma_zero(Vn);
-      wgmma_fence_operand(Vn);
-      wgmma_fence();
-    #pragma unroll
-      for (int kk = 0; kk < C / 16; ++kk) {
-        wgmma_rs<0>(Vn, xh[kk], k_major(A, kk), 1);
-        wgmma_rs<0>(Vn, xl[kk], k_major(A, kk), 1);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      wgmma_fence_operand(Vn);
-
-#line 15 "templates/skeleton.j2"
-      // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 213 "templates/wgmma64/recurrence.cu.j2"
-      // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
-      WgmmaFragA vh[C / 16], vl[C / 16];
-    #pragma unroll
-      for (int kk = 0; kk < C / 16; ++kk) {
-        frag_split(Vn, kk, vh[kk], vl[kk]);
-        wgmma_fence_operand(vh[kk]);
-        wgmma_fence_operand(vl[kk]);
-      }
-    #pragma unroll
-      for (int i = 0; i < K / 2; ++i) S.x[i] *= decay_total[KD == 1 ? 0 : wgmma_acc_col(t, i)];
-      wgmma_fence_operand(S);
-      wgmma_fence_operand(Q);
-      wgmma_fence();
-      if (!maps) {
-    #pragma unroll
-        for (int kk = 0; kk < C / 16; ++kk) {
-          wgmma_rs<0>(Q, vh[kk], k_major(Mqk, kk), 1);
-          wgmma_rs<0>(Q, vl[kk], k_major(Mqk, kk), 1);
-        }
-      }
-      wgmma_commit();                          // group 1: the output (empty in the maps pass)
-#line 15 "templates/skeleton.j2"
-      // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 235 "templates/wgmma64/recurrence.cu.j2"
-    #pragma unroll
-      for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
-      wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
-      wgmma_wait<1>();
-      wgmma_fence_operand(Q);
-
-#line 15 "templates/skeleton.j2"
-      // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows ----
-#line 242 "templates/wgmma64/recurrence.cu.j2"
-      // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
-      // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
-      if (!maps) {
-        bf16* const o_stage = s_o + (c % 2) * stride_o + g * C * (VR + 8);
-    #pragma unroll
-        for (int i = 0; i < C / 2; ++i) {
-          const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
-          o_stage[j * (VR + 8) + r] = __float2bfloat16_rn(Q.x[i]);
-        }
-        named_barrier_sync(1 + g, 128);        // barrier "o_staged": the tile is staged
-        for (int p = t; p < C * VR / 8; p += 128) {
-          const int tok = p / (VR / 8), piece = p % (VR / 8);
-          if (tok < L) {
-            *reinterpret_cast<uint4*>(o + ((t0 + tok) * HV + h) * V + v0 + piece * 8) =
-                *reinterpret_cast<const uint4*>(o_stage + tok * (VR + 8) + piece * 8);
-          }
-        }
-      }
-      wgmma_wait<0>();                         // the update is done
-      wgmma_fence_operand(S);
-      mbarrier_arrive(&bar_free[s]);           // every read of stage s is done: the producer may refill it
-    }
-
-#line 15 "templates/skeleton.j2"
-    // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 266 "templates/wgmma64/recurrence.cu.j2"
-    if (ht != nullptr) {
-    #pragma unroll
-      for (int i = 0; i < K / 2; ++i) {
-        const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
-        ht[((from_identity ? (long long)gridDim.x : 0) + n) * HV * K * V + (long long)h * K * V + state_index(k, v0 + r)] =
-            S.x[i];
-      }
-    }
-
-#line 50 "templates/skeleton.j2"
-  }
-#line 277 "templates/wgmma64/recurrence.cu.j2"
+#line 278 "templates/wgmma64/recurrence.cu.j2"
 }
 
 

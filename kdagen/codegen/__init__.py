@@ -15,11 +15,11 @@ from .expr import Block, CodegenError, emit as emit_block
 from .files import emit, emitted_files, write_if_different
 from .prologue import Prologue, forward_prologue
 from .render import (DIRECTIONS, HEADERS, content_hash, direction_available, header_files, header_sources,
-                     kernel_context, render, render_kernel, render_unit, signature, smem_carveout, unit_name)
+                     has_entries, kernel_context, render, render_kernel, render_unit, signature, smem_carveout, unit_name)
 
 __all__ = [
     "Block", "CodegenError", "DIRECTIONS", "HEADERS", "Prologue", "backward_prologue", "content_hash",
     "direction_available", "emit", "emit_block", "emitted_files", "environment", "forward_prologue", "header_files",
-    "header_sources", "kernel_context", "render", "render_kernel", "render_unit", "signature", "smem_carveout",
+    "header_sources", "has_entries", "kernel_context", "render", "render_kernel", "render_unit", "signature", "smem_carveout",
     "template_exists", "unit_name", "write_if_different",
 ]

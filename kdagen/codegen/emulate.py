@@ -92,7 +92,7 @@ def _unit(header_groups, kernels_text: str, signatures: dict[str, list[str]]) ->
 
 def host_source(plan: Plan, recurrence, kernels) -> str:
     """The host translation unit of a plan's kernels."""
-    text = "\n".join(render_kernel(plan, k, recurrence) for k in kernels)
+    text = "\n".join(render_kernel(plan, k, recurrence, entries="all" if k.entries else False) for k in kernels)
     return _unit(plan.headers, text, {name: [param_ctype(p) for p in k.params] for k in kernels
                                       for name in (k.name, *k.entries)})
 

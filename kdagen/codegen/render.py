@@ -26,8 +26,10 @@ HEADERS = (("common", "types.cuh"), ("common", "ptx.cuh"), ("sm80", "ptx.cuh"), 
 DIRECTIONS = ("forward", "backward")
 
 
-def unit_name(direction: str) -> str:
-    return f"{direction}.cu"
+def unit_name(direction: str, entries: bool = False) -> str:
+    """A direction's unit (each kernel's main entry point), or its entries unit (the kernels' further entry points,
+    `Kernel.entries`: compiled only when a call launches one)."""
+    return f"{direction}{'_entries' if entries else ''}.cu"
 
 
 def header_files(groups) -> list[str]:
@@ -86,12 +88,14 @@ def smem_carveout(kernel: Kernel) -> str:
     return "\n".join(lines)
 
 
-def kernel_context(plan: Plan, kernel: Kernel, recurrence) -> dict:
-    """Everything a kernel template reads; StrictUndefined turns a missing name into an error."""
+def kernel_context(plan: Plan, kernel: Kernel, recurrence, entries: bool | str = False) -> dict:
+    """Everything a kernel template reads; StrictUndefined turns a missing name into an error. `entries`: render
+    the kernel's further entry points (Kernel.entries) instead of its main one, or "all": both (one host unit for
+    the CPU emulator)."""
     p = plan.problem
     K, V, C = p["K"], p["V"], plan.chunk
     ctx = dict(
-        plan=plan, kernel=kernel, problem=p, opt=kernel.options,
+        plan=plan, kernel=kernel, problem=p, opt=kernel.options, entries=entries,
         C=C, K=K, V=V, G=p["gva_ratio"], KD=K if plan.decay_kind == "vector" else 1,
         form=plan.exponent_form, decay_kind=plan.decay_kind, varlen=p["varlen"], state_layout=p["state_layout"],
         ctype={prm.name: CTYPES[prm.dtype] for prm in kernel.params if prm.kind == "ptr"},
@@ -105,29 +109,32 @@ def kernel_context(plan: Plan, kernel: Kernel, recurrence) -> dict:
     return ctx
 
 
-def _marked_kernel(plan: Plan, kernel: Kernel, recurrence) -> str:
+def _marked_kernel(plan: Plan, kernel: Kernel, recurrence, entries: bool | str = False) -> str:
     if not template_exists(kernel.template):
         raise CodegenError(f"kernel {kernel.name!r}: template templates/{kernel.template} does not exist")
-    return environment().get_template(kernel.template).render(**kernel_context(plan, kernel, recurrence))
+    return environment().get_template(kernel.template).render(**kernel_context(plan, kernel, recurrence, entries))
 
 
-def render_kernel(plan: Plan, kernel: Kernel, recurrence) -> str:
-    """One kernel's CUDA, with `#line` directives to its templates (the rest attributed to "<uri>/<kernel>")."""
-    return lines.resolve(_marked_kernel(plan, kernel, recurrence), f"{plan.uri}/{kernel.name}")
+def render_kernel(plan: Plan, kernel: Kernel, recurrence, entries: bool | str = False) -> str:
+    """One kernel's CUDA (its further entry points with `entries`), with `#line` directives to its templates (the
+    rest attributed to "<uri>/<kernel>")."""
+    return lines.resolve(_marked_kernel(plan, kernel, recurrence, entries), f"{plan.uri}/{kernel.name}")
 
 
-def header(plan: Plan, direction: str) -> str:
+def header(plan: Plan, direction: str, entries: bool = False) -> str:
     p = plan.problem
     rec = p["recurrence"]
+    kernels = [k for k in plan.direction(direction) if k.entries or not entries]
+    names = (lambda k: ", ".join(k.entries)) if entries else (lambda k: k.name)
     lines = [
-        f"kdagen {__version__} generated CUDA: {plan.uri} ({direction})",
+        f"kdagen {__version__} generated CUDA: {plan.uri} ({direction}{', further entry points' if entries else ''})",
         f"configuration: recurrence {p['name']} (graph {rec['graph_sha']}, decay {rec['decay_kind']} in "
         f"[{rec['decay_interval'][0]}, {rec['decay_interval'][1]}]), K={p['K']} V={p['V']}, "
         f"io {p['dtypes']['io']}, g {p['dtypes']['g']}, beta {p['dtypes']['beta']}, state {p['dtypes']['state']}, "
         f"GVA {p['gva_ratio']}, varlen {p['varlen']}, state layout {p['state_layout']}, {p['arch']}",
         f"family {plan.family}, chunk {plan.chunk}, exponent form {plan.exponent_form}",
-        "kernels: " + ", ".join(f"{k.name} (grid {k.grid}, {k.threads} threads, {k.smem_bytes} B smem)"
-                                for k in plan.direction(direction)),
+        "kernels: " + ", ".join(f"{names(k)} (grid {k.grid}, {k.threads} threads, {k.smem_bytes} B smem)"
+                                for k in kernels),
         "Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.",
     ]
     return "".join(f"// {line}\n" for line in lines)
@@ -139,20 +146,31 @@ def direction_available(plan: Plan, direction: str) -> bool:
     return bool(kernels) and all(template_exists(k.template) for k in kernels)
 
 
-def render_unit(plan: Plan, recurrence, direction: str) -> str:
-    """One self-contained translation unit with every kernel of `direction`."""
+def has_entries(plan: Plan, direction: str) -> bool:
+    """Whether a kernel of the direction has further entry points (so the direction has an entries unit)."""
+    return any(k.entries for k in plan.direction(direction))
+
+
+def render_unit(plan: Plan, recurrence, direction: str, entries: bool = False) -> str:
+    """One self-contained translation unit with every kernel of `direction`, or (`entries`) the further entry
+    points of those that have some."""
     if direction not in DIRECTIONS:
         raise CodegenError(f"direction {direction!r}: one of {DIRECTIONS}")
-    kernels = [_marked_kernel(plan, k, recurrence) for k in plan.direction(direction)]
+    chosen = [k for k in plan.direction(direction) if k.entries or not entries]
+    if not chosen:
+        raise CodegenError(f"{plan.uri}: no {direction} kernel has further entry points")
+    kernels = [_marked_kernel(plan, k, recurrence, entries) for k in chosen]
     common = [(path, lines.mark_text(text, f"templates/{path}")) for path, text in header_sources(plan.headers)]
-    text = environment().get_template("unit.cu.j2").render(header=header(plan, direction), common=common,
+    text = environment().get_template("unit.cu.j2").render(header=header(plan, direction, entries), common=common,
                                                            kernels=kernels)
-    return lines.resolve(text, f"{plan.uri}/{unit_name(direction)}")
+    return lines.resolve(text, f"{plan.uri}/{unit_name(direction, entries)}")
 
 
 def render(plan: Plan, recurrence, directions=DIRECTIONS) -> dict:
-    """{file name: text} for the requested directions (one direction may be given as its name)."""
+    """{file name: text} for the requested directions (one direction may be given as its name): each direction's
+    unit, and its entries unit where it has one."""
     if isinstance(directions, str):
         directions = [directions]
-    return {unit_name(d): render_unit(plan, recurrence, d) for d in directions}
+    return {unit_name(d, entries): render_unit(plan, recurrence, d, entries) for d in directions
+            for entries in (False, True) if not entries or has_entries(plan, d)}
 

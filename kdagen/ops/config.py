@@ -13,7 +13,7 @@ import functools
 
 import torch
 
-from ..codegen import render_unit
+from ..codegen import has_entries, render_unit
 from ..plan import Dtypes, Plan, Problem, make_plan, verify
 from ..plan.configs import options_recurrence
 from ..plan.families import few_pairs, requested
@@ -151,9 +151,9 @@ class Config:
         """(verified plan, recurrence), once per process."""
         return _planned(self)
 
-    def source(self, direction: str = "forward") -> str:
-        """The rendered unit of a direction ("forward", "backward"), once per process."""
-        return _source(self, direction)
+    def source(self, direction: str = "forward", entries: bool = False) -> str:
+        """The rendered unit of a direction ("forward", "backward"), or its entries unit, once per process."""
+        return _source(self, direction, entries)
 
 
 @functools.lru_cache(maxsize=64)
@@ -164,9 +164,9 @@ def _planned(config: Config):
 
 
 @functools.lru_cache(maxsize=64)
-def _source(config: Config, direction: str) -> str:
+def _source(config: Config, direction: str, entries: bool) -> str:
     plan, recurrence = config.planned()
-    return render_unit(plan, recurrence, direction)
+    return render_unit(plan, recurrence, direction, entries)
 
 
 def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, arch: str, *,
@@ -186,26 +186,30 @@ def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, a
                   family, family is None and few_pairs(directions, pairs, K))
 
 
-def module_uri(plan: Plan, direction: str) -> str:
-    return f"{plan.uri}_{direction}"
+def module_uri(plan: Plan, direction: str, entries: bool = False) -> str:
+    return f"{plan.uri}_{direction}{'_entries' if entries else ''}"
 
 
 def kernel_sources(config: Config) -> list[tuple[str, str]]:
-    """(uri, CUDA source) of every module a call of this Config loads (`kdagen compile`)."""
+    """(uri, CUDA source) of every module a call of this Config may load (`kdagen compile`): each direction's, and
+    its entries module where it has one (the cut forward's maps pass)."""
     plan, _ = config.planned()
-    return [(module_uri(plan, d), config.source(d)) for d in config.directions if plan.direction(d)]
+    return [(module_uri(plan, d, e), config.source(d, e)) for d in config.directions if plan.direction(d)
+            for e in (False, True) if not e or has_entries(plan, d)]
 
 
-def load(config: Config, device, direction: str):
-    """The compiled module of a direction for this config (kdagen.runtime: memo, disk cache, NVRTC)."""
+def load(config: Config, device, direction: str, entries: bool = False):
+    """The compiled module of a direction for this config (kdagen.runtime: memo, disk cache, NVRTC), or of its
+    further entry points (`entries`: compiled on the first call that launches one)."""
     from .. import runtime
     plan, _ = config.planned()
-    return runtime.load_module(module_uri(plan, direction), config.source(direction), config.arch, device=device)
+    return runtime.load_module(module_uri(plan, direction, entries), config.source(direction, entries), config.arch,
+                               device=device)
 
 
-def load_emulated(config: Config, device, direction: str):
+def load_emulated(config: Config, device, direction: str, entries: bool = False):
     """The direction's kernels run on the CPU by kdagen.codegen.emulate (slow; a recurrence debugged without a
-    GPU, and CI)."""
+    GPU, and CI); one host unit holds every entry point, so `entries` asks for the same module."""
     from ..codegen import emulate
     return emulate.build(*config.planned(), direction)
 

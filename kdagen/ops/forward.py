@@ -120,7 +120,9 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     K, V, _ = schedule.fit
     S = segmented.cut_of(schedule.plan, v, x.get("cu_seqlens") is not None, keep, K, V).segments
     if S > 1:
-        o, ht, ws = segmented.launch_cut(schedule, module, x, call.scalars, S,
+        entries = (loader or loader_for(call.emulate))(config, v.device, "forward", entries=True) \
+            if segmented.has_maps_pass(schedule.plan) else None
+        o, ht, ws = segmented.launch_cut(schedule, module, entries, x, call.scalars, S,
                                          output_final_state=call.output_final_state, alloc=alloc)
         if debug is not None:
             debug.update(ws.tensors())

@@ -89,10 +89,11 @@ def chain(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor | None, S: int, 
     return h_in
 
 
-def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final_state: bool, alloc):
+def launch_cut(schedule, module, entries, x: dict, scalars: dict, S: int, *, output_final_state: bool, alloc):
     """(o, final state or None, the workspaces) of the forward of x (fixed-length [B, T, ...] tensors,
-    initial_state [B, ...]) with each sequence cut into S segments of T/S tokens: the prepare once, then the recurrence's
-    maps pass, the chain and its ordinary pass (module doc)."""
+    initial_state [B, ...]) with each sequence cut into S segments of T/S tokens: the prepare once, then the
+    recurrence's maps, the chain and its ordinary pass (module doc). `module` is the forward's module, `entries`
+    its entries module where the recurrence has a maps pass (else None)."""
     value = schedule.value
     v = x[value]
     B, T = v.shape[:2]
@@ -111,15 +112,15 @@ def launch_cut(schedule, module, x: dict, scalars: dict, S: int, *, output_final
     prepare, recurrence = sized.launches[:-1], sized.launches[-1:]
     run_kernels(prepare, module, values, "forward")
 
-    def run(v_in, h0, o, ht, launches=recurrence):
-        run_kernels(launches, module, {**values, "v": v_in, "h0": h0, "o": o, "ht": ht}, "forward")
+    def run(v_in, h0, o, ht, launches=recurrence, on=module):
+        run_kernels(launches, on, {**values, "v": v_in, "h0": h0, "o": o, "ht": ht}, "forward")
 
     # 1. every segment's affine map: B from 0 with v, M from the identity with v = 0
     maps = alloc((2, *state), dtype=torch.float32, device=device)
     if has_maps_pass(schedule.plan):
         # one launch of the maps pass, the grid doubled in z: the B's, then the M's (templates/wgmma64/recurrence)
         doubled = [("recurrence_maps", (grid[0], grid[1], 2 * grid[2]), *rest) for _, grid, *rest in recurrence]
-        run(view[value], None, None, maps, doubled)
+        run(view[value], None, None, maps, doubled, entries)
     else:                                                 # two ordinary launches (o of both is discarded)
         scratch = alloc(view[value].shape, dtype=v.dtype, device=device)
         run(view[value], None, scratch, maps[0])

@@ -74,7 +74,7 @@ def test_an_inference_forward_cut_on_the_kernels_matches_float64(monkeypatch, na
     o_ref, ht_ref = reference.chunked(x, opt, 64)
     cuts = []
     monkeypatch.setenv("KDAGEN_CUT", setting)
-    monkeypatch.setattr(segmented, "launch_cut", lambda *a, _cut=segmented.launch_cut, **k: cuts.append(a[4]) or
+    monkeypatch.setattr(segmented, "launch_cut", lambda *a, _cut=segmented.launch_cut, **k: cuts.append(a[5]) or
                         _cut(*a, **k))
     with torch.no_grad():
         (o, ht, _), (o2, ht2, _) = [ops_gpu.call_kdagen(op, x, options, grad=False) for _ in range(2)]
