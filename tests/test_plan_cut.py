@@ -16,13 +16,13 @@ from kdagen.plan.cut import CUT_MARGIN, plan_cut
     (256, 2, False, True, 64, 64, 64, 1),        # a training call keeps the uncut forward's workspaces
     (256, 2, True, False, 64, 64, 64, 1),        # varlen: the lengths would need a host read
     (256, 2, False, False, 64, 128, 64, 1),      # K ≠ V: no K × K identity state
-    (256, 2, False, False, 64, 64, 96, 1),       # not a multiple of the chunk
+    (288, 2, False, False, 64, 64, 96, 1),       # not a multiple of the chunk (it divides T)
     (200, 2, False, False, 64, 64, 64, 1),       # T not a multiple of the segment
     (64, 2, False, False, 64, 64, 64, 1),        # one segment would hold the whole sequence
     (256, 68, False, False, 64, 64, 64, 4),      # a length given cuts whatever the model says
 ])
 def test_which_calls_can_be_cut(T, pairs, varlen, keep, K, V, tokens, expected):
-    cut = plan_cut("wgmma64", pairs, T, K, V, 132, maps_pass=True, varlen=varlen, keep=keep, tokens=tokens)
+    cut = plan_cut("wgmma64", pairs, T, K, V, 132, maps_pass=True, resident=1, varlen=varlen, keep=keep, tokens=tokens)
     assert cut.segments == expected, cut
     assert cut.segments == 1 or cut.tokens * cut.segments == T
 
@@ -37,14 +37,30 @@ def test_which_calls_can_be_cut(T, pairs, varlen, keep, K, V, tokens, expected):
     (8, 1000 * 64, 128, True, None),      # no length of 1024·2^i divides 64000 tokens
 ])
 def test_where_the_model_cuts_by_default(pairs, T, K, maps_pass, expected):
-    cut = plan_cut("wgmma64", pairs, T, K, K, 132, maps_pass=maps_pass)
+    cut = plan_cut("wgmma64", pairs, T, K, K, 132, maps_pass=maps_pass, resident=1)
     assert (cut.segments, cut.tokens) == (expected or (1, T)), cut
     if expected:
         assert cut.cut_us < CUT_MARGIN * cut.uncut_us
         # the chosen length is the model's best: no other power-of-two length is modelled faster
-        others = [plan_cut("wgmma64", pairs, T, K, K, 132, maps_pass=maps_pass, tokens=t)
+        others = [plan_cut("wgmma64", pairs, T, K, K, 132, maps_pass=maps_pass, resident=1, tokens=t)
                   for t in (1024, 2048, 4096, 8192, 16384)]
         assert all(o.cut_us >= cut.cut_us for o in others if o.segments > 1)
+
+
+def test_a_family_without_measured_constants_is_cut_only_when_asked():
+    assert plan_cut("mma16", 4, 65536, 128, 128, 132, maps_pass=False, resident=1).segments == 1
+    forced = plan_cut("mma16", 4, 65536, 128, 128, 132, maps_pass=False, resident=1, tokens=4096)
+    assert (forced.segments, forced.cut_us) == (16, 0.0) and "KDAGEN_CUT=4096" in forced.describe()
+
+
+def test_the_recurrence_ctas_an_sm_holds():
+    from kdagen.plan import make_plan, problem_from_options
+    from kdagen.plan.cut import resident_ctas
+    from kdagen.reference import Options
+    plan = make_plan(problem_from_options(Options(op="kda"), K=128, V=128, arch="sm_90a"), family="wgmma64",
+                     directions=("forward",))
+    assert resident_ctas(plan.kernel("recurrence"), "sm_90a") == 1        # 168 KB of ring and staging
+    assert resident_ctas(plan.kernel("prepare"), "sm_90a") == 2           # 107 KB, as its launch bounds say
 
 
 def test_kdagen_cut_setting(monkeypatch):
@@ -55,14 +71,15 @@ def test_kdagen_cut_setting(monkeypatch):
     assert segmented.has_maps_pass(plan)
     v = torch.empty(1, 65536, 4, 128, device="meta")
     monkeypatch.delenv("KDAGEN_CUT", raising=False)
-    assert segmented.cut_of(plan, v, False, False, 128, 128).segments == 16
+    assert segmented.cut_of(plan, v, False, False).segments == 16
     monkeypatch.setenv("KDAGEN_CUT", "off")
-    assert segmented.cut_of(plan, v, False, False, 128, 128).segments == 1
+    assert segmented.cut_of(plan, v, False, False).segments == 1
     monkeypatch.setenv("KDAGEN_CUT", "8192")
-    assert segmented.cut_of(plan, v, False, False, 128, 128).segments == 8
-    monkeypatch.setenv("KDAGEN_CUT", "half")
-    with pytest.raises(ValueError, match="KDAGEN_CUT='half'"):
-        segmented.cut_of(plan, v, False, False, 128, 128)
+    assert segmented.cut_of(plan, v, False, False).segments == 8
+    for bad in ("half", "100", "²"):        # a typo, a length off the 64-token chunk, a digit that is not ASCII
+        monkeypatch.setenv("KDAGEN_CUT", bad)
+        with pytest.raises(ValueError, match=f"KDAGEN_CUT='{bad}'"):
+            segmented.cut_of(plan, v, False, False)
 
 
 def test_kdagen_plan_prints_the_cut(capsys):
@@ -73,5 +90,7 @@ def test_kdagen_plan_prints_the_cut(capsys):
     assert main(["plan", "--op", "kda", "--inference", "--pairs", "64", "--tokens", "8192", "--kernel",
                  "recurrence"]) == 0
     assert "not cut: the best cut" in capsys.readouterr().out
-    assert main(["plan", "--op", "kda", "--tokens", "65536", "--kernel", "recurrence"]) == 2
-    assert "--tokens" in capsys.readouterr().err
+    for refused in (["--tokens", "65536"], ["--inference", "--pairs", "4", "--tokens", "65536", "--json"],
+                    ["--sms", "114"], ["--inference", "--pairs", "4", "--tokens", "65536", "--sms", "0"]):
+        assert main(["plan", "--op", "kda", *refused]) == 2, refused
+        assert "kdagen plan: --" in capsys.readouterr().err

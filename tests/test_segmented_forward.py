@@ -88,7 +88,8 @@ def test_a_cut_forward_without_the_final_state(monkeypatch):
 
 
 @needs_emulation
-@pytest.mark.parametrize("v_first, D, h0", [(False, 64, True), (True, 64, True), (False, 64, False), (True, 128, True)])
+@pytest.mark.parametrize("v_first, D, h0", [(False, 64, True), (True, 64, True), (False, 64, False), (True, 128, True),
+                                            (False, 128, True)])
 def test_the_chain_kernel_gives_the_op_level_combine(v_first, D, h0):
     """The chain kernel (templates/segments/chain.cu, emulated; uniform segments, fp32) against
     kdagen.ops.segments.combine in float64 (any segment counts)."""
@@ -107,6 +108,10 @@ def test_the_chain_kernel_gives_the_op_level_combine(v_first, D, h0):
     assert torch.equal(segmented.chain(M.float(), B.float(), first.float() if h0 else None, S, v_first), got)
 
 
-def test_the_chain_names_a_state_it_cannot_take():
+def test_the_chain_names_what_it_cannot_take():
     with pytest.raises(ValueError, match="D × D state"):
         segmented.chain(*(torch.zeros(2, 1, 48, 48) for _ in range(2)), None, 2, False)
+    with pytest.raises(ValueError, match="3 segments per sequence"):
+        segmented.chain(*(torch.zeros(4, 1, 64, 64) for _ in range(2)), None, 3, False)
+    with pytest.raises(ValueError, match="contiguous float32"):
+        segmented.chain(torch.zeros(4, 1, 64, 64, dtype=torch.float64), torch.zeros(4, 1, 64, 64), None, 2, False)

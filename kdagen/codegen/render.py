@@ -125,7 +125,7 @@ def header(plan: Plan, direction: str, entries: bool = False) -> str:
     p = plan.problem
     rec = p["recurrence"]
     kernels = [k for k in plan.direction(direction) if k.entries or not entries]
-    names = (lambda k: ", ".join(k.entries)) if entries else (lambda k: k.name)
+    names = (lambda k: ", ".join(k.entries) + " (their launches set the grid)") if entries else (lambda k: k.name)
     lines = [
         f"kdagen {__version__} generated CUDA: {plan.uri} ({direction}{', further entry points' if entries else ''})",
         f"configuration: recurrence {p['name']} (graph {rec['graph_sha']}, decay {rec['decay_kind']} in "

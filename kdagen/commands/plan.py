@@ -22,12 +22,15 @@ def run(args) -> int:
     from ..ops.arguments import config_from_args
     from ..plan import PlanError, make_plan, problems
     from ..plan.describe import describe, to_dot
-    if args.sms < 1:
-        print(f"kdagen plan: --sms {args.sms}: a positive SM count", file=sys.stderr)
-        return 2
-    if args.tokens is not None and (not args.inference or args.pairs is None or args.tokens < 1):
-        print("kdagen plan: --tokens (a positive sequence length) goes with --inference and --pairs: the cut of an "
-              "inference forward into segments", file=sys.stderr)
+    refused = ("--tokens (a positive sequence length) goes with --inference and --pairs: the cut of an inference "
+               "forward into segments" if args.tokens is not None and (not args.inference or args.pairs is None
+                                                                       or args.tokens < 1) else
+               "--tokens prints the cut beside the tables; --json and --dot print the plan alone"
+               if args.tokens is not None and (args.json or args.dot) else
+               "--sms goes with --tokens (the SMs the cut is planned for)" if args.sms is not None and args.tokens is None
+               else f"--sms {args.sms}: a positive SM count" if args.sms is not None and args.sms < 1 else None)
+    if refused:
+        print(f"kdagen plan: {refused}", file=sys.stderr)
         return 2
     config = config_from_args(args).config()
     plan = make_plan(config.problem(), family=config.family, directions=config.directions,
@@ -46,12 +49,11 @@ def run(args) -> int:
     else:
         sys.stdout.write(describe(plan, args.kernel))
         if args.tokens is not None:
-            from ..ops.segmented import has_maps_pass
-            from ..plan.cut import plan_cut
-            problem = config.problem()
-            cut = plan_cut(plan.family, args.pairs, args.tokens, problem.K, problem.V, args.sms,
-                           maps_pass=has_maps_pass(plan), varlen=problem.varlen)
-            print(f"\nsegments ({args.pairs} pairs of {args.tokens} tokens, {args.sms} SMs): {cut.describe()}")
+            from ..ops.segmented import planned_cut
+            from ..plan.cut import H200_SMS
+            sms = args.sms or H200_SMS
+            cut = planned_cut(plan, args.pairs, args.tokens, sms, varlen=config.problem().varlen)
+            print(f"\nsegments ({args.pairs} pairs of {args.tokens} tokens, {sms} SMs): {cut.describe()}")
     found = problems(plan)
     if found:
         print(str(PlanError("verify: " + "; ".join(found))), file=sys.stderr)
@@ -70,5 +72,6 @@ def register(subparsers) -> None:
     p.add_argument("--tokens", type=int, default=None, metavar="T",
                    help="with --inference and --pairs: tokens per sequence; prints whether the forward cuts each "
                         "sequence into segments, how long, and the cost model's times (docs/segments.md §5)")
-    p.add_argument("--sms", type=int, default=132, metavar="N",
-                   help="SMs the cut is planned for (default 132, an H200; a call reads its device's count)")
+    p.add_argument("--sms", type=int, default=None, metavar="N",
+                   help="with --tokens: SMs the cut is planned for (default 132, an H200; a call reads its device's "
+                        "count). KDAGEN_CUT applies here as in a call")

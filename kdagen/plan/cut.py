@@ -1,12 +1,14 @@
 """Whether an inference forward is cut into segments, and how long they are: the cost model of docs/segments.md §5.
 
 Uncut, each (sequence, value head) pair walks its T/64 chunks in order on V/64 CTAs: time ≈ chunks × the family's
-serial step, however many SMs idle. Cut into S segments (kdagen.ops.segmented), the recurrence runs over all
-segments at once, each pass the longer of its serial walk (T/S/64 steps) and its read of every token (the
-token-heads at the family's streaming cost): twice where the recurrence has a maps pass (both maps in one launch),
-three times where it has not — plus a chain of S steps. The planner takes the segment length
-(a power of two, at least 1024 tokens) with the least modelled time, and cuts only where that is under CUT_MARGIN
-of the uncut time. The constants are the H200's (benchmarks/NOTES.md, 2026-12-01, session 10); `kdagen plan
+serial step (in waves of the CTAs the SMs hold at once), however many SMs idle. Cut into S segments
+(kdagen.ops.segmented), the recurrence runs over all segments at once, each pass the longer of its serial walk
+(T/S/64 steps) and its read of every token (the token-heads at the family's streaming cost): the maps pass (both
+maps in one launch, twice the CTAs, a cheaper step and fewer bytes) and the ordinary pass where the recurrence has a
+maps pass, three ordinary passes where it has not — plus a chain of S steps. The planner takes the segment length
+(1024·2^i tokens, below T and dividing it) with the least modelled time, and cuts only where that is under
+CUT_MARGIN of the uncut time. The constants are the H200's wgmma64 (benchmarks/NOTES.md, 2026-12-01, session 10);
+a family without measured constants is never cut by the model (KDAGEN_CUT=<tokens> still cuts it). `kdagen plan
 --inference --pairs P --tokens T` prints the decision.
 """
 from __future__ import annotations
@@ -14,21 +16,27 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .model import Kernel
+
 CHUNK_TOKENS = 64
-# per family: µs per chunk step of one CTA's serial walk at K = 128, ns per token-head of one pass at K = V = 128
-STEP_US = {"wgmma64": 1.6, "mma16": 4.0}
-STREAM_NS = {"wgmma64": 0.55, "mma16": 1.0}
+H200_SMS = 132                       # the SM count a plan is made for when no device says otherwise
+SMEM_PER_SM = {"sm_90a": 228 * 1024, "sm_80": 164 * 1024}
+# measured per family: µs per chunk step of one CTA's serial walk at K = 128 (ordinary pass, maps pass), ns per
+# token-head of one ordinary pass at K = V = 128 (the maps pass reads MAPS_BYTES of it: no q_decayed, Mqk, o)
+STEP_US = {"wgmma64": 1.6}
+MAPS_STEP_US = {"wgmma64": 1.3}      # fitted to the cut shapes' graph times (session 10, runs 5 and 6)
+STREAM_NS = {"wgmma64": 0.55}
+MAPS_BYTES = 0.75
 CHAIN_STEP_US = 1.5                  # one position of the chain kernel (templates/segments/chain.cu)
 FIXED_US = 20.0                      # the cut's own launches and allocations, the chain's launch
-CUT_MARGIN = 0.8                     # cut only where the model gives under this share of the uncut time
+CUT_MARGIN = 0.85                    # cut only where the model gives under this share of the uncut time
 MIN_SEGMENT = 1024
-RESIDENT = 2                         # recurrence CTAs per SM
 
 
 @dataclass(frozen=True)
 class Cut:
     """The decision for one call shape: `segments` per sequence (1: not cut) of `tokens` each, the modelled
-    recurrence times (µs) uncut and cut, and why."""
+    recurrence times (µs) uncut and cut (0 where the family has no model), and why."""
     segments: int
     tokens: int
     uncut_us: float
@@ -38,47 +46,71 @@ class Cut:
     def describe(self) -> str:
         if self.segments == 1:
             return f"not cut: {self.why}"
-        return (f"cut into {self.segments} segments of {self.tokens} tokens ({self.why}; modelled recurrence "
-                f"{self.uncut_us / 1e3:.2f} ms uncut, {self.cut_us / 1e3:.2f} ms cut)")
+        modelled = (f"; modelled recurrence {self.uncut_us / 1e3:.2f} ms uncut, {self.cut_us / 1e3:.2f} ms cut"
+                    if self.uncut_us else "")
+        return f"cut into {self.segments} segments of {self.tokens} tokens ({self.why}{modelled})"
 
 
-def _walk_us(family: str, chunks: int, ctas: int, sms: int, K: int) -> float:
-    """A recurrence pass whose CTAs each walk `chunks` chunk steps (waves of RESIDENT CTAs per SM)."""
-    return chunks * STEP_US[family] * K / 128 * math.ceil(ctas / (RESIDENT * sms))
+def resident_ctas(kernel: Kernel, arch: str) -> int:
+    """CTAs of a kernel one SM holds at once: by shared memory (1 KB reserved per CTA) and by threads."""
+    by_smem = SMEM_PER_SM.get(arch, SMEM_PER_SM["sm_80"]) // (kernel.smem_bytes + 1024)
+    return max(1, min(by_smem, 2048 // kernel.threads))
 
 
-def _cut_us(family: str, pairs: int, T: int, K: int, V: int, sms: int, S: int, passes: int) -> float:
-    ctas = pairs * max(1, V // 64) * S
-    stream = pairs * T * STREAM_NS[family] * (K + V) / 256 / 1e3
-    one_pass = max(_walk_us(family, T // S // CHUNK_TOKENS, ctas, sms, K), stream)
-    return passes * one_pass + S * CHAIN_STEP_US + FIXED_US
+@dataclass(frozen=True)
+class _Model:
+    """The cost model of one family on one device."""
+    family: str
+    K: int
+    V: int
+    sms: int
+    resident: int
+
+    def walk(self, chunks: int, ctas: int, step: float) -> float:
+        """A pass whose CTAs each walk `chunks` chunk steps, in waves of what the SMs hold."""
+        return chunks * step * self.K / 128 * math.ceil(ctas / (self.resident * self.sms))
+
+    def uncut(self, pairs: int, T: int) -> float:
+        return self.walk(-(-T // CHUNK_TOKENS), pairs * max(1, self.V // 64), STEP_US[self.family])
+
+    def cut(self, pairs: int, T: int, S: int, maps_pass: bool) -> float:
+        ctas = pairs * max(1, self.V // 64) * S
+        chunks = T // S // CHUNK_TOKENS
+        stream = pairs * T * STREAM_NS[self.family] * (self.K + self.V) / 256 / 1e3
+        ordinary = max(self.walk(chunks, ctas, STEP_US[self.family]), stream)
+        maps = (max(self.walk(chunks, 2 * ctas, MAPS_STEP_US[self.family]), MAPS_BYTES * stream) if maps_pass
+                else 2 * ordinary)
+        return maps + ordinary + S * CHAIN_STEP_US + FIXED_US
 
 
-def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_pass: bool, varlen: bool = False,
-             keep: bool = False, tokens: int | str = "auto") -> Cut:
+def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_pass: bool, resident: int,
+             varlen: bool = False, keep: bool = False, tokens: int | str = "auto") -> Cut:
     """The cut of an inference forward of `pairs` (sequence, value head) pairs of T tokens, head dims K and V, on
-    `sms` SMs, with a recurrence that has a maps pass (`maps_pass`: Kernel.entries holds recurrence_maps) or not.
-    `tokens`: "auto" (the model decides), "off", or a segment length to use wherever the call can be cut."""
-    passes = 2 if maps_pass else 3
-    uncut = _walk_us(family, -(-T // CHUNK_TOKENS), pairs * max(1, V // 64), sms, K) if family in STEP_US else 0.0
+    `sms` SMs holding `resident` recurrence CTAs each (resident_ctas), with a recurrence that has a maps pass
+    (`maps_pass`: Kernel.entries holds recurrence_maps) or not. `tokens`: "auto" (the model decides), "off", or a
+    segment length to use wherever the call can be cut."""
+    model = _Model(family, K, V, sms, resident) if family in STEP_US else None
+    uncut = model.uncut(pairs, T) if model else 0.0
     if tokens == "off":
         return Cut(1, T, uncut, uncut, "KDAGEN_CUT=off")
     why_not = ("a training call keeps the uncut forward's workspaces" if keep else
                "varlen (the lengths would need a host read)" if varlen else
-               f"K ≠ V ({K}, {V}): the map M is a K × K state" if K != V else
-               f"family {family} has no cost model" if family not in STEP_US else None)
+               f"K ≠ V ({K}, {V}): the map M is a K × K state" if K != V else None)
     if why_not:
         return Cut(1, T, uncut, uncut, why_not)
     if tokens != "auto":
         if tokens % CHUNK_TOKENS or T <= tokens or T % tokens:
-            return Cut(1, T, uncut, uncut, f"{T} tokens do not split into segments of {tokens} (a multiple of "
-                                           f"{CHUNK_TOKENS} below T dividing it)")
-        return Cut(T // tokens, tokens, uncut, _cut_us(family, pairs, T, K, V, sms, T // tokens, passes), "KDAGEN_CUT")
+            return Cut(1, T, uncut, uncut, f"{T} tokens do not split into segments of KDAGEN_CUT={tokens} (a multiple "
+                                           f"of {CHUNK_TOKENS} below T dividing it)")
+        return Cut(T // tokens, tokens, uncut, model.cut(pairs, T, T // tokens, maps_pass) if model else 0.0,
+                   f"KDAGEN_CUT={tokens}")
+    if model is None:
+        return Cut(1, T, 0.0, 0.0, f"family {family} has no measured cost model (KDAGEN_CUT=<tokens> cuts it)")
     lengths = [t for t in (MIN_SEGMENT << i for i in range(8)) if t < T and T % t == 0]
     if not lengths:
         return Cut(1, T, uncut, uncut, f"{T} tokens: no segment length of {MIN_SEGMENT}·2^i below T divides it")
-    best = min(lengths, key=lambda t: (_cut_us(family, pairs, T, K, V, sms, T // t, passes), -t))
-    cut = _cut_us(family, pairs, T, K, V, sms, T // best, passes)
+    best = min(lengths, key=lambda t: (model.cut(pairs, T, T // t, maps_pass), -t))
+    cut = model.cut(pairs, T, T // best, maps_pass)
     if cut >= CUT_MARGIN * uncut:
         return Cut(1, T, uncut, cut, f"the best cut ({T // best} segments of {best}) is modelled at "
                                      f"{cut / 1e3:.2f} ms against {uncut / 1e3:.2f} ms uncut on {sms} SMs")

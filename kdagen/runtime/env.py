@@ -14,7 +14,8 @@ KDAGEN_FAMILY      a kernel family to use instead of the planner's choice (`kdag
 KDAGEN_SEGMENTS    sequence parallelism inside one GPU (docs/segments.md): off (default), auto (cuts nothing on
                    today's kernels, measured slower at every shape) or tokens per segment
 KDAGEN_CUT         an inference forward cut into segments on the family's own kernels (docs/segments.md §4-5):
-                   auto (default: where the planner's cost model says it pays), off, or tokens per segment
+                   auto (default: where the planner's cost model says it pays), off, or tokens per segment (a
+                   multiple of 64)
 """
 from __future__ import annotations
 
@@ -65,27 +66,31 @@ def poison() -> bool:
     return flag("KDAGEN_POISON")
 
 
-def segments() -> str:
-    """KDAGEN_SEGMENTS as off, auto or a positive number of tokens; anything else is an error naming it."""
-    value = os.environ.get("KDAGEN_SEGMENTS", "").strip().lower()
-    if value in _FALSE:
-        return "off"
-    if value == "auto" or value.isdigit() and int(value) > 0:
-        return value
-    raise ValueError(f"KDAGEN_SEGMENTS={os.environ['KDAGEN_SEGMENTS']!r}: expected off, auto or a number of tokens")
-
-
-def cut() -> int | str:
-    """KDAGEN_CUT as "auto" (also when unset), "off", or a positive number of tokens per segment; anything else
-    is an error naming it."""
-    value = os.environ.get("KDAGEN_CUT", "").strip().lower()
-    if value in ("", "auto"):
+def _tokens(name: str, unset: str, multiple: int = 1) -> int | str:
+    """A setting of off, auto or a positive number of tokens (a multiple of `multiple`); `unset` when empty;
+    anything else is an error naming the variable."""
+    raw = os.environ.get(name, "")
+    value = raw.strip().lower()
+    if not value:
+        return unset
+    if value == "auto":
         return "auto"
     if value in _FALSE:
         return "off"
-    if value.isdigit() and int(value) > 0:
+    if value.isascii() and value.isdigit() and int(value) > 0 and int(value) % multiple == 0:
         return int(value)
-    raise ValueError(f"KDAGEN_CUT={os.environ['KDAGEN_CUT']!r}: expected auto, off or a number of tokens")
+    whole = f" (a multiple of {multiple})" if multiple > 1 else ""
+    raise ValueError(f"{name}={raw!r}: expected off, auto or a positive number of tokens{whole}")
+
+
+def segments() -> str:
+    """KDAGEN_SEGMENTS as "off" (also when unset), "auto" or a number of tokens (as text)."""
+    return str(_tokens("KDAGEN_SEGMENTS", "off"))
+
+
+def cut() -> int | str:
+    """KDAGEN_CUT as "auto" (also when unset), "off", or tokens per segment: a multiple of the 64-token chunk."""
+    return _tokens("KDAGEN_CUT", "auto", multiple=64)
 
 
 def precompile_list() -> list[str]:

@@ -11,9 +11,8 @@
 // staged through shared memory CHAIN_STAGE columns at a time (coalesced reads of M_j in either layout, prefetched
 // into registers a stage ahead) and each thread sums its row in fp32 FMAs in a fixed order: deterministic, and no
 // TF32 rounding of the carried state.
-#define CHAIN_COLS 8
-#define CHAIN_STAGE 32
-#define CHAIN_MAX_D 128
+// CHAIN_COLS (state columns per CTA), CHAIN_STAGE (columns of A_j staged at a time) and CHAIN_MAX_D (the largest D)
+// are defined in front of this text by kdagen.ops.segmented.chain_source, which checks D against them.
 
 // offset of X[row, col] in a D × D state stored in the kv layout (row-major X) or the v_first one (row-major Xᵀ)
 __device__ __forceinline__ long chain_at(int row, int col, int D, int v_first) {

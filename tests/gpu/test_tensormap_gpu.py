@@ -42,8 +42,4 @@ def test_a_cached_encoding_keeps_the_checks(encodes):
     tensormap.encode_tiled(t, (32, 32), 128, dims=[64, 64], strides=[64])
     with pytest.raises(TypeError, match="box must be ints"):
         tensormap.encode_tiled(t, (32.0, 32), 128, dims=[64, 64], strides=[64])      # equal as a key, not an int
-    # dims of 64 rows over a 32-row tensor: its storage size is in the key, so the reach check still runs
-    fresh = torch.zeros(32, 64, dtype=torch.float32, device="cuda")
-    with pytest.raises(ValueError, match="reach"):
-        tensormap.encode_tiled(fresh, (32, 32), 128, dims=[64, 64], strides=[64])
-    assert len(encodes) == 1
+    assert len(encodes) == 1       # (the storage size in the key: tests/test_tensormap_key.py)
