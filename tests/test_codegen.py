@@ -26,8 +26,8 @@ def test_environment_is_strict(kda, monkeypatch):
     plan, r = kda
     full = kernel_context
 
-    def missing_kpt(plan, kernel, recurrence):
-        ctx = full(plan, kernel, recurrence)
+    def missing_kpt(plan, kernel, recurrence, entries=False):
+        ctx = full(plan, kernel, recurrence, entries)
         ctx["opt"] = {k: v for k, v in vars(ctx["opt"]).items() if k != "kpt"}
         return ctx
     monkeypatch.setattr(sys.modules["kdagen.codegen.render"], "kernel_context", missing_kpt)
