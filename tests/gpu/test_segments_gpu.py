@@ -53,7 +53,7 @@ def test_long_sequences_match_float64(monkeypatch, name, setting):
 # fixed-length cases for the inference forward cut on the family's own kernels (kdagen.ops.segmented): head dim
 # 128 (wgmma64's value-row split) with a barely fading decay, head dim 64 with a strong gate
 CUT_CASES = {
-    "weak-decay-k128": ("kda", dict(use_qk_l2norm_in_kernel=True), dict(T=32768, H=1, G=2, K=128)),
+    "weak-decay-k128": ("kda", dict(use_qk_l2norm_in_kernel=True), dict(T=65536, H=1, G=2, K=128)),
     "strong-decay-gate": CASES["strong-decay-gate"],
 }
 
