@@ -66,20 +66,22 @@ def test_the_recurrence_ctas_an_sm_holds():
 def test_kdagen_cut_setting(monkeypatch):
     from kdagen.plan import make_plan, problem_from_options
     from kdagen.reference import Options
-    plan = make_plan(problem_from_options(Options(op="kda"), K=128, V=128, arch="sm_90a"), family="wgmma64",
-                     directions=("forward",))
+    from kdagen.ops.launcher import Schedule
+    problem = problem_from_options(Options(op="kda"), K=128, V=128, arch="sm_90a")
+    plan = make_plan(problem, family="wgmma64", directions=("forward",))
     assert segmented.has_maps_pass(plan)
+    schedule = Schedule(plan, problem.recurrence, "forward")
     v = torch.empty(1, 65536, 4, 128, device="meta")
     monkeypatch.delenv("KDAGEN_CUT", raising=False)
-    assert segmented.cut_of(plan, v, False, False).segments == 16
+    assert segmented.cut_of(schedule, v, False, False).segments == 16
     monkeypatch.setenv("KDAGEN_CUT", "off")
-    assert segmented.cut_of(plan, v, False, False).segments == 1
+    assert segmented.cut_of(schedule, v, False, False).segments == 1
     monkeypatch.setenv("KDAGEN_CUT", "8192")
-    assert segmented.cut_of(plan, v, False, False).segments == 8
+    assert segmented.cut_of(schedule, v, False, False).segments == 8
     for bad in ("half", "100", "²"):        # a typo, a length off the 64-token chunk, a digit that is not ASCII
         monkeypatch.setenv("KDAGEN_CUT", bad)
         with pytest.raises(ValueError, match=f"KDAGEN_CUT='{bad}'"):
-            segmented.cut_of(plan, v, False, False)
+            segmented.cut_of(schedule, v, False, False)
 
 
 def test_kdagen_plan_prints_the_cut(capsys):

@@ -110,15 +110,15 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     state layout, output_final_state). `keep` says a backward follows (the family must plan one) and makes
     `saved`. `loader(config, device, direction, entries=False)` returns a module with `launch(...)` (default:
     the runtime's, or the CPU emulation for an emulated call; `entries=True`, asked only by an inference call
-    the planner cuts, the module of the kernels' further entry points); `poison` fills every output and workspace with NaN first
-    (tests; also KDAGEN_POISON=1); `debug` receives every forward workspace by plan name. Sizes come from the
+    the planner cuts, the module of the kernels' further entry points); `poison` fills every output and
+    workspace with NaN first (tests; also KDAGEN_POISON=1); `debug` receives every forward workspace by plan name. Sizes come from the
     tensors: nothing here syncs with the host."""
     v = x[call.spec.value]
     config = call_config(x, call, keep)
     schedule = scheduled(config, "forward")
     module = (loader or loader_for(call.emulate))(config, v.device, "forward")
     alloc = poisoned if poison or runtime_env.poison() else torch.empty
-    S = segmented.cut_of(schedule.plan, v, x.get("cu_seqlens") is not None, keep).segments
+    S = segmented.cut_of(schedule, v, x.get("cu_seqlens") is not None, keep).segments
     if S > 1:
         entries = (loader or loader_for(call.emulate))(config, v.device, "forward", entries=True) \
             if segmented.has_maps_pass(schedule.plan) else None

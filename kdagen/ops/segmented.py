@@ -37,20 +37,35 @@ def has_maps_pass(plan) -> bool:
     return any("recurrence_maps" in k.entries for k in plan.kernels if k.name == "recurrence")
 
 
-def planned_cut(plan, pairs: int, T: int, sms: int, *, varlen: bool = False, keep: bool = False) -> Cut:
-    """kdagen.plan.cut's decision for a call of this plan (its family, head dims, maps pass and the recurrence's
-    CTAs per SM) with `pairs` (sequence, value head) pairs of T tokens on `sms` SMs, under KDAGEN_CUT."""
-    p = plan.problem
+def plan_facts(plan) -> tuple[bool, int]:
+    """What the cut's cost model reads from a plan: whether the recurrence has a maps pass, and how many of its
+    CTAs an SM holds."""
     recurrence = [k for k in plan.kernels if k.name == "recurrence"]
-    resident = resident_ctas(recurrence[0], p["arch"]) if recurrence else 1
-    return plan_cut(plan.family, pairs, T, p["K"], p["V"], sms, maps_pass=has_maps_pass(plan), resident=resident,
+    return has_maps_pass(plan), resident_ctas(recurrence[0], plan.problem["arch"]) if recurrence else 1
+
+
+@functools.lru_cache(maxsize=64)
+def _schedule_facts(schedule) -> tuple[bool, int]:
+    """plan_facts of a Schedule's plan, once per Schedule (a call's hot path reads them)."""
+    return plan_facts(schedule.plan)
+
+
+def planned_cut(plan, pairs: int, T: int, sms: int, *, varlen: bool = False, keep: bool = False,
+                facts: tuple[bool, int] | None = None) -> Cut:
+    """kdagen.plan.cut's decision for a call of this plan (its family, head dims, maps pass and the recurrence's
+    CTAs per SM: `facts`, else plan_facts) with `pairs` (sequence, value head) pairs of T tokens on `sms` SMs,
+    under KDAGEN_CUT."""
+    maps_pass, resident = facts or plan_facts(plan)
+    p = plan.problem
+    return plan_cut(plan.family, pairs, T, p["K"], p["V"], sms, maps_pass=maps_pass, resident=resident,
                     varlen=varlen, keep=keep, tokens=runtime_env.cut())
 
 
-def cut_of(plan, v: torch.Tensor, varlen: bool, keep: bool) -> Cut:
-    """The cut of a call with value tensor v [B, T, HV, V] on v's device (planned_cut)."""
+def cut_of(schedule, v: torch.Tensor, varlen: bool, keep: bool) -> Cut:
+    """The cut of a call of a forward Schedule with value tensor v [B, T, HV, V] on v's device (planned_cut)."""
     B, T, HV = v.shape[:3]
-    return planned_cut(plan, B * HV, T, sm_count(v.device), varlen=varlen, keep=keep)
+    return planned_cut(schedule.plan, B * HV, T, sm_count(v.device), varlen=varlen, keep=keep,
+                       facts=_schedule_facts(schedule))
 
 
 CHAIN_URI = "segment_chain"

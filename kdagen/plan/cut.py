@@ -89,15 +89,14 @@ def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_
     `sms` SMs holding `resident` recurrence CTAs each (resident_ctas), with a recurrence that has a maps pass
     (`maps_pass`: Kernel.entries holds recurrence_maps) or not. `tokens`: "auto" (the model decides), "off", or a
     segment length to use wherever the call can be cut."""
-    model = _Model(family, K, V, sms, resident) if family in STEP_US else None
-    uncut = model.uncut(pairs, T) if model else 0.0
-    if tokens == "off":
-        return Cut(1, T, uncut, uncut, "KDAGEN_CUT=off")
-    why_not = ("a training call keeps the uncut forward's workspaces" if keep else
+    why_not = ("KDAGEN_CUT=off" if tokens == "off" else
+               "a training call keeps the uncut forward's workspaces" if keep else
                "varlen (the lengths would need a host read)" if varlen else
                f"K ≠ V ({K}, {V}): the map M is a K × K state" if K != V else None)
-    if why_not:
-        return Cut(1, T, uncut, uncut, why_not)
+    if why_not:                    # (before the model: a training call's hot path meets this first)
+        return Cut(1, T, 0.0, 0.0, why_not)
+    model = _Model(family, K, V, sms, resident) if family in STEP_US else None
+    uncut = model.uncut(pairs, T) if model else 0.0
     if tokens != "auto":
         if tokens % CHUNK_TOKENS or T <= tokens or T % tokens:
             return Cut(1, T, uncut, uncut, f"{T} tokens do not split into segments of KDAGEN_CUT={tokens} (a multiple "
