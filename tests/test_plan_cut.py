@@ -1,5 +1,6 @@
-"""The planner's cut of an inference forward into segments (kdagen.plan.cut): which calls can be cut, where the
-cost model cuts by default at the bench's shapes on the H200's 132 SMs, KDAGEN_CUT, and `kdagen plan --tokens`."""
+"""The planner's cut of a call into segments (kdagen.plan.cut): which calls can be cut, where the cost models (an
+inference forward's, a training step's) cut by default at the bench's shapes on the H200's 132 SMs, KDAGEN_CUT, and
+`kdagen plan --tokens`."""
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,7 @@ from kdagen.plan.cut import CUT_MARGIN, plan_cut
 @pytest.mark.parametrize("T, pairs, varlen, keep, K, V, tokens, expected", [
     (256, 2, False, False, 64, 64, 64, 4),
     (256, 2, False, False, 64, 64, "off", 1),
-    (256, 2, False, True, 64, 64, 64, 1),        # a training call keeps the uncut forward's workspaces
+    (256, 2, False, True, 64, 64, 64, 4),        # a training step too (its model is mma16's: the length given)
     (256, 2, True, False, 64, 64, 64, 1),        # varlen: the lengths would need a host read
     (256, 2, False, False, 64, 128, 64, 1),      # K ≠ V: no K × K identity state
     (288, 2, False, False, 64, 64, 96, 1),       # not a multiple of the chunk (it divides T)
@@ -45,6 +46,35 @@ def test_where_the_model_cuts_by_default(pairs, T, K, maps_pass, expected):
         others = [plan_cut("wgmma64", pairs, T, K, K, 132, maps_pass=maps_pass, resident=1, tokens=t)
                   for t in (1024, 2048, 4096, 8192, 16384)]
         assert all(o.cut_us >= cut.cut_us for o in others if o.segments > 1)
+
+
+@pytest.mark.parametrize("pairs, T, K, expected", [
+    (4, 65536, 128, (32, 2048)),          # the long-context shape: the two serial passes on 8 and 32 CTAs uncut
+    (16, 32768, 128, (8, 4096)),
+    (64, 8192, 128, None),                # 128 recurrence and 512 dstate_pass CTAs already fill the SMs
+    (256, 4096, 128, None),
+    (64, 4096, 64, None),
+])
+def test_where_the_training_model_cuts_by_default(pairs, T, K, expected):
+    """mma16's training step (its recurrence on 2 CTAs per pair, dstate_pass on 8): the decisions at the bench's
+    shapes, each the model's best length."""
+    cut = plan_cut("mma16", pairs, T, K, K, 132, maps_pass=False, resident=2, keep=True, slices=(2, 8))
+    assert (cut.segments, cut.tokens) == (expected or (1, T)), cut
+    if expected:
+        others = [plan_cut("mma16", pairs, T, K, K, 132, maps_pass=False, resident=2, keep=True, slices=(2, 8),
+                           tokens=t) for t in (1024, 2048, 4096, 8192, 16384)]
+        assert all(o.cut_us >= cut.cut_us for o in others if o.segments > 1)
+
+
+def test_the_training_model_reproduces_its_fit():
+    """The model's two serial passes at the shapes it was fitted to (session 11, run 1, ms): within 10%."""
+    from kdagen.plan.cut import _TrainingModel
+    model = _TrainingModel("mma16", 128, 132, (2, 8))
+    measured = {(4, 65536, 1): (4.328, 6.141), (4, 65536, 32): (0.223, 0.591), (4, 65536, 16): (0.288, 0.603),
+                (16, 32768, 1): (2.202, 3.109), (16, 32768, 8): (0.439, 1.236), (16, 32768, 4): (0.562, 1.222)}
+    for (pairs, T, S), times in measured.items():
+        for got, want in zip(model.passes(pairs, T, S), times):
+            assert abs(got / 1e3 - want) <= 0.1 * want, (pairs, T, S, got, want)
 
 
 def test_a_family_without_measured_constants_is_cut_only_when_asked():

@@ -12,6 +12,7 @@ EXAMPLE = """examples:
   kdagen plan --op kda --use-gate-in-kernel --lower-bound -5 --inference   # the kernels of a no-grad call
   kdagen plan --op kda --inference --pairs 4              # ... with 4 (sequence, head) pairs: a long-chunk family
   kdagen plan --op kda --inference --pairs 4 --tokens 65536   # ... and whether each sequence is cut into segments
+  kdagen plan --op kda --pairs 4 --tokens 65536           # ... the same for a training step (forward + backward)
   kdagen plan --op gdn --kernel recurrence                # one kernel's tables
   kdagen plan --op kda --json > plan.json
   kdagen plan --op kda --dot | dot -Tsvg > kernels.svg
@@ -22,9 +23,9 @@ def run(args) -> int:
     from ..ops.arguments import config_from_args
     from ..plan import PlanError, make_plan, problems
     from ..plan.describe import describe, to_dot
-    refused = ("--tokens (a positive sequence length) goes with --inference and --pairs: the cut of an inference "
-               "forward into segments" if args.tokens is not None and (not args.inference or args.pairs is None
-                                                                       or args.tokens < 1) else
+    refused = ("--tokens (a positive sequence length) goes with --pairs: the cut into segments of an inference "
+               "forward (--inference) or a training step" if args.tokens is not None and (args.pairs is None
+                                                                                          or args.tokens < 1) else
                "--tokens prints the cut beside the tables; --json and --dot print the plan alone"
                if args.tokens is not None and (args.json or args.dot) else
                "--sms goes with --tokens (the SMs the cut is planned for)" if args.sms is not None and args.tokens is None
@@ -52,8 +53,10 @@ def run(args) -> int:
             from ..ops.segmented import planned_cut
             from ..plan.cut import H200_SMS
             sms = args.sms or H200_SMS
-            cut = planned_cut(plan, args.pairs, args.tokens, sms, varlen=config.problem().varlen)
-            print(f"\nsegments ({args.pairs} pairs of {args.tokens} tokens, {sms} SMs): {cut.describe()}")
+            cut = planned_cut(plan, args.pairs, args.tokens, sms, varlen=config.problem().varlen,
+                              keep=not args.inference)
+            call = "inference forward" if args.inference else "training step"
+            print(f"\nsegments of a {call} ({args.pairs} pairs of {args.tokens} tokens, {sms} SMs): {cut.describe()}")
     found = problems(plan)
     if found:
         print(str(PlanError("verify: " + "; ".join(found))), file=sys.stderr)
@@ -70,8 +73,9 @@ def register(subparsers) -> None:
     out.add_argument("--dot", action="store_true", help="the kernel graph as Graphviz text")
     p.add_argument("--kernel", action="append", default=None, help="only this kernel's tables (repeatable)")
     p.add_argument("--tokens", type=int, default=None, metavar="T",
-                   help="with --inference and --pairs: tokens per sequence; prints whether the forward cuts each "
-                        "sequence into segments, how long, and the cost model's times (docs/segments.md §5)")
+                   help="with --pairs: tokens per sequence; prints whether a call cuts each sequence into segments, "
+                        "how long, and the cost model's times: an inference forward with --inference "
+                        "(docs/segments.md §5), else a training step (§6)")
     p.add_argument("--sms", type=int, default=None, metavar="N",
                    help="with --tokens: SMs the cut is planned for (default 132, an H200; a call reads its device's "
                         "count). KDAGEN_CUT applies here as in a call")

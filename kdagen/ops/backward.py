@@ -53,7 +53,7 @@ def launch_scheduled(schedule: Schedule, module, x: dict, workspace: dict, scala
     grad_h0 = None if h0 is None else alloc(h0.shape, dtype=h0.dtype, device=device)
     tensors = {**input_values(x, schedule.value), **workspace, **grad_values(grads),
                **schedule.layout_tensors(sized, x.get("cu_seqlens"), device),
-               "grad_v": grads[schedule.value], "grad_h0": grad_h0, "dout": do, "dht": dht}
+               "grad_v": grads[schedule.value], "grad_h0": grad_h0, "dout": do, "dht": dht, "dstate_start": None}
     launch_sized(sized, module, device, tensors, ws, scalar_values(scalars), "backward")
     if debug is not None:
         debug.update(ws.tensors())
@@ -64,7 +64,8 @@ def backward(saved: dict, do: torch.Tensor, dht: torch.Tensor | None = None, *, 
              debug: dict | None = None, loader=None) -> dict:
     """Gradients keyed like the forward's inputs (see `launch`), from what kdagen.ops.forward saved:
     config (an ops.config.Config: the plan and the recurrence), x (the inputs by name), scalars, and workspace
-    (the plan's saved workspaces by name). `loader(config, device, direction)` returns the module to launch
+    (the plan's saved workspaces by name); a forward cut into `segments` also saved `segment_states`
+    (kdagen.ops.segmented.backward_cut). `loader(config, device, direction)` returns the module to launch
     on (default: the runtime's, or the CPU emulation for an emulated call; tests pass a signature checker).
     `alloc` makes outputs and workspaces (default: NaN-filled under KDAGEN_POISON=1, else torch.empty)."""
     config: Config = _require(saved, "config", "saved")
@@ -75,5 +76,9 @@ def backward(saved: dict, do: torch.Tensor, dht: torch.Tensor | None = None, *, 
     module = (loader or loader_for(saved.get("emulate", False)))(config, do.device, "backward")
     if alloc is None:
         alloc = poisoned if runtime_env.poison() else torch.empty
+    if saved.get("segments", 1) > 1:                     # a forward cut into segments (kdagen.ops.segmented)
+        from .segmented import backward_cut
+        return backward_cut(schedule, module, x, workspace, _require(saved, "segment_states", "saved"),
+                            _require(saved, "scalars", "saved"), do, dht, saved["segments"], alloc=alloc, debug=debug)
     return launch_scheduled(schedule, module, x, workspace, _require(saved, "scalars", "saved"), do, dht,
                             alloc=alloc, debug=debug)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from ..plan import Plan
+from ..plan.cut import MIN_SEGMENT
 from ..plan.families import few_pairs, requested
 from ..plan.families.base import PASSED_DTYPE_INPUTS
 from ..runtime import env as runtime_env
@@ -107,8 +108,8 @@ def call_pairs(v, cu_seqlens, HV: int) -> int | None:
 def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = False, debug: dict | None = None):
     """(o [B,T,HV,V], final state or None, saved) for inputs x (the recurrence's tensors by name, plus
     initial_state and cu_seqlens) and a validated call (kdagen.ops.run.Call: the Spec, the scalars, the
-    state layout, output_final_state). `keep` says a backward follows (the family must plan one) and makes
-    `saved`. `loader(config, device, direction, entries=False)` returns a module with `launch(...)` (default:
+    state layout, output_final_state; a training call's `segments`, training_segments). `keep` says a backward
+    follows (the family must plan one) and makes `saved`. `loader(config, device, direction, entries=False)` returns a module with `launch(...)` (default:
     the runtime's, or the CPU emulation for an emulated call; `entries=True`, asked only by an inference call
     the planner cuts, the module of the kernels' further entry points); `poison` fills every output and
     workspace with NaN first (tests; also KDAGEN_POISON=1); `debug` receives every forward workspace by plan name. Sizes come from the
@@ -118,22 +119,36 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     schedule = scheduled(config, "forward")
     module = (loader or loader_for(call.emulate))(config, v.device, "forward")
     alloc = poisoned if poison or runtime_env.poison() else torch.empty
-    S = segmented.cut_of(schedule, v, x.get("cu_seqlens") is not None, keep).segments
+    S = call.segments if keep else segmented.cut_of(schedule, v, x.get("cu_seqlens") is not None, keep).segments
+    states = None
     if S > 1:
         entries = (loader or loader_for(call.emulate))(config, v.device, "forward", entries=True) \
-            if segmented.has_maps_pass(schedule.plan) else None
-        o, ht, ws = segmented.launch_cut(schedule, module, entries, x, call.scalars, S,
-                                         output_final_state=call.output_final_state, alloc=alloc)
-        if debug is not None:
-            debug.update(ws.tensors())
-        return o, ht, None
-    o, ht, ws = launch_scheduled(schedule, module, x, call.scalars, output_final_state=call.output_final_state,
-                                 alloc=alloc, keep=keep, memo=call.memo)
+            if not keep and segmented.has_maps_pass(schedule.plan) else None
+        o, ht, ws, states = segmented.launch_cut(schedule, module, entries, x, call.scalars, S,
+                                                 output_final_state=call.output_final_state, alloc=alloc, keep=keep)
+    else:
+        o, ht, ws = launch_scheduled(schedule, module, x, call.scalars, output_final_state=call.output_final_state,
+                                     alloc=alloc, keep=keep, memo=call.memo)
     if debug is not None:
         debug.update(ws.tensors())
     saved = None
     if keep:
         plan = schedule.plan
         saved = {"config": config, "plan": plan, "recurrence": schedule.recurrence, "x": dict(x),
-                 "scalars": call.scalars, "workspace": {n: ws.separate[n] for n in plan.saved}, "emulate": call.emulate}
+                 "scalars": call.scalars, "workspace": {n: ws.separate[n] for n in plan.saved}, "emulate": call.emulate,
+                 "segments": S, "segment_states": states}
     return o, ht, saved
+
+
+def training_segments(x: dict, call) -> int:
+    """The segments per sequence of a training call (kdagen.plan.cut's model for its plan, shapes and device under
+    KDAGEN_CUT): decided before the custom op runs, so its fake implementation and its kernels agree on the saved
+    workspaces' shapes. 1 where the sizes are symbols (torch.compile's dynamic shapes) or the batch is varlen."""
+    v = x[call.spec.value]
+    B, T, HV = v.shape[:3]
+    if not all(isinstance(n, int) for n in (B, T, HV)) or x.get("cu_seqlens") is not None:
+        return 1
+    tokens = runtime_env.cut()
+    if tokens == "off" or T <= (tokens if isinstance(tokens, int) else MIN_SEGMENT):   # no segment fits: no plan read
+        return 1
+    return segmented.cut_of(scheduled(call_config(x, call, True), "forward"), v, False, True).segments

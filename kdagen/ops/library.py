@@ -34,22 +34,25 @@ class Entry:
     state_layout: str
     family: str | None
     emulate: bool
+    segments: int
 
 
-def call_key(spec, state_layout: str, family: str | None, emulate: bool) -> str:
+def call_key(spec, state_layout: str, family: str | None, emulate: bool, segments: int = 1) -> str:
     """The string a call's static part travels as: the Spec's key (config.SPECS), the state layout, the family,
-    and whether the kernels are emulated. Plain string formatting, so torch.compile traces it."""
-    return f"{spec.key}|{state_layout}|{family or '-'}|{'emulate' if emulate else 'device'}"
+    whether the kernels are emulated, and a training call's segments per sequence (kdagen.ops.forward.
+    training_segments: what its saved workspaces' shapes follow). Plain string formatting, so torch.compile
+    traces it."""
+    return f"{spec.key}|{state_layout}|{family or '-'}|{'emulate' if emulate else 'device'}|{segments}"
 
 
 @functools.lru_cache(maxsize=256)
 def entry(key: str) -> Entry:
-    name, sha, state_layout, family, mode = key.split("|")
+    name, sha, state_layout, family, mode, segments = key.split("|")
     spec = SPECS.get(f"{name}|{sha}")
     if spec is None:
         raise KeyError(f"kdagen op key {key!r}: no such recurrence in this process; call the op (or kdagen.compile "
                        "the recurrence) before running a graph that holds it")
-    return Entry(spec, state_layout, None if family == "-" else family, mode == "emulate")
+    return Entry(spec, state_layout, None if family == "-" else family, mode == "emulate", int(segments))
 
 
 def _call(key: str, scalars: list[float], output_final_state: bool, cu_seqlens):
@@ -57,20 +60,21 @@ def _call(key: str, scalars: list[float], output_final_state: bool, cu_seqlens):
     from .run import Call
     e = entry(key)
     return Call(e.spec, dict(zip(e.spec.scalars, scalars)), output_final_state, e.state_layout, cu_seqlens, e.family,
-                e.emulate)
+                e.emulate, segments=e.segments)
 
 
 def _inputs(key: str, inputs: list[torch.Tensor], initial_state, cu_seqlens) -> dict:
     return {**dict(zip(entry(key).spec.inputs, inputs)), "initial_state": initial_state, "cu_seqlens": cu_seqlens}
 
 
-def _sizes(key: str, plan, x: dict) -> dict:
+def _sizes(key: str, plan, x: dict, segments: int = 1) -> dict:
+    """The plan's launch sizes for the call's tensors; cut into `segments`, for their view [B·S, T/S]."""
     spec = entry(key).spec
     v = x[spec.value]
     ref = x[spec.qk[0]] if spec.qk else v
     cu = x["cu_seqlens"]
-    return launch_sizes(B=v.shape[0], T=v.shape[1], H=ref.shape[2], HV=v.shape[2], chunk=plan.chunk,
-                        num_seqs=None if cu is None else cu.shape[0] - 1)
+    return launch_sizes(B=v.shape[0] * segments, T=v.shape[1] // segments, H=ref.shape[2], HV=v.shape[2],
+                        chunk=plan.chunk, num_seqs=None if cu is None else cu.shape[0] - 1)
 
 
 def _no_state(like: torch.Tensor) -> torch.Tensor:
@@ -104,6 +108,8 @@ def _forward_impl(key: str, inputs: list, initial_state, cu_seqlens, scalars: li
     x = _inputs(key, inputs, initial_state, cu_seqlens)
     o, ht, saved = autograd.kernel_forward(x, _call(key, scalars, output_final_state, cu_seqlens), keep)
     ws = [] if saved is None else [saved["workspace"][n] for n in saved["plan"].saved]
+    if saved is not None and saved.get("segment_states") is not None:
+        ws += [saved["segment_states"][n] for n in autograd.SEGMENT_STATES]
     return o, _no_state(o) if ht is None else ht, ws
 
 
@@ -111,11 +117,14 @@ def _forward_fake(key, inputs, initial_state, cu_seqlens, scalars, output_final_
     x = _inputs(key, inputs, initial_state, cu_seqlens)
     v = x[entry(key).spec.value]
     plan = call_config(x, _call(key, scalars, output_final_state, cu_seqlens), keep).planned()[0]
-    sizes = _sizes(key, plan, x)
-    ht = v.new_empty(state_shape(plan, sizes["N"], v.shape[2]), dtype=torch.float32) if output_final_state \
+    S = entry(key).segments if keep else 1
+    sizes = _sizes(key, plan, x, S)
+    ht = v.new_empty(state_shape(plan, sizes["N"] // S, v.shape[2]), dtype=torch.float32) if output_final_state \
         else _no_state(v)
     ws = [v.new_empty([evaluate(d, sizes) for d in plan.workspace(n).shape],
                       dtype=TORCH_DTYPES[plan.workspace(n).dtype]) for n in plan.saved] if keep else []
+    if keep and S > 1:                   # the segments' incoming states and maps (kdagen.ops.segmented)
+        ws += [v.new_empty(state_shape(plan, sizes["N"], v.shape[2]), dtype=torch.float32) for _ in range(2)]
     return torch.empty_like(v), ht, ws
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..runtime import env as runtime_env
 from . import autograd, library
 from .config import Spec
 from .validate import seqlens_values, validate
@@ -32,6 +33,7 @@ class Call:
     emulate: bool = False                      # the kernels on the CPU, through kdagen.codegen.emulate
     # shared by the calls of one validated signature: what is derived from it (Config, Sized...), each by its key
     memo: dict | None = field(default=None, compare=False, repr=False)
+    segments: int = 1                          # a training call's segments per sequence (forward.training_segments)
 
 
 def host_reads_allowed() -> bool:
@@ -129,6 +131,21 @@ def _plain(call: Call, inputs: list, initial_state) -> bool:
     return plain
 
 
+def training_segments(call: Call, inputs: list) -> int:
+    """kdagen.ops.forward.training_segments of the call, memoised per validated signature (its shapes); 1 while
+    torch.compile traces (the graph keeps the uncut step: the planner's code is not traced)."""
+    if torch.compiler.is_compiling():
+        return 1
+    memo = call.memo
+    segments = None if memo is None else memo.get(("segments", runtime_env.cut()))
+    if segments is None:
+        from .forward import training_segments as decide
+        segments = decide({**dict(zip(call.spec.inputs, inputs)), "cu_seqlens": call.cu_seqlens}, call)
+        if memo is not None:
+            memo[("segments", runtime_env.cut())] = segments
+    return segments
+
+
 def apply(call: Call, tensors: dict, initial_state):
     """(o, final state or None) through the custom op kdagen::recurrence_forward (kdagen.ops.library), whose
     autograd formula runs kdagen::recurrence_backward; the tensors are not checked here (`run` does). Where no
@@ -141,7 +158,9 @@ def apply(call: Call, tensors: dict, initial_state):
         x = {**dict(zip(spec.inputs, inputs)), "initial_state": initial_state, "cu_seqlens": call.cu_seqlens}
         o, ht, _ = autograd.kernel_forward(x, call, False)
     else:
-        args = (library.call_key(spec, call.state_layout, call.family, call.emulate), inputs, initial_state,
-                call.cu_seqlens, [call.scalars[n] for n in spec.scalars], call.output_final_state, keep)
+        segments = training_segments(call, inputs) if keep else 1
+        key = library.call_key(spec, call.state_layout, call.family, call.emulate, segments)
+        args = (key, inputs, initial_state, call.cu_seqlens, [call.scalars[n] for n in spec.scalars],
+                call.output_final_state, keep)
         o, ht, _ = library.dispatch(library.recurrence_forward, args, keep)
     return o, ht if call.output_final_state else None

@@ -1,4 +1,5 @@
-"""An inference forward cut into segments on the family's own kernels (docs/segments.md §4).
+"""A call cut into segments on the family's own kernels: an inference forward (docs/segments.md §4) or a training
+step (§6).
 
 The op-level cut (kdagen.ops.segments) calls the whole op three times, so the token-parallel prepare runs three
 times, twice on doubled heads. The prepare's workspace is chunk-local — it depends on where chunks start, not on
@@ -10,9 +11,17 @@ segments in parallel:
    two ordinary launches;
 2. the chain across each sequence's segments (S_in of segment j + 1 = M_j·S_in_j + B_j, in order), one launch;
 3. the recurrence once more from every segment's exact incoming state: o and the final states.
-Exact like the op-level cut (no decay is trusted to forget). Forward only (no workspace is kept for a
-backward), K = V (the identity is a K × K state), fixed-length batches (a varlen cut needs the lengths on the
-host), and where the planner's cost model says it pays (kdagen.plan.cut; KDAGEN_CUT overrides it).
+Exact like the op-level cut (no decay is trusted to forget). K = V (the identity is a K × K state), fixed-length
+batches (a varlen cut needs the lengths on the host), and where the planner's cost model says it pays
+(kdagen.plan.cut; KDAGEN_CUT overrides it).
+
+A training step runs its backward on the same view. The forward keeps its workspaces (chunk-local, and the
+states checkpoints of the view's blocks), every segment's incoming state and its map M. The state gradient is
+affine across a segment too, dS_in(j) = M_jᵀ·dS_out(j) + C_j, where C_j is the dS entering segment j when its dht
+is 0 (it depends on do alone). So the backward runs (1) dstate_pass over every segment from dht = 0, through block 0,
+writing C_j; (2) the chain in reverse with M_jᵀ from the call's dht, giving each segment's dS_out; (3) the whole
+backward on the view with those as dht. Every gradient is then exact, and the per-chunk partials of the head
+parameters are summed in the same order as uncut.
 """
 from __future__ import annotations
 
@@ -37,28 +46,34 @@ def has_maps_pass(plan) -> bool:
     return any("recurrence_maps" in k.entries for k in plan.kernels if k.name == "recurrence")
 
 
-def plan_facts(plan) -> tuple[bool, int]:
-    """What the cut's cost model reads from a plan: whether the recurrence has a maps pass, and how many of its
-    CTAs an SM holds."""
-    recurrence = [k for k in plan.kernels if k.name == "recurrence"]
-    return has_maps_pass(plan), resident_ctas(recurrence[0], plan.problem["arch"]) if recurrence else 1
+def plan_facts(plan) -> tuple[bool, int, tuple[int, int]]:
+    """What the cut's cost models read from a plan: whether the recurrence has a maps pass, how many of its CTAs
+    an SM holds, and the CTAs per (sequence, head) of the recurrence and of dstate_pass (their grids' z)."""
+    kernels = {k.name: k for k in plan.kernels}
+    recurrence = kernels.get("recurrence")
+
+    def z(name: str) -> int:
+        grid = kernels[name].grid if name in kernels else ()
+        return grid[2] if len(grid) > 2 and isinstance(grid[2], int) else 1
+    return (has_maps_pass(plan), resident_ctas(recurrence, plan.problem["arch"]) if recurrence else 1,
+            (z("recurrence"), z("dstate_pass")))
 
 
 @functools.lru_cache(maxsize=64)
-def _schedule_facts(schedule) -> tuple[bool, int]:
+def _schedule_facts(schedule) -> tuple[bool, int, tuple[int, int]]:
     """plan_facts of a Schedule's plan, once per Schedule (a call's hot path reads them)."""
     return plan_facts(schedule.plan)
 
 
 def planned_cut(plan, pairs: int, T: int, sms: int, *, varlen: bool = False, keep: bool = False,
-                facts: tuple[bool, int] | None = None) -> Cut:
-    """kdagen.plan.cut's decision for a call of this plan (its family, head dims, maps pass and the recurrence's
-    CTAs per SM: `facts`, else plan_facts) with `pairs` (sequence, value head) pairs of T tokens on `sms` SMs,
-    under KDAGEN_CUT."""
-    maps_pass, resident = facts or plan_facts(plan)
+                facts: tuple[bool, int, tuple[int, int]] | None = None) -> Cut:
+    """kdagen.plan.cut's decision for a call of this plan (its family, head dims and `facts`, else plan_facts)
+    with `pairs` (sequence, value head) pairs of T tokens on `sms` SMs, under KDAGEN_CUT: an inference forward, or
+    with `keep` a training step."""
+    maps_pass, resident, slices = facts or plan_facts(plan)
     p = plan.problem
     return plan_cut(plan.family, pairs, T, p["K"], p["V"], sms, maps_pass=maps_pass, resident=resident,
-                    varlen=varlen, keep=keep, tokens=runtime_env.cut())
+                    varlen=varlen, keep=keep, tokens=runtime_env.cut(), slices=slices)
 
 
 def cut_of(schedule, v: torch.Tensor, varlen: bool, keep: bool) -> Cut:
@@ -122,22 +137,32 @@ def chain(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor | None, S: int, 
     return h_in
 
 
-def launch_cut(schedule, module, entries, x: dict, scalars: dict, S: int, *, output_final_state: bool, alloc):
-    """(o, final state or None, the workspaces) of the forward of x (fixed-length [B, T, ...] tensors,
-    initial_state [B, ...]) with each sequence cut into S segments of T/S tokens: the prepare once, then the
-    recurrence's maps, the chain and its ordinary pass (module doc). `module` is the forward's module, `entries`
-    its entries module where the recurrence has a maps pass (else None)."""
+def token_view(schedule, x: dict, S: int) -> dict:
+    """x with its token tensors [B, T, ...] seen as [B·S, T/S, ...] (views) and no initial_state."""
+    tokens = {name for name, _, _, kind, _ in schedule.inputs if kind != "param"}   # [B, T, heads(, dim)]
+    return {n: t.reshape(t.shape[0] * S, t.shape[1] // S, *t.shape[2:]) if n in tokens else t
+            for n, t in x.items() if t is not None and n != "initial_state"}
+
+
+def launch_cut(schedule, module, entries, x: dict, scalars: dict, S: int, *, output_final_state: bool, alloc,
+               keep: bool = False):
+    """(o, final state or None, the Workspaces, the segments' states) of the forward of x (fixed-length [B, T, ...]
+    tensors, initial_state [B, ...]) with each sequence cut into S segments of T/S tokens: the prepare once, then
+    the recurrence's maps, the chain and its ordinary pass (module doc). `module` is the forward's module, `entries`
+    its entries module where the recurrence has a maps pass (else None). `keep`: a backward follows — the
+    workspaces are separate tensors (their surplus chunk rows zeroed) and the segments' states are
+    {"segment_h0": every segment's incoming state, "segment_maps": its M} (else None)."""
     value = schedule.value
     v = x[value]
     B, T = v.shape[:2]
-    tokens = {name for name, _, _, kind, _ in schedule.inputs if kind != "param"}   # [B, T, heads(, dim)]
-    view = {n: t.reshape(B * S, T // S, *t.shape[2:]) if n in tokens else t
-            for n, t in x.items() if t is not None and n != "initial_state"}      # [B·S, T/S, ...]: views
+    view = token_view(schedule, x, S)                   # [B·S, T/S, ...]
     device = v.device
     sized = schedule.checked_sized(view, scalars, device)
-    ws = Workspaces(sized, device, alloc, separate=False)
+    ws = Workspaces(sized, device, alloc, separate=keep)
+    if keep and sized.tails:
+        torch._foreach_zero_([ws.separate[name][start:] for name, start in sized.tails])
     state = sized.state                                   # [B·S, HV, K, K]: one state per segment
-    values = {**schedule.call_tensors(sized, view, device, False), **ws.tensors(), **scalar_values(scalars),
+    values = {**schedule.call_tensors(sized, view, device, keep), **ws.tensors(), **scalar_values(scalars),
               **sized.scalars, "o": None, "ht": None}
     names = [launch[0] for launch in sized.launches]
     if names[-1] != "recurrence":
@@ -150,7 +175,7 @@ def launch_cut(schedule, module, entries, x: dict, scalars: dict, S: int, *, out
 
     # 1. every segment's affine map: B from 0 with v, M from the identity with v = 0
     maps = alloc((2, *state), dtype=torch.float32, device=device)
-    if entries is not None:
+    if entries is not None and not keep:
         # one launch of the maps pass, the grid doubled in z: the B's, then the M's (templates/wgmma64/recurrence)
         doubled = [("recurrence_maps", (grid[0], grid[1], 2 * grid[2]), *rest) for _, grid, *rest in recurrence]
         run(view[value], None, None, maps, doubled, entries)
@@ -168,4 +193,50 @@ def launch_cut(schedule, module, entries, x: dict, scalars: dict, S: int, *, out
     ht = alloc(state, dtype=torch.float32, device=device) if output_final_state else None
     run(view[value], h0, o, ht)
     final = ht.view(B, S, *state[1:])[:, -1].contiguous() if output_final_state else None   # each last segment's
-    return o.reshape(v.shape), final, ws
+    states = {"segment_h0": h0, "segment_maps": maps[1]} if keep else None
+    return o.reshape(v.shape), final, ws, states
+
+
+def reverse_chain(maps: torch.Tensor, starts: torch.Tensor, dht: torch.Tensor | None, S: int, v_first: bool, *,
+                  arch: str, alloc) -> torch.Tensor:
+    """Every segment's dS_out [N·S, HV, D, D] from its map M and its C (`starts`, the dS entering it from dht = 0)
+    and each sequence's dht [N, HV, D, D] (None: zero): dS_out(S − 1) = dht, dS_out(j − 1) = M_jᵀ·dS_out(j) + C_j
+    (state_v_first: dS_out(j)·M_jᵀ + C_j) — the chain kernel over the segments in reverse with the maps transposed."""
+    NS, HV, D = starts.shape[0], starts.shape[1], starts.shape[-1]
+
+    def backwards(t: torch.Tensor) -> torch.Tensor:        # segment j of each sequence at S − 1 − j
+        return t.view(NS // S, S, HV, D, D).flip(1).reshape(NS, HV, D, D)
+    out = chain(backwards(maps.transpose(-1, -2)).contiguous(), backwards(starts).contiguous(),
+                None if dht is None else dht.contiguous(), S, v_first, arch=arch, alloc=alloc)
+    return backwards(out).contiguous()
+
+
+def backward_cut(schedule, module, x: dict, workspace: dict, states: dict, scalars: dict, do: torch.Tensor,
+                 dht: torch.Tensor | None, S: int, *, alloc, debug: dict | None = None) -> dict:
+    """The gradients (kdagen.ops.backward.launch's) of a training call whose forward was cut into S segments
+    (launch_cut with keep: `workspace` the view's saved workspaces, `states` its segment_h0 and segment_maps): the
+    C pass, the reverse chain, then the whole backward on the view (module doc)."""
+    from .backward import launch_scheduled
+    value = schedule.value
+    v = x[value]
+    B, T = v.shape[:2]
+    view = {**token_view(schedule, x, S), "initial_state": states["segment_h0"]}
+    device = v.device
+    do_view = do.reshape(view[value].shape)
+    sized = schedule.checked_sized(view, scalars, device)
+    problem = schedule.plan.problem
+    # 1. C_j: dstate_pass from dht = 0 through every chunk of every segment, no checkpoints
+    starts = alloc(sized.state, dtype=torch.float32, device=device)
+    passes = [launch for launch in sized.launches if launch[0] == "dstate_pass"]
+    run_kernels(passes, module, {**schedule.layout_tensors(sized, None, device), **workspace, **sized.scalars,
+                                 "dout": do_view, "dht": None, "ws_dstate_blocks": None, "grad_h0": None,
+                                 "dstate_start": starts}, "backward")
+    # 2. every segment's dS_out, from the call's dht backwards
+    dht_view = reverse_chain(states["segment_maps"], starts, dht, S, problem["state_layout"] == "vk",
+                             arch=problem["arch"], alloc=alloc)
+    # 3. the backward of every segment with its dS_out
+    grads = launch_scheduled(schedule, module, view, workspace, scalars, do_view, dht_view, alloc=alloc, debug=debug)
+    out = {n: g.reshape(x[n].shape) for n, g in grads.items() if n != "initial_state"}
+    h0 = x.get("initial_state")
+    out["initial_state"] = None if h0 is None else grads["initial_state"].view(B, S, *h0.shape[1:])[:, 0].contiguous()
+    return out

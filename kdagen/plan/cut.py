@@ -1,4 +1,5 @@
-"""Whether an inference forward is cut into segments, and how long they are: the cost model of docs/segments.md §5.
+"""Whether a call is cut into segments, and how long they are: the cost models of docs/segments.md §5 (an inference
+forward) and §6 (a training step).
 
 Uncut, each (sequence, value head) pair walks its T/64 chunks in order on V/64 CTAs: time ≈ chunks × the family's
 serial step (in waves of the CTAs the SMs hold at once), however many SMs idle. Cut into S segments
@@ -10,6 +11,12 @@ maps pass, three ordinary passes where it has not — plus a chain of S steps. T
 CUT_MARGIN of the uncut time. The constants are the H200's wgmma64 (benchmarks/NOTES.md, 2026-12-01, session 10);
 a family without measured constants is never cut by the model (KDAGEN_CUT=<tokens> still cuts it). `kdagen plan
 --inference --pairs P --tokens T` prints the decision.
+
+A training step cut into S segments (forward and backward on the view [B·S, T/S]) runs the forward's recurrence three
+times (the two maps, then the ordinary pass) and dstate_pass twice (from dht = 0 for each segment's C, then with each
+segment's dht), all segments at once, plus two chains; every other kernel of the step is token- or block-parallel and
+costs the same cut or not. Each of those passes takes the longer of its serial walk and its CTA-steps spread over the
+SMs (`TRAIN_STEPS`). `kdagen plan --pairs P --tokens T` (without --inference) prints that decision.
 """
 from __future__ import annotations
 
@@ -31,12 +38,17 @@ CHAIN_STEP_US = 1.5                  # one position of the chain kernel (templat
 FIXED_US = 20.0                      # the cut's own launches and allocations, the chain's launch
 CUT_MARGIN = 0.85                    # cut only where the model gives under this share of the uncut time
 MIN_SEGMENT = 1024
+# training, per family: (µs per chunk step of one CTA's walk, µs of one SM per CTA-step once CTAs share the SMs) for
+# the forward's recurrence and dstate_pass at K = 128, chunks of TRAIN_CHUNK tokens; fitted to backward_timing.py on
+# the view shapes 1×65536×4, 32×2048×4, 16×4096×4, 1×32768×16, 8×4096×16, 4×8192×16 (×128) (NOTES, session 11, run 1)
+TRAIN_CHUNK = {"mma16": 16}
+TRAIN_STEPS = {"mma16": {"recurrence": (1.06, 0.90), "dstate_pass": (1.5, 0.61)}}
 
 
 @dataclass(frozen=True)
 class Cut:
-    """The decision for one call shape: `segments` per sequence (1: not cut) of `tokens` each, the modelled
-    recurrence times (µs) uncut and cut (0 where the family has no model), and why."""
+    """The decision for one call shape: `segments` per sequence (1: not cut) of `tokens` each, the modelled times
+    (µs) of the passes a cut changes, uncut and cut (0 where the family has no model), and why."""
     segments: int
     tokens: int
     uncut_us: float
@@ -46,7 +58,7 @@ class Cut:
     def describe(self) -> str:
         if self.segments == 1:
             return f"not cut: {self.why}"
-        modelled = (f"; modelled recurrence {self.uncut_us / 1e3:.2f} ms uncut, {self.cut_us / 1e3:.2f} ms cut"
+        modelled = (f"; modelled serial passes {self.uncut_us / 1e3:.2f} ms uncut, {self.cut_us / 1e3:.2f} ms cut"
                     if self.uncut_us else "")
         return f"cut into {self.segments} segments of {self.tokens} tokens ({self.why}{modelled})"
 
@@ -83,33 +95,67 @@ class _Model:
         return maps + ordinary + S * CHAIN_STEP_US + FIXED_US
 
 
+@dataclass(frozen=True)
+class _TrainingModel:
+    """The cost model of a training step's serial passes, one family on one device."""
+    family: str
+    K: int
+    sms: int
+    slices: tuple[int, int]          # CTAs per (sequence, head) of the recurrence and of dstate_pass
+
+    def passes(self, pairs: int, T: int, S: int) -> tuple[float, float]:
+        """The recurrence's and dstate_pass's time with each sequence cut into S segments, all walked at once."""
+        chunks = -(-T // S // TRAIN_CHUNK[self.family])
+        steps = TRAIN_STEPS[self.family]
+
+        def one(kernel: str, z: int) -> float:
+            walk, sm = steps[kernel]
+            return max(chunks * walk, pairs * z * S * chunks * sm / self.sms) * self.K / 128
+        return one("recurrence", self.slices[0]), one("dstate_pass", self.slices[1])
+
+    def uncut(self, pairs: int, T: int) -> float:
+        return sum(self.passes(pairs, T, 1))
+
+    def cut(self, pairs: int, T: int, S: int) -> float:
+        recurrence, dstate = self.passes(pairs, T, S)
+        return 3 * recurrence + 2 * dstate + 2 * (S * CHAIN_STEP_US + FIXED_US)
+
+
 def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_pass: bool, resident: int,
-             varlen: bool = False, keep: bool = False, tokens: int | str = "auto") -> Cut:
-    """The cut of an inference forward of `pairs` (sequence, value head) pairs of T tokens, head dims K and V, on
-    `sms` SMs holding `resident` recurrence CTAs each (resident_ctas), with a recurrence that has a maps pass
-    (`maps_pass`: Kernel.entries holds recurrence_maps) or not. `tokens`: "auto" (the model decides), "off", or a
-    segment length to use wherever the call can be cut."""
+             varlen: bool = False, keep: bool = False, tokens: int | str = "auto",
+             slices: tuple[int, int] = (1, 1)) -> Cut:
+    """The cut of a call of `pairs` (sequence, value head) pairs of T tokens, head dims K and V, on `sms` SMs: an
+    inference forward (the recurrence's CTAs: `resident` per SM, resident_ctas; `maps_pass`: Kernel.entries holds
+    recurrence_maps) or, with `keep`, a training step (`slices`: CTAs per pair of the recurrence and of
+    dstate_pass). `tokens`: "auto" (the model decides), "off", or a segment length to use wherever the call can be
+    cut."""
     why_not = ("KDAGEN_CUT=off" if tokens == "off" else
-               "a training call keeps the uncut forward's workspaces" if keep else
                "varlen (the lengths would need a host read)" if varlen else
                f"K ≠ V ({K}, {V}): the map M is a K × K state" if K != V else None)
-    if why_not:                    # (before the model: a training call's hot path meets this first)
+    if why_not:                    # (before the model: an ineligible call's hot path meets this first)
         return Cut(1, T, 0.0, 0.0, why_not)
-    model = _Model(family, K, V, sms, resident) if family in STEP_US else None
+    if keep:
+        model = _TrainingModel(family, K, sms, slices) if family in TRAIN_STEPS else None
+        step = TRAIN_CHUNK.get(family, CHUNK_TOKENS)
+        modelled = (lambda S: model.cut(pairs, T, S)) if model else None
+    else:
+        model = _Model(family, K, V, sms, resident) if family in STEP_US else None
+        step = CHUNK_TOKENS
+        modelled = (lambda S: model.cut(pairs, T, S, maps_pass)) if model else None
     uncut = model.uncut(pairs, T) if model else 0.0
     if tokens != "auto":
-        if tokens % CHUNK_TOKENS or T <= tokens or T % tokens:
+        if tokens % step or T <= tokens or T % tokens:
             return Cut(1, T, uncut, uncut, f"{T} tokens do not split into segments of KDAGEN_CUT={tokens} (a multiple "
-                                           f"of {CHUNK_TOKENS} below T dividing it)")
-        return Cut(T // tokens, tokens, uncut, model.cut(pairs, T, T // tokens, maps_pass) if model else 0.0,
-                   f"KDAGEN_CUT={tokens}")
+                                           f"of {step} below T dividing it)")
+        return Cut(T // tokens, tokens, uncut, modelled(T // tokens) if model else 0.0, f"KDAGEN_CUT={tokens}")
     if model is None:
-        return Cut(1, T, 0.0, 0.0, f"family {family} has no measured cost model (KDAGEN_CUT=<tokens> cuts it)")
+        return Cut(1, T, 0.0, 0.0, f"family {family} has no measured cost model of a "
+                                   f"{'training step' if keep else 'forward'} (KDAGEN_CUT=<tokens> cuts it)")
     lengths = [t for t in (MIN_SEGMENT << i for i in range(8)) if t < T and T % t == 0]
     if not lengths:
         return Cut(1, T, uncut, uncut, f"{T} tokens: no segment length of {MIN_SEGMENT}·2^i below T divides it")
-    best = min(lengths, key=lambda t: (model.cut(pairs, T, T // t, maps_pass), -t))
-    cut = model.cut(pairs, T, T // best, maps_pass)
+    best = min(lengths, key=lambda t: (modelled(T // t), -t))
+    cut = modelled(T // best)
     if cut >= CUT_MARGIN * uncut:
         return Cut(1, T, uncut, cut, f"the best cut ({T // best} segments of {best}) is modelled at "
                                      f"{cut / 1e3:.2f} ms against {uncut / 1e3:.2f} ms uncut on {sms} SMs")

@@ -169,12 +169,16 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
         Step("load", "all", "tile", writes=loads, loop=True, global_reads=chain_reads,
              note="after chunk c's chain, chunk c − 2 into the stage chunk c + 1 left: cp.async tiles (a commit "
                   "group), the fp32 values via registers, stored into their stage at the end of chunk c − 1"),
+        Step("start_out", "all", "kpart", global_writes=["dstate_start"],
+             note="given dstate_start (a cut training call's C pass): no checkpoints, block 0 run too, and the dS "
+                  "entering the sequence written there"),
     ]
     dtypes = {w.name: w.dtype for w in ws}
     params = [Param("dout", "ptr", io)]
     params += [Param(n, "ptr", dtypes[n]) for n in CHAIN_WORKSPACES]
     params += [Param("dht", "ptr", "f32"), Param("ws_dstate_blocks", "ptr", "f32", const=False),
-               Param("grad_h0", "ptr", "f32", const=False), Param("cu_seqlens", "ptr", "i64"), Param("chunk_offsets", "ptr", "i32"), Param("HV", "i32")]
+               Param("grad_h0", "ptr", "f32", const=False), Param("dstate_start", "ptr", "f32", const=False),
+               Param("cu_seqlens", "ptr", "i64"), Param("chunk_offsets", "ptr", "i32"), Param("HV", "i32")]
     return _at_cap(Kernel(
         name="dstate_pass", kind="dstate_pass", template="mma16/dstate_pass.cu.j2", direction="backward",
         grid=["N", "HV", V // vs], threads=threads, min_ctas_per_sm=1,
