@@ -8,9 +8,10 @@
 //
 // The columns of X are independent, so one CTA takes CHAIN_COLS of them for one (n, h) and walks the S segments in
 // order; thread r owns row r (D threads, D = K = V, a multiple of CHAIN_STAGE up to 128). Per segment, A_j is
-// staged through shared memory CHAIN_STAGE columns at a time (coalesced reads of M_j in either layout, prefetched
-// into registers a stage ahead) and each thread sums its row in fp32 FMAs in a fixed order: deterministic, and no
-// TF32 rounding of the carried state.
+// staged through shared memory CHAIN_STAGE columns at a time (coalesced reads of M_j in either layout) and each
+// thread sums its row in fp32 FMAs in a fixed order: deterministic, and no TF32 rounding of the carried state.
+// A_j's stages are loaded into registers a whole segment ahead (D values a thread): a stage's sums are far shorter
+// than a load's latency, so a prefetch one stage ahead left every stage waiting on memory (5 µs a position).
 // CHAIN_COLS (state columns per CTA), CHAIN_STAGE (columns of A_j staged at a time) and CHAIN_MAX_D (the largest D)
 // are defined in front of this text by kdagen.ops.segmented.chain_source, which checks D against them.
 
@@ -27,10 +28,11 @@ extern "C" __global__ void __launch_bounds__(CHAIN_MAX_D) segment_chain(
   const long mat = (long)D * D, step = (long)HV * mat;    // one state; segment j + 1 of a pair is `step` further
   const long pair0 = ((long)n * S * HV + head) * mat;      // segment 0 of (n, head)
   const int stages = D / CHAIN_STAGE;
-  float acc[CHAIN_COLS], b_next[CHAIN_COLS], staged[CHAIN_STAGE];
-  // The maps are all there before the chain starts, so their reads form one stream independent of the sums:
-  // each stage's values (and each segment's B) are loaded into registers one stage (one segment) ahead, and the
-  // loads of a stage are all in flight together.
+  constexpr int MAX_STAGES = CHAIN_MAX_D / CHAIN_STAGE;
+  float acc[CHAIN_COLS], b_next[CHAIN_COLS], staged[MAX_STAGES][CHAIN_STAGE];
+  // The maps are all there before the chain starts, so their reads form one stream independent of the sums: stage
+  // s of A_(j+1) (and B_(j+1)) is loaded into registers while segment j sums, right after stage s of A_j left the
+  // same registers for shared memory.
   // Thread r stages the values k = 0 .. CHAIN_STAGE - 1 of A_j[:, m0 : m0 + CHAIN_STAGE] (D threads, D ·
   // CHAIN_STAGE values). kv: A[row, m] = M[row·D + m], consecutive threads take consecutive m (row k·D/32 + r/32,
   // m = r % 32); v_first: A[row, m] = M[m·D + row], consecutive threads consecutive rows (row r, m = k).
@@ -38,10 +40,10 @@ extern "C" __global__ void __launch_bounds__(CHAIN_MAX_D) segment_chain(
   const int m_r = v_first ? 0 : r % CHAIN_STAGE, m_k = v_first ? 1 : 0;
   const long at0 = v_first ? r : (long)row0 * D + m_r, at_k = v_first ? D : (long)row_k * D;
   const long at_m0 = v_first ? D : 1;                      // the offset of the stage's first column per m0
-  const auto load_stage = [&](long seg, int m0) {
+  const auto load_stage = [&](float (&into)[CHAIN_STAGE], long seg, int m0) {
     const float* src = M + seg + at0 + m0 * at_m0;
 #pragma unroll
-    for (int k = 0; k < CHAIN_STAGE; ++k) staged[k] = src[k * at_k];
+    for (int k = 0; k < CHAIN_STAGE; ++k) into[k] = src[k * at_k];
   };
   const float* f = first ? first + ((long)n * HV + head) * mat : nullptr;
 #pragma unroll
@@ -49,7 +51,10 @@ extern "C" __global__ void __launch_bounds__(CHAIN_MAX_D) segment_chain(
     acc[c] = f ? f[chain_at(r, col0 + c, D, v_first)] : 0.f;
     b_next[c] = S > 1 ? B[pair0 + chain_at(r, col0 + c, D, v_first)] : 0.f;
   }
-  if (S > 1) load_stage(pair0, 0);
+  if (S > 1)
+#pragma unroll
+    for (int s = 0; s < MAX_STAGES; ++s)
+      if (s < stages) load_stage(staged[s], pair0, s * CHAIN_STAGE);
   for (int j = 0;; ++j) {
     const long seg = pair0 + j * step;
 #pragma unroll
@@ -61,13 +66,14 @@ extern "C" __global__ void __launch_bounds__(CHAIN_MAX_D) segment_chain(
       acc[c] = b_next[c];
       if (j + 2 < S) b_next[c] = B[seg + step + chain_at(r, col0 + c, D, v_first)];
     }
-    for (int s = 0; s < stages; ++s) {
+#pragma unroll
+    for (int s = 0; s < MAX_STAGES; ++s) {
+      if (s >= stages) break;
       __syncthreads();                                     // x written; the previous stage of a read
 #pragma unroll
-      for (int k = 0; k < CHAIN_STAGE; ++k) a[row0 + k * row_k][m_r + k * m_k] = staged[k];
+      for (int k = 0; k < CHAIN_STAGE; ++k) a[row0 + k * row_k][m_r + k * m_k] = staged[s][k];
       __syncthreads();
-      if (s + 1 < stages) load_stage(seg, (s + 1) * CHAIN_STAGE);   // the next stage, while this one sums
-      else if (j + 2 < S) load_stage(seg + step, 0);                // the next segment's first stage
+      if (j + 2 < S) load_stage(staged[s], seg + step, s * CHAIN_STAGE);   // A_(j+1)'s stage s, a segment ahead
       const int m0 = s * CHAIN_STAGE;
 #pragma unroll 8
       for (int m = 0; m < CHAIN_STAGE; ++m) {
