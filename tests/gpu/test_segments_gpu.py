@@ -58,6 +58,17 @@ CUT_CASES = {
 }
 
 
+def fixed_length_case(name: str, op: str, options: dict, shape: dict, seed: int):
+    """(options with the final state asked, inputs, reference options, float64 (o, final state)) of a fixed-length
+    case; a "weak" one gets log decays ≈ −1e-3 per token (as bf16 the kernels read)."""
+    options = {"output_final_state": True, **options}
+    x = ops_gpu.case_inputs(op, options, **shape, seed=seed)
+    if "weak" in name:
+        x["g"] = (-1e-3 * torch.rand(x["g"].shape, dtype=torch.float64)).to(torch.bfloat16).double()
+    opt = reference_options(op, **options, **{n: x[n] for n in ("A_log", "dt_bias") if n in x})
+    return options, x, opt, reference.chunked(x, opt, 64)
+
+
 @pytest.mark.parametrize("name, setting", [(name, "4096") for name in sorted(CUT_CASES)] + [("weak-decay-k128", "auto")])
 def test_an_inference_forward_cut_on_the_kernels_matches_float64(monkeypatch, name, setting):
     """kdagen.ops.segmented: o and the final state of an inference call cut every 4096 tokens (KDAGEN_CUT), or
@@ -65,12 +76,7 @@ def test_an_inference_forward_cut_on_the_kernels_matches_float64(monkeypatch, na
     equal; the cut did run."""
     from kdagen.ops import segmented
     op, options, shape = CUT_CASES[name]
-    options = {"output_final_state": True, **options}
-    x = ops_gpu.case_inputs(op, options, **shape, seed=13)
-    if "weak" in name:
-        x["g"] = (-1e-3 * torch.rand(x["g"].shape, dtype=torch.float64)).to(torch.bfloat16).double()
-    opt = reference_options(op, **options, **{n: x[n] for n in ("A_log", "dt_bias") if n in x})
-    o_ref, ht_ref = reference.chunked(x, opt, 64)
+    options, x, opt, (o_ref, ht_ref) = fixed_length_case(name, op, options, shape, 13)
     cuts = []
     monkeypatch.setenv("KDAGEN_CUT", setting)
     monkeypatch.setattr(segmented, "launch_cut", lambda *a, _cut=segmented.launch_cut, **k: cuts.append(a[5]) or
@@ -100,12 +106,7 @@ def test_a_training_step_cut_on_the_kernels_matches_float64(monkeypatch, name, s
     worse than 1.5× the uncut error (+1e-4); two cut runs bitwise equal; the cut did run, forward and backward."""
     from kdagen.ops import segmented
     op, options, shape = TRAINING_CASES[name]
-    options = {"output_final_state": True, **options}
-    x = ops_gpu.case_inputs(op, options, **shape, seed=17)
-    if "weak" in name:
-        x["g"] = (-1e-3 * torch.rand(x["g"].shape, dtype=torch.float64)).to(torch.bfloat16).double()
-    opt = reference_options(op, **options, **{n: x[n] for n in ("A_log", "dt_bias") if n in x})
-    o_ref, ht_ref = reference.chunked(x, opt, 64)
+    options, x, opt, (o_ref, ht_ref) = fixed_length_case(name, op, options, shape, 17)
     do, dht = torch.randn_like(o_ref), torch.randn_like(ht_ref)
     grads_ref = reference.chunked_backward(x, opt, do, dht, 64)
     scales = ops_gpu.grad_scales(x, opt, grads_ref)
