@@ -59,7 +59,7 @@ def test_a_cut_training_step_matches_float64_and_the_uncut_one(case, monkeypatch
     launched = []
     grads, saved, (x, do, dht) = step(case, seed, T // 64, monkeypatch, launched)
     # forward: the prepare, the recurrence three times (B, M, the ordinary pass); backward: the C pass alone
-    assert launched.count("recurrence") == 3 and launched[-1] == "dstate_pass", launched
+    assert launched.count("recurrence") == 3 and launched[-1] == "dstate_starts", launched
     assert saved["segments"] == T // 64 and set(saved["segment_states"]) == {"segment_h0", "segment_maps"}
     uncut, _, _ = step(case, seed, 1, monkeypatch)
     ref = reference(case, x, do, dht)
@@ -73,10 +73,12 @@ def test_a_cut_training_step_matches_float64_and_the_uncut_one(case, monkeypatch
 
 
 @needs_emulation
-def test_the_op_saves_what_its_fake_says_and_its_gradients_are_the_direct_ones(monkeypatch):
+@pytest.mark.parametrize("final_state", [True, False])
+def test_the_op_saves_what_its_fake_says_and_its_gradients_are_the_direct_ones(monkeypatch, final_state):
     """Through the custom op (the path of every training call): the key carries the segments, the fake
-    implementation gives the saved workspaces' shapes (the view's checkpoint slots and the segments' states), and
-    autograd returns the gradients the direct path gives, bit for bit."""
+    implementation gives the outputs' and saved workspaces' shapes (the view's checkpoint slots and the segments'
+    states; with and without the final state), and the op's backward returns the gradients the direct path gives,
+    bit for bit."""
     case = CASES[0]
     x, do, dht = case_inputs(case, 3)
     call = make_call(case.opt.op, initial_state=x.get("initial_state"), output_final_state=True,
@@ -85,16 +87,19 @@ def test_the_op_saves_what_its_fake_says_and_its_gradients_are_the_direct_ones(m
     spec = kcall.spec
     key = library.call_key(spec, kcall.state_layout, None, True, 3)
     inputs = [tensors[n] for n in spec.inputs]
-    args = (key, inputs, x["initial_state"], None, [kcall.scalars[n] for n in spec.scalars], True, True)
+    args = (key, inputs, x["initial_state"], None, [kcall.scalars[n] for n in spec.scalars], final_state, True)
     o, ht, saved = library.recurrence_forward(*args)
     with torch._subclasses.fake_tensor.FakeTensorMode() as mode:
         fake = library.recurrence_forward(*(mode.from_tensor(a) if isinstance(a, torch.Tensor) else
                                             [mode.from_tensor(t) for t in a] if isinstance(a, list) and a and
                                             isinstance(a[0], torch.Tensor) else a for a in args))
+    assert tuple(fake[1].shape) == tuple(ht.shape) and (ht.numel() > 0) == final_state
     assert [tuple(t.shape) for t in fake[2]] == [tuple(t.shape) for t in saved]
     assert [t.dtype for t in fake[2]] == [t.dtype for t in saved]
-    direct, _, _ = step(case, 3, 3, monkeypatch)
-    grads = library.recurrence_backward(key, inputs, x["initial_state"], None, args[4], saved, do, dht)
+    # without the final state there is no dht: the direct step of the same inputs without one
+    direct, _, _ = step(case if final_state else dataclasses.replace(case, dht=False), 3, 3, monkeypatch)
+    grads = library.recurrence_backward(key, inputs, x["initial_state"], None, args[4], saved, do,
+                                        dht if final_state else None)
     for name, g in zip([*spec.inputs, "initial_state"], grads):
         assert torch.equal(g, direct[name]), name
 

@@ -2,10 +2,11 @@
 [--ops kda_lb] [--shapes 1x65536x4x128,1x32768x16x128]`.
 
 For each op and shape, one training step (forward with grad, then every gradient) under the planner's cut
-(KDAGEN_CUT as set): device time of the C pass (dstate_pass from dht = 0, timed by CUDA events around its
-launch), of each chain launch (forward, then reverse), and the per-launch averages of every kernel from
-torch.profiler — so the backward's ordinary dstate_pass is 2 × the average less the C pass. Median of 10 steps
-after 3 warm-up steps. Writes $OUT/cut_passes.md when OUT is set.
+(KDAGEN_CUT as set): device time of the C pass (dstate_pass's entry point dstate_starts, from dht = 0, timed
+by CUDA events around its launch), of each chain launch (forward, then reverse), and the per-launch averages of
+every kernel from torch.profiler (dstate_pass: the backward's ordinary pass). Median of 10 steps after 3 warm-up
+steps. --chain-cols sets the chain kernel's state columns per CTA (kdagen.ops.segmented.CHAIN_COLS). Writes
+$OUT/cut_passes.md when OUT is set.
 """
 from __future__ import annotations
 
@@ -44,8 +45,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", default="kda_lb")
     ap.add_argument("--shapes", default="1x65536x4x128,1x32768x16x128")
+    ap.add_argument("--chain-cols", type=int, default=segmented.CHAIN_COLS)
     a = ap.parse_args()
-    rows = ["| op | shape | C pass ms | chain ms (fwd, rev) | dstate_pass ms per launch | step kernels (ms per launch) |",
+    segmented.CHAIN_COLS = a.chain_cols                 # read when the chain is first compiled and at each launch
+    print(f"chain: {a.chain_cols} state columns per CTA")
+    rows = ["| op | shape | C pass ms | chain ms (fwd, rev) | dstate_pass ms per launch | step kernels (ms per "
+            "launch) |",
             "| --- | --- | ---: | --- | ---: | --- |"]
     real_run, real_chain = segmented.run_kernels, segmented.chain
     for key in a.ops.split(","):
@@ -58,7 +63,7 @@ def main() -> None:
                 fn()
             record: dict = {}
             segmented.run_kernels = lambda launches, *rest: (timed(record, "C", real_run) if any(
-                launch[0] == "dstate_pass" for launch in launches) else real_run)(launches, *rest)
+                launch[0] == "dstate_starts" for launch in launches) else real_run)(launches, *rest)
             calls = []                          # a step's chains: the forward's, then the backward's reverse one
             segmented.chain = lambda *args, **kw: calls.append(1) or timed(
                 record, "chain_fwd" if len(calls) % 2 else "chain_rev", real_chain)(*args, **kw)

@@ -894,9 +894,11 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 // ring (they land while chunk c − 1 computes). Barrier "sync" (__syncthreads, twice per chunk): chunk c's stage landed and chunk c + 1's
 // is free; the dVn parts are written. At the top of each block's last chunk (8 chunks a block) dSᵀ goes to
 // ws_dstate_blocks[block_slot] in fp32: recurrence_bwd restarts every block from there. The pass stops at block 0's
-// checkpoint; block 0's chunks, and dh0, are recurrence_bwd's. Given dstate_start (a training call cut into
-// segments, docs/segments.md §6), it writes no checkpoint, runs through block 0 too and writes there the dS entering
-// the sequence: from dht = 0 that is the segment's C, the part of its dS_in that does not pass through its end.
+// checkpoint; block 0's chunks, and dh0, are recurrence_bwd's. Its further entry point, the C pass of a training
+// call cut into segments (kernel.entries, docs/segments.md §6), writes no checkpoint, runs through block 0 too and
+// writes the dS entering the sequence into dstate_start: from dht = 0 that is the segment's C, the part of its
+// dS_in that does not pass through its end. The switch is a compile-time constant: the ordinary pass carries none
+// of it (a run-time bound cost it 10-20%).
 
 namespace kdg_dstate_pass {
 using namespace kdg;
@@ -1063,7 +1065,7 @@ __device__ __forceinline__ void load_dstate(FragC* dS, const float* src, int v0,
       dS[nt].x[e + 1] = x.y;
     }
 }
-#line 40 "templates/mma16/dstate_pass.cu.j2"
+#line 42 "templates/mma16/dstate_pass.cu.j2"
 static_assert(NW == ROW_TILES * DVN_PARTS, "a warp per part of the dVn contraction of each row tile");
 
 // A chunk's fp32 workspace values, held in registers from their loads (issued before this chunk's math, which
@@ -1113,9 +1115,10 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 
 }  // namespace kdg_dstate_pass
 
+#line 94 "templates/mma16/dstate_pass.cu.j2"
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const bf16* __restrict__ dout,
-#line 1119 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1122 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -1130,9 +1133,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const long long* __restrict__ cu_seqlens,
     const int* __restrict__ chunk_offsets,
     int HV) {
-#line 91 "templates/mma16/dstate_pass.cu.j2"
+#line 96 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 1136 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1139 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages
@@ -1159,7 +1162,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   constexpr int stride_decay_total = 128;  // elements per stage / warp copy
   float* const s_dvn_parts = reinterpret_cast<float*>(smem_raw + 47808);  // dvn_parts [4 x 32 x 8] f32, ld 8
   [[maybe_unused]] constexpr int ld_dvn_parts = 8;
-#line 93 "templates/mma16/dstate_pass.cu.j2"
+#line 98 "templates/mma16/dstate_pass.cu.j2"
   static_assert(ld_k_decayed == LDK && ld_k_to_end == LDK && ld_q_decayed == LDK && ld_dO == LDV && ld_A == LDC &&
                 ld_Mqk == LDC, "the plan's row strides are the ones the code uses");
   const int n = blockIdx.x, h = blockIdx.y, slice = blockIdx.z * VS;  // the slice's value rows slice..
@@ -1174,7 +1177,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
   // ---- step dstate_in (all, vrows): dSᵀ rows of this warp from dht (or zeros) ----
-#line 106 "templates/mma16/dstate_pass.cu.j2"
+#line 111 "templates/mma16/dstate_pass.cu.j2"
   FragC dS[PART_TILES];                          // dSᵀ: element (v0 + row, 8·(t0 + nt) + col)
 #pragma unroll
   for (int nt = 0; nt < PART_TILES; ++nt)
@@ -1186,14 +1189,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   if (nchunks == 0) {                            // an empty sequence has no block: its dh0 is dht
 #line 15 "templates/skeleton.j2"
     // ---- step dstate_out (all, thread): an empty sequence's dh0 is its dht (recurrence_bwd has no block there; slice 0 copies it) ----
-#line 116 "templates/mma16/dstate_pass.cu.j2"
-    float* out = dstate_start != nullptr ? dstate_start : grad_h0;
+#line 121 "templates/mma16/dstate_pass.cu.j2"
+    float* out = grad_h0;
     if (out != nullptr && blockIdx.z == 0)
       for (int idx = tid; idx < K * V; idx += RT) out[sh + idx] = dht == nullptr ? 0.f : dht[sh + idx];
     return;
   }
-  // the first chunk the pass runs: block 0's first (dstate_start given) or block 1's
-  const int stop = dstate_start != nullptr ? 0 : BLOCK;
+  // the first chunk the pass runs: block 0's first (the C pass) or block 1's
+  constexpr int stop = BLOCK;
 
   // The chunks of this pass are a ring of STAGES stages filled DEPTH chunks ahead: chunk ci in stage
   // (nchunks − 1 − ci) mod STAGES. Copies are issued DEPTH iterations before their use, so their latency hides
@@ -1226,7 +1229,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   };
 #line 15 "templates/skeleton.j2"
   // ---- step prefill (all, tile): the pass's first two chunks into the first two stages of the ring ----
-#line 154 "templates/mma16/dstate_pass.cu.j2"
+#line 159 "templates/mma16/dstate_pass.cu.j2"
   StageScalars ahead;                            // chunk ci − 1's fp32 values, loaded an iteration ago
   if (nchunks > stop) {
     store_stage(issue_tiles(nchunks - 1), nchunks - 1);
@@ -1236,18 +1239,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
   for (int ci = nchunks - 1;; --ci) {
 #line 15 "templates/skeleton.j2"
     // ---- step checkpoint (all, vrows): at the top of a block's last chunk: dSᵀ, the gradient of the state leaving the block ----
-#line 162 "templates/mma16/dstate_pass.cu.j2"
+#line 167 "templates/mma16/dstate_pass.cu.j2"
     if (stop > 0 && (ci == nchunks - 1 || ci % BLOCK == BLOCK - 1))
       store_dstate<PART_TILES>(ws_dstate_blocks + (block_slot(chunk_offsets, 0, C, BLOCK, n, ci / BLOCK) * HV + h) * V * K, dS,
                                v0, t0, lane);
-    if (ci < stop) break;                        // block 0 is recurrence_bwd's (unless dstate_start)
+    if (ci < stop) break;                        // block 0 is recurrence_bwd's (but the C pass's)
     const int st = stage_of(ci);
     cp_async_wait_pending<DEPTH - 1>();          // chunk ci's group landed (chunk ci − 1's may be in flight)
     __syncthreads();                             // barrier "sync": stage st landed, chunk ci + 1's stage is free
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_part (all, kpart): this warp's key part of dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 171 "templates/mma16/dstate_pass.cu.j2"
+#line 176 "templates/mma16/dstate_pass.cu.j2"
     const FragA adO = load_frag_a_trans(s_dO + st * stride_dO + rt * 16, LDV, lane);   // (m = v, k = token i) = dO[i][v]
     {
       FragC mine[2];
@@ -1260,7 +1263,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn_sum (all, vrows): dVnᵀ: the parts added in a fixed tree order (every warp, the same bits) ----
-#line 182 "templates/mma16/dstate_pass.cu.j2"
+#line 187 "templates/mma16/dstate_pass.cu.j2"
     FragC dVn[2];
     {
       FragC part[DVN_PARTS][2];
@@ -1281,35 +1284,28 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (all, vrows): (β⊙dX)ᵀ = diag(β)·(dVnᵀ·A) ----
-#line 201 "templates/mma16/dstate_pass.cu.j2"
+#line 206 "templates/mma16/dstate_pass.cu.j2"
     FragC dX[2], bdX[2];
     chain_dx(dVn, s_A + st * stride_A, s_beta + st * stride_beta, lane, dX, bdX);
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate (all, kpart): this warp's key part of dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed ----
-#line 205 "templates/mma16/dstate_pass.cu.j2"
+#line 210 "templates/mma16/dstate_pass.cu.j2"
     chain_dstate<PART_TILES>(dS, t0, adO, bdX, s_q_decayed + st * stride_q_decayed, s_k_decayed + st * stride_k_decayed,
                              s_decay_total + st * stride_decay_total, lane);
 
 #line 15 "templates/skeleton.j2"
     // ---- step load (all, tile): after chunk c's chain, chunk c − 2 into the stage chunk c + 1 left: cp.async tiles (a commit group), the fp32 values via registers, stored into their stage at the end of chunk c − 1 ----
-#line 209 "templates/mma16/dstate_pass.cu.j2"
+#line 214 "templates/mma16/dstate_pass.cu.j2"
     // issued after the chain (measured as fast as before it: the load queue, not a register hand-off, bounds the
     // pass, benchmarks/NOTES.md session 7); they land while chunk ci − 1 computes
     const StageScalars later = issue_tiles(ci - DEPTH);   // into the stage chunk ci + 1 left
     store_stage(ahead, ci - 1);                  // chunk ci − 1 runs next iteration, after its sync
     ahead = later;
   }
-#line 15 "templates/skeleton.j2"
-  // ---- step start_out (all, kpart): given dstate_start (a cut training call's C pass): no checkpoints, block 0 run too, and the dS entering the sequence written there ----
-#line 216 "templates/mma16/dstate_pass.cu.j2"
-  if (stop == 0)
-#pragma unroll
-    for (int nt = 0; nt < PART_TILES; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        dstate_start[sh + state_index((t0 + nt) * 8 + frag_c_col(lane, e), v0 + frag_c_row(lane, e))] = dS[nt].x[e];
+#line 228 "templates/mma16/dstate_pass.cu.j2"
 }
+
 
 #line 4 "templates/mma16/recurrence_bwd.cu.j2"
 // ===== recurrence_bwd: recurrence_bwd, the reverse chunk recurrence =====
@@ -1598,7 +1594,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1602 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1598 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1624,7 +1620,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1628 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1624 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1955,7 +1951,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1959 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1955 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1982,7 +1978,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1986 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1982 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 35968 B, static
   __shared__ __align__(16) unsigned char smem_raw[35968];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -2021,7 +2017,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 2025 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2021 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2075,7 +2071,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2079 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2075 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2209,7 +2205,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2213 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2209 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2314,7 +2310,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2318 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2314 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2447,7 +2443,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2451 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2447 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2456,7 +2452,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2460 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2456 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

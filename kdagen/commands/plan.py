@@ -28,8 +28,8 @@ def run(args) -> int:
                                                                                           or args.tokens < 1) else
                "--tokens prints the cut beside the tables; --json and --dot print the plan alone"
                if args.tokens is not None and (args.json or args.dot) else
-               "--sms goes with --tokens (the SMs the cut is planned for)" if args.sms is not None and args.tokens is None
-               else f"--sms {args.sms}: a positive SM count" if args.sms is not None and args.sms < 1 else None)
+               "--sms goes with --tokens (the SMs the cut is planned for)"
+               if args.sms is not None and args.tokens is None else f"--sms {args.sms}: a positive SM count" if args.sms is not None and args.sms < 1 else None)
     if refused:
         print(f"kdagen plan: {refused}", file=sys.stderr)
         return 2

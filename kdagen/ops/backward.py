@@ -65,7 +65,7 @@ def backward(saved: dict, do: torch.Tensor, dht: torch.Tensor | None = None, *, 
     """Gradients keyed like the forward's inputs (see `launch`), from what kdagen.ops.forward saved:
     config (an ops.config.Config: the plan and the recurrence), x (the inputs by name), scalars, and workspace
     (the plan's saved workspaces by name); a forward cut into `segments` also saved `segment_states`
-    (kdagen.ops.segmented.backward_cut). `loader(config, device, direction)` returns the module to launch
+    (kdagen.ops.segmented.backward_cut). `loader(config, device, direction, entries=False)` returns the module to launch
     on (default: the runtime's, or the CPU emulation for an emulated call; tests pass a signature checker).
     `alloc` makes outputs and workspaces (default: NaN-filled under KDAGEN_POISON=1, else torch.empty)."""
     config: Config = _require(saved, "config", "saved")
@@ -78,7 +78,8 @@ def backward(saved: dict, do: torch.Tensor, dht: torch.Tensor | None = None, *, 
         alloc = poisoned if runtime_env.poison() else torch.empty
     if saved.get("segments", 1) > 1:                     # a forward cut into segments (kdagen.ops.segmented)
         from .segmented import backward_cut
-        return backward_cut(schedule, module, x, workspace, _require(saved, "segment_states", "saved"),
+        entries = (loader or loader_for(saved.get("emulate", False)))(config, do.device, "backward", entries=True)
+        return backward_cut(schedule, module, entries, x, workspace, _require(saved, "segment_states", "saved"),
                             _require(saved, "scalars", "saved"), do, dht, saved["segments"], alloc=alloc, debug=debug)
     return launch_scheduled(schedule, module, x, workspace, _require(saved, "scalars", "saved"), do, dht,
                             alloc=alloc, debug=debug)

@@ -192,13 +192,13 @@ def module_uri(plan: Plan, direction: str, entries: bool = False) -> str:
 
 def kernel_sources(config: Config) -> list[tuple[str, str]]:
     """(uri, CUDA source) of every module a call of this Config may load (`kdagen compile`): each direction's, its
-    entries module where it has one (the cut forward's maps pass), and the cut's chain kernel for an inference
-    configuration with K = V (kdagen.ops.segmented: a call may be cut)."""
+    entries module where it has one (the cut forward's maps pass, the cut backward's C pass), and the cut's chain
+    kernel for a configuration with K = V (kdagen.ops.segmented: a call may be cut)."""
     from . import segmented
     plan, _ = config.planned()
     found = [(module_uri(plan, d, e), config.source(d, e)) for d in config.directions if plan.direction(d)
              for e in (False, True) if not e or has_entries(plan, d)]
-    if tuple(config.directions) == INFERENCE and config.K == config.V:
+    if config.K == config.V:
         found.append((segmented.CHAIN_URI, segmented.chain_source()))
     return found
 

@@ -108,18 +108,21 @@ def call_pairs(v, cu_seqlens, HV: int) -> int | None:
 def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = False, debug: dict | None = None):
     """(o [B,T,HV,V], final state or None, saved) for inputs x (the recurrence's tensors by name, plus
     initial_state and cu_seqlens) and a validated call (kdagen.ops.run.Call: the Spec, the scalars, the
-    state layout, output_final_state; a training call's `segments`, training_segments). `keep` says a backward
-    follows (the family must plan one) and makes `saved`. `loader(config, device, direction, entries=False)` returns a module with `launch(...)` (default:
-    the runtime's, or the CPU emulation for an emulated call; `entries=True`, asked only by an inference call
-    the planner cuts, the module of the kernels' further entry points); `poison` fills every output and
-    workspace with NaN first (tests; also KDAGEN_POISON=1); `debug` receives every forward workspace by plan name. Sizes come from the
-    tensors: nothing here syncs with the host."""
+    state layout, output_final_state; for a training call, `segments`: see training_segments). `keep` says a
+    backward follows (the family must plan one) and makes `saved`. `loader(config, device, direction,
+    entries=False)` returns a module with `launch(...)` (default: the runtime's, or the CPU emulation for an
+    emulated call; `entries=True`, asked only by an inference call the planner cuts, the module of the kernels'
+    further entry points); `poison` fills every output and workspace with NaN first (tests; also
+    KDAGEN_POISON=1); `debug` receives every forward workspace by plan name. Sizes come from the tensors: nothing
+    here syncs with the host."""
     v = x[call.spec.value]
     config = call_config(x, call, keep)
     schedule = scheduled(config, "forward")
     module = (loader or loader_for(call.emulate))(config, v.device, "forward")
     alloc = poisoned if poison or runtime_env.poison() else torch.empty
     S = call.segments if keep else segmented.cut_of(schedule, v, x.get("cu_seqlens") is not None, keep).segments
+    if keep and S > 1:
+        _check_segments(S, v, x, config)
     states = None
     if S > 1:
         entries = (loader or loader_for(call.emulate))(config, v.device, "forward", entries=True) \
@@ -138,6 +141,16 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
                  "scalars": call.scalars, "workspace": {n: ws.separate[n] for n in plan.saved}, "emulate": call.emulate,
                  "segments": S, "segment_states": states}
     return o, ht, saved
+
+
+def _check_segments(S: int, v, x: dict, config) -> None:
+    """A training call's `segments` (from the op's key) is one the cut can run: fixed length, K = V, T a multiple of
+    S segments of whole 64-token chunks."""
+    T = v.shape[1]
+    if x.get("cu_seqlens") is not None or config.K != config.V or T % S or (T // S) % 64:
+        raise ValueError(f"segments={S}: a training call is cut only with fixed-length sequences, K = V and T a "
+                         f"multiple of S·64 (here T={T}, K={config.K}, V={config.V}, "
+                         f"varlen={x.get('cu_seqlens') is not None})")
 
 
 def training_segments(x: dict, call) -> int:

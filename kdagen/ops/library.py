@@ -47,7 +47,11 @@ def call_key(spec, state_layout: str, family: str | None, emulate: bool, segment
 
 @functools.lru_cache(maxsize=256)
 def entry(key: str) -> Entry:
-    name, sha, state_layout, family, mode, segments = key.split("|")
+    fields = key.split("|")
+    if len(fields) != 6:
+        raise ValueError(f"kdagen op key {key!r}: expected name|sha|state layout|family|mode|segments (call_key), "
+                         f"got {len(fields)} fields")
+    name, sha, state_layout, family, mode, segments = fields
     spec = SPECS.get(f"{name}|{sha}")
     if spec is None:
         raise KeyError(f"kdagen op key {key!r}: no such recurrence in this process; call the op (or kdagen.compile "

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..plan.families import requested
 from ..runtime import env as runtime_env
 from . import autograd, library
 from .config import Spec
@@ -137,12 +138,14 @@ def training_segments(call: Call, inputs: list) -> int:
     if torch.compiler.is_compiling():
         return 1
     memo = call.memo
-    segments = None if memo is None else memo.get(("segments", runtime_env.cut()))
+    # what the decision reads besides the signature: KDAGEN_CUT, and the family and arch the plan is made for
+    key = ("segments", runtime_env.cut(), call.family or requested(), runtime_env.arch_override())
+    segments = None if memo is None else memo.get(key)
     if segments is None:
         from .forward import training_segments as decide
         segments = decide({**dict(zip(call.spec.inputs, inputs)), "cu_seqlens": call.cu_seqlens}, call)
         if memo is not None:
-            memo[("segments", runtime_env.cut())] = segments
+            memo[key] = segments
     return segments
 
 

@@ -174,12 +174,13 @@ def launch_cut(schedule, module, entries, x: dict, scalars: dict, S: int, *, out
         run_kernels(launches, on, {**values, "v": v_in, "h0": h0, "o": o, "ht": ht}, "forward")
 
     # 1. every segment's affine map: B from 0 with v, M from the identity with v = 0
-    maps = alloc((2, *state), dtype=torch.float32, device=device)
-    if entries is not None and not keep:
+    if entries is not None:
         # one launch of the maps pass, the grid doubled in z: the B's, then the M's (templates/wgmma64/recurrence)
+        maps = alloc((2, *state), dtype=torch.float32, device=device)
         doubled = [("recurrence_maps", (grid[0], grid[1], 2 * grid[2]), *rest) for _, grid, *rest in recurrence]
         run(view[value], None, None, maps, doubled, entries)
     else:                                                 # two ordinary launches (o of both is discarded)
+        maps = [alloc(state, dtype=torch.float32, device=device) for _ in range(2)]   # M alone is kept
         scratch = alloc(view[value].shape, dtype=v.dtype, device=device)
         run(view[value], None, scratch, maps[0])
         eye = torch.eye(state[-1], dtype=torch.float32, device=device).expand(state).contiguous()
@@ -205,21 +206,21 @@ def reverse_chain(maps: torch.Tensor, starts: torch.Tensor, dht: torch.Tensor | 
     NS, HV, D = starts.shape[0], starts.shape[1], starts.shape[-1]
 
     def backwards(t: torch.Tensor) -> torch.Tensor:        # segment j of each sequence at S − 1 − j
-        return t.view(NS // S, S, HV, D, D).flip(1).reshape(NS, HV, D, D)
+        return t.reshape(NS // S, S, HV, D, D).flip(1).reshape(NS, HV, D, D)
     out = chain(backwards(maps.transpose(-1, -2)).contiguous(), backwards(starts).contiguous(),
                 None if dht is None else dht.contiguous(), S, v_first, arch=arch, alloc=alloc)
-    return backwards(out).contiguous()
+    return backwards(out)
 
 
-def backward_cut(schedule, module, x: dict, workspace: dict, states: dict, scalars: dict, do: torch.Tensor,
+def backward_cut(schedule, module, entries, x: dict, workspace: dict, states: dict, scalars: dict, do: torch.Tensor,
                  dht: torch.Tensor | None, S: int, *, alloc, debug: dict | None = None) -> dict:
     """The gradients (kdagen.ops.backward.launch's) of a training call whose forward was cut into S segments
     (launch_cut with keep: `workspace` the view's saved workspaces, `states` its segment_h0 and segment_maps): the
-    C pass, the reverse chain, then the whole backward on the view (module doc)."""
+    C pass (dstate_pass's entry point dstate_starts, on `entries`, the backward's entries module), the reverse
+    chain, then the whole backward on `module` on the view (module doc)."""
     from .backward import launch_scheduled
     value = schedule.value
     v = x[value]
-    B, T = v.shape[:2]
     view = {**token_view(schedule, x, S), "initial_state": states["segment_h0"]}
     device = v.device
     do_view = do.reshape(view[value].shape)
@@ -227,8 +228,11 @@ def backward_cut(schedule, module, x: dict, workspace: dict, states: dict, scala
     problem = schedule.plan.problem
     # 1. C_j: dstate_pass from dht = 0 through every chunk of every segment, no checkpoints
     starts = alloc(sized.state, dtype=torch.float32, device=device)
-    passes = [launch for launch in sized.launches if launch[0] == "dstate_pass"]
-    run_kernels(passes, module, {**schedule.layout_tensors(sized, None, device), **workspace, **sized.scalars,
+    passes = [("dstate_starts", *rest) for name, *rest in sized.launches if name == "dstate_pass"]
+    if not passes or "dstate_starts" not in schedule.plan.kernel("dstate_pass").entries:
+        raise NotImplementedError(f"a cut training call needs dstate_pass's C pass (entry dstate_starts); family "
+                                  f"{schedule.plan.family} has none (KDAGEN_CUT=off runs it uncut)")
+    run_kernels(passes, entries, {**schedule.layout_tensors(sized, None, device), **workspace, **sized.scalars,
                                  "dout": do_view, "dht": None, "ws_dstate_blocks": None, "grad_h0": None,
                                  "dstate_start": starts}, "backward")
     # 2. every segment's dS_out, from the call's dht backwards
@@ -238,5 +242,6 @@ def backward_cut(schedule, module, x: dict, workspace: dict, states: dict, scala
     grads = launch_scheduled(schedule, module, view, workspace, scalars, do_view, dht_view, alloc=alloc, debug=debug)
     out = {n: g.reshape(x[n].shape) for n, g in grads.items() if n != "initial_state"}
     h0 = x.get("initial_state")
-    out["initial_state"] = None if h0 is None else grads["initial_state"].view(B, S, *h0.shape[1:])[:, 0].contiguous()
+    out["initial_state"] = None if h0 is None else \
+        grads["initial_state"].view(h0.shape[0], S, *h0.shape[1:])[:, 0].contiguous()
     return out

@@ -136,17 +136,15 @@ def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_
         return Cut(1, T, 0.0, 0.0, why_not)
     if keep:
         model = _TrainingModel(family, K, sms, slices) if family in TRAIN_STEPS else None
-        step = TRAIN_CHUNK.get(family, CHUNK_TOKENS)
         modelled = (lambda S: model.cut(pairs, T, S)) if model else None
     else:
         model = _Model(family, K, V, sms, resident) if family in STEP_US else None
-        step = CHUNK_TOKENS
         modelled = (lambda S: model.cut(pairs, T, S, maps_pass)) if model else None
     uncut = model.uncut(pairs, T) if model else 0.0
     if tokens != "auto":
-        if tokens % step or T <= tokens or T % tokens:
+        if tokens % CHUNK_TOKENS or T <= tokens or T % tokens:
             return Cut(1, T, uncut, uncut, f"{T} tokens do not split into segments of KDAGEN_CUT={tokens} (a multiple "
-                                           f"of {step} below T dividing it)")
+                                           f"of {CHUNK_TOKENS} below T dividing it)")
         return Cut(T // tokens, tokens, uncut, modelled(T // tokens) if model else 0.0, f"KDAGEN_CUT={tokens}")
     if model is None:
         return Cut(1, T, 0.0, 0.0, f"family {family} has no measured cost model of a "

@@ -103,7 +103,8 @@ TRAINING_CASES = {
 def test_a_training_step_cut_on_the_kernels_matches_float64(monkeypatch, name, setting):
     """A training call cut into segments (KDAGEN_CUT: the planner's model, or every 4096 tokens) and the same call
     uncut: o, the final state and every gradient against float64 within today's bounds for both, the cut no
-    worse than 1.5× the uncut error (+1e-4); two cut runs bitwise equal; the cut did run, forward and backward."""
+    worse than 1.5× the uncut error (+1e-4); two cut runs bitwise equal; the cut backward did run (it reads what only
+    a cut forward saves)."""
     from kdagen.ops import segmented
     op, options, shape = TRAINING_CASES[name]
     options, x, opt, (o_ref, ht_ref) = fixed_length_case(name, op, options, shape, 17)

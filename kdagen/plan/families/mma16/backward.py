@@ -8,7 +8,9 @@ dstate_pass, per (sequence, value head), chunks last to first: only what the nex
 the dS update; no S_c, no output but the checkpoints), the next chunk's tiles prefetched into a second stage
 while this one computes. At the top of each block's last chunk it stores dS (fp32, as dSᵀ [V, K]) in
 ws_dstate_blocks: the gradient of the state leaving that block (dht or zero for a sequence's last block). It
-stops at block 0's checkpoint: the chunks of block 0 are recurrence_bwd's.
+stops at block 0's checkpoint: the chunks of block 0 are recurrence_bwd's. Its further entry point dstate_starts
+(the C pass of a training call cut into segments, docs/segments.md §6) writes no checkpoint, runs block 0 too and
+writes the dS entering the sequence into dstate_start.
 
 recurrence_bwd, per (block of BLOCK_CHUNKS chunks, value head), its chunks last to first from the block's
 checkpoint — the same dS chain as dstate_pass, operation for operation, so the gradients are bitwise those of
@@ -136,7 +138,8 @@ CHAIN_WORKSPACES = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_tot
 def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[Workspace]) -> Kernel:
     """The serial part of the backward alone: dS from the last chunk to block 0's checkpoint, one CTA per
     (sequence, head, DSTATE_V_SLICE value rows), two stages of tiles so the next chunk's copies overlap this
-    chunk's tensor-core work."""
+    chunk's tensor-core work; its entry point dstate_starts walks to the start instead (the C pass of a cut
+    training call)."""
     vs = DSTATE_V_SLICE
     parts = dvn_parts(K)
     threads = vs // 16 * parts * WARP
@@ -170,8 +173,8 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
              note="after chunk c's chain, chunk c − 2 into the stage chunk c + 1 left: cp.async tiles (a commit "
                   "group), the fp32 values via registers, stored into their stage at the end of chunk c − 1"),
         Step("start_out", "all", "kpart", global_writes=["dstate_start"],
-             note="given dstate_start (a cut training call's C pass): no checkpoints, block 0 run too, and the dS "
-                  "entering the sequence written there"),
+             note="the C pass (entry dstate_starts, a cut training call): no checkpoints, block 0 run too, and the "
+                  "dS entering the sequence written to dstate_start"),
     ]
     dtypes = {w.name: w.dtype for w in ws}
     params = [Param("dout", "ptr", io)]
@@ -185,7 +188,7 @@ def dstate_pass(*, C: int, K: int, V: int, io: str, state_layout: str, ws: list[
         roles=[Role("all", (0, threads // WARP), work=[s.name for s in steps])],
         buffers=buffers, barriers=[_sync(threads, 2, "__syncthreads per chunk: its stage landed and the other is "
                                                      "free; the dVn parts are written")],
-        pipelines=[], steps=steps, params=params,
+        pipelines=[], steps=steps, params=params, entries=["dstate_starts"],
         options=DstatePassOptions(vs, parts, state_layout, BLOCK_CHUNKS),
         note="head-parallel, chunks in reverse; the backward's only serial pass: dS in fp32 registers"))
 
