@@ -83,36 +83,44 @@ def cut_of(schedule, v: torch.Tensor, varlen: bool, keep: bool) -> Cut:
                        facts=_schedule_facts(schedule))
 
 
-CHAIN_URI = "segment_chain"
-CHAIN_PARAMS = ("const float*", "const float*", "const float*", "float*", "int", "int", "int", "int")
-CHAIN_COLS, CHAIN_STAGE, CHAIN_MAX_D = 8, 32, 128   # state columns per CTA, columns of M staged at a time, largest D
+CHAIN_PARAMS = ("const float*", "const float*", "const float*", "float*", "int", "int", "int")
+CHAIN_COLS, CHAIN_PARTS = 8, 4           # state columns per CTA, ranges of the sum per row (threads: D per range)
+CHAIN_DIMS = (32, 64, 96, 128)           # the state sizes D the chain is compiled for (one module each)
+
+
+def chain_uri(D: int) -> str:
+    return f"segment_chain_d{D}"
 
 
 @functools.cache
-def chain_source() -> str:
-    """templates/segments/chain.cu with its constants defined in front."""
-    return (f"#define CHAIN_COLS {CHAIN_COLS}\n#define CHAIN_STAGE {CHAIN_STAGE}\n#define CHAIN_MAX_D {CHAIN_MAX_D}\n"
+def chain_source(D: int) -> str:
+    """templates/segments/chain.cu for D × D states, its constants defined in front (D a compile-time constant:
+    every loop has a known trip count, so a thread's staged values stay in registers)."""
+    if D not in CHAIN_DIMS:
+        raise ValueError(f"the segment chain takes a D × D state with D in {CHAIN_DIMS}, got {D}")
+    return (f"#define CHAIN_COLS {CHAIN_COLS}\n#define CHAIN_PARTS {CHAIN_PARTS}\n#define CHAIN_D {D}\n"
             + (templates_dir() / "segments" / "chain.cu").read_text())
 
 
 @functools.cache
-def _emulated_chain():
+def _emulated_chain(D: int):
     from ..codegen import emulate
-    return emulate.build_source(chain_source(), [("segment_chain", CHAIN_PARAMS)], header_groups=())
+    return emulate.build_source(chain_source(D), [("segment_chain", CHAIN_PARAMS)], header_groups=())
 
 
-def chain_module(device: torch.device, arch: str):
-    """The module of the chain kernel: compiled for the GPU and `arch` (kdagen.runtime: memo, disk cache, NVRTC;
-    `kdagen compile` of an inference configuration builds it too), or the CPU emulator's build for CPU tensors."""
+def chain_module(device: torch.device, arch: str, D: int):
+    """The module of the chain kernel for D × D states: compiled for the GPU and `arch` (kdagen.runtime: memo, disk
+    cache, NVRTC; `kdagen compile` of a configuration with K = V = D builds it too), or the CPU emulator's build for
+    CPU tensors."""
     if device.type != "cuda":
-        return _emulated_chain()
-    return _compiled_chain(torch.cuda.current_device() if device.index is None else device.index, arch)
+        return _emulated_chain(D)
+    return _compiled_chain(torch.cuda.current_device() if device.index is None else device.index, arch, D)
 
 
 @functools.cache
-def _compiled_chain(index: int, arch: str):
+def _compiled_chain(index: int, arch: str, D: int):
     from .. import runtime
-    return runtime.load_module(CHAIN_URI, chain_source(), arch, device=index)
+    return runtime.load_module(chain_uri(D), chain_source(D), arch, device=index)
 
 
 def chain(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor | None, S: int, v_first: bool, *,
@@ -123,18 +131,22 @@ def chain(M: torch.Tensor, B: torch.Tensor, first: torch.Tensor | None, S: int, 
     (fp32 FMAs in a fixed order: no TF32 setting rounds the carried state), compiled for `arch`; `alloc` makes the
     output (torch.empty, or the poisoning one)."""
     NS, HV, D = B.shape[0], B.shape[1], B.shape[-1]
-    if D % CHAIN_STAGE or not CHAIN_STAGE <= D <= CHAIN_MAX_D:
-        raise ValueError(f"the segment chain takes a D × D state with D a multiple of {CHAIN_STAGE} up to "
-                         f"{CHAIN_MAX_D}, got {D}")
+    if D not in CHAIN_DIMS:
+        raise ValueError(f"the segment chain takes a D × D state with D in {CHAIN_DIMS}, got {D}")
     if NS % S or M.shape != B.shape or B.shape[-2] != D or (first is not None and first.shape != (NS // S, *B.shape[1:])):
         raise ValueError(f"the segment chain: maps M {tuple(M.shape)}, B {tuple(B.shape)} of {S} segments per sequence, "
                          f"first {None if first is None else tuple(first.shape)}")
     if any(t is not None and (t.dtype != torch.float32 or not t.is_contiguous()) for t in (M, B, first)):
         raise ValueError("the segment chain reads contiguous float32 maps and initial states")
     h_in = alloc(B.shape, dtype=torch.float32, device=B.device)
-    chain_module(B.device, arch).launch("segment_chain", (NS // S * HV, D // CHAIN_COLS), (D,),
-                                        [M, B, first, h_in, S, HV, D, int(v_first)])
+    chain_module(B.device, arch, D).launch("segment_chain", (NS // S * HV, D // CHAIN_COLS), (D * CHAIN_PARTS,),
+                                           [M, B, first, h_in, S, HV, int(v_first)], smem_bytes=chain_smem_bytes(D))
     return h_in
+
+
+def chain_smem_bytes(D: int) -> int:
+    """The chain kernel's dynamic shared memory: A_j [D][D + 1], X(j)'s columns and the parts' sums, fp32."""
+    return 4 * (D * (D + 1) + D * CHAIN_COLS + CHAIN_PARTS * D * CHAIN_COLS)
 
 
 def token_view(schedule, x: dict, S: int) -> dict:

@@ -1,87 +1,105 @@
-// The chain of an inference forward cut into segments (kdagen.ops.segmented, docs/segments.md §4): every segment's
+// The chain of a call cut into segments (kdagen.ops.segmented, docs/segments.md §4 and §6): every segment's
 // incoming state from the segments' affine maps, in one launch. For sequence n, value head h and segment j
 // (stored at n·S + j):
 //   S_in(0) = first[n]  (zero when first is null),   S_in(j + 1) = M_j · S_in(j) + B_j
 // in the kv layout (state [K, V]); with state_v_first (state [V, K]) S_in(j + 1) = S_in(j) · M_j + B_j, which is
 // the same recurrence on the transposed state. Both are written below on X = the state seen as [K, ·] (X = S, or
-// Sᵀ with v_first): X(j + 1) = A_j · X(j) + B_jᵀ-as-X, A_j = M_j (kv) or M_jᵀ (v_first).
+// Sᵀ with v_first): X(j + 1) = A_j · X(j) + B_jᵀ-as-X, A_j = M_j (kv) or M_jᵀ (v_first). A training call's
+// backward runs the same chain over the segments in reverse with the maps transposed.
 //
 // The columns of X are independent, so one CTA takes CHAIN_COLS of them for one (n, h) and walks the S segments in
-// order; thread r owns row r (D threads, D = K = V, a multiple of CHAIN_STAGE up to 128). Per segment, A_j is
-// staged through shared memory CHAIN_STAGE columns at a time (coalesced reads of M_j in either layout) and each
-// thread sums its row in fp32 FMAs in a fixed order: deterministic, and no TF32 rounding of the carried state.
-// A_j's stages are loaded into registers a whole segment ahead (D values a thread): a stage's sums are far shorter
-// than a load's latency, so a prefetch one stage ahead left every stage waiting on memory (5 µs a position).
-// CHAIN_COLS (state columns per CTA), CHAIN_STAGE (columns of A_j staged at a time) and CHAIN_MAX_D (the largest D)
-// are defined in front of this text by kdagen.ops.segmented.chain_source, which checks D against them.
+// order. Thread (r, p) owns row r and the p-th of CHAIN_PARTS ranges of the sum's index m: per position it sums
+// A_j[r, m]·X(j)[m, c] over its range (fp32 FMAs in m order), the parts meet in shared memory, and thread (r, p)
+// adds them in part order (after B_j) for its CHAIN_COLS / CHAIN_PARTS columns: deterministic, no TF32 rounding of
+// the carried state, and a dependent chain per position CHAIN_PARTS times shorter than one thread per row walking
+// all of m. A_j sits whole in shared memory (row pitch D + 1: no bank is met twice, in either layout); A_(j+1) is
+// loaded into registers while position j sums, and stored there after it. Two barriers per position.
+// CHAIN_COLS (state columns per CTA), CHAIN_PARTS (ranges of m) and CHAIN_D (the state size D = K = V: one module per
+// D, so every loop has a known trip count) are defined in front of this text by kdagen.ops.segmented.chain_source;
+// kdagen.ops.segmented.chain_smem_bytes sizes the dynamic shared memory.
+#ifndef KDG_DYNAMIC_SMEM
+#define KDG_DYNAMIC_SMEM(name) extern __shared__ __align__(16) unsigned char name[]
+#endif
 
 // offset of X[row, col] in a D × D state stored in the kv layout (row-major X) or the v_first one (row-major Xᵀ)
-__device__ __forceinline__ long chain_at(int row, int col, int D, int v_first) {
-  return v_first ? (long)col * D + row : (long)row * D + col;
+__device__ __forceinline__ long chain_at(int row, int col, int v_first) {
+  return v_first ? (long)col * CHAIN_D + row : (long)row * CHAIN_D + col;
 }
 
-extern "C" __global__ void __launch_bounds__(CHAIN_MAX_D) segment_chain(
-    const float* M, const float* B, const float* first, float* h_in, int S, int HV, int D, int v_first) {
-  __shared__ float x[CHAIN_MAX_D][CHAIN_COLS];             // X(j): this CTA's columns
-  __shared__ float a[CHAIN_MAX_D][CHAIN_STAGE + 1];        // A_j[:, m0 : m0 + CHAIN_STAGE] (+1: no bank conflicts)
-  const int n = blockIdx.x / HV, head = blockIdx.x % HV, col0 = blockIdx.y * CHAIN_COLS, r = threadIdx.x;
+extern "C" __global__ void __launch_bounds__(CHAIN_D * CHAIN_PARTS) segment_chain(
+    const float* M, const float* B, const float* first, float* h_in, int S, int HV, int v_first) {
+  constexpr int D = CHAIN_D, OWN = CHAIN_COLS / CHAIN_PARTS;   // OWN: the columns a thread finishes
+  constexpr int PER = D / CHAIN_PARTS;                     // the values of A_j a thread stages (and its m range)
+  static_assert(OWN * CHAIN_PARTS == CHAIN_COLS && PER * CHAIN_PARTS == D && D % 32 == 0,
+                "each part finishes as many columns and sums as many m; a warp's threads share their part");
+  KDG_DYNAMIC_SMEM(smem);
+  float* a = reinterpret_cast<float*>(smem);               // A_j [D][D + 1]
+  float* x = a + D * (D + 1);                              // X(j) [D][CHAIN_COLS]: this CTA's columns
+  float* parts = x + D * CHAIN_COLS;                       // [CHAIN_PARTS][D][CHAIN_COLS]: the parts' sums
+  const int t = threadIdx.x, r = t % D, p = t / D;
+  const int n = blockIdx.x / HV, head = blockIdx.x % HV, col0 = blockIdx.y * CHAIN_COLS, c0 = p * OWN;
   const long mat = (long)D * D, step = (long)HV * mat;    // one state; segment j + 1 of a pair is `step` further
   const long pair0 = ((long)n * S * HV + head) * mat;      // segment 0 of (n, head)
-  const int stages = D / CHAIN_STAGE;
-  constexpr int MAX_STAGES = CHAIN_MAX_D / CHAIN_STAGE;
-  float acc[CHAIN_COLS], b_next[CHAIN_COLS], staged[MAX_STAGES][CHAIN_STAGE];
-  // The maps are all there before the chain starts, so their reads form one stream independent of the sums: stage
-  // s of A_(j+1) (and B_(j+1)) is loaded into registers while segment j sums, right after stage s of A_j left the
-  // same registers for shared memory.
-  // Thread r stages the values k = 0 .. CHAIN_STAGE - 1 of A_j[:, m0 : m0 + CHAIN_STAGE] (D threads, D ·
-  // CHAIN_STAGE values). kv: A[row, m] = M[row·D + m], consecutive threads take consecutive m (row k·D/32 + r/32,
-  // m = r % 32); v_first: A[row, m] = M[m·D + row], consecutive threads consecutive rows (row r, m = k).
-  const int row0 = v_first ? r : r / CHAIN_STAGE, row_k = v_first ? 0 : D / CHAIN_STAGE;
-  const int m_r = v_first ? 0 : r % CHAIN_STAGE, m_k = v_first ? 1 : 0;
-  const long at0 = v_first ? r : (long)row0 * D + m_r, at_k = v_first ? D : (long)row_k * D;
-  const long at_m0 = v_first ? D : 1;                      // the offset of the stage's first column per m0
-  const auto load_stage = [&](float (&into)[CHAIN_STAGE], long seg, int m0) {
-    const float* src = M + seg + at0 + m0 * at_m0;
+  // Thread t stages the elements e = t + k·D·CHAIN_PARTS of M_j as stored (row-major): row p + k·CHAIN_PARTS,
+  // column r — consecutive threads read consecutive addresses. Element (i, l) of M is A[i][l] (kv) or A[l][i].
+  float staged[PER];
+  const auto load_map = [&](long seg) {
 #pragma unroll
-    for (int k = 0; k < CHAIN_STAGE; ++k) into[k] = src[k * at_k];
+    for (int k = 0; k < PER; ++k) staged[k] = M[seg + (long)(p + k * CHAIN_PARTS) * D + r];
+  };
+  const auto store_map = [&]() {
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      const int i = p + k * CHAIN_PARTS;
+      a[v_first ? r * (D + 1) + i : i * (D + 1) + r] = staged[k];
+    }
+  };
+  float b[OWN];                                            // B_j of this thread's columns
+  const auto load_b = [&](long seg) {
+#pragma unroll
+    for (int c = 0; c < OWN; ++c) b[c] = B[seg + chain_at(r, col0 + c0 + c, v_first)];
   };
   const float* f = first ? first + ((long)n * HV + head) * mat : nullptr;
 #pragma unroll
-  for (int c = 0; c < CHAIN_COLS; ++c) {
-    acc[c] = f ? f[chain_at(r, col0 + c, D, v_first)] : 0.f;
-    b_next[c] = S > 1 ? B[pair0 + chain_at(r, col0 + c, D, v_first)] : 0.f;
+  for (int c = 0; c < OWN; ++c) {
+    const float v = f ? f[chain_at(r, col0 + c0 + c, v_first)] : 0.f;
+    x[r * CHAIN_COLS + c0 + c] = v;
+    h_in[pair0 + chain_at(r, col0 + c0 + c, v_first)] = v;
   }
-  if (S > 1)
+  if (S == 1) return;
+  load_map(pair0);
+  load_b(pair0);
+  store_map();
+  if (S > 2) load_map(pair0 + step);                       // A_1, while position 0 sums
+  __syncthreads();                                         // A_0 and X(0) in shared memory
+  for (int j = 0; j + 1 < S; ++j) {
+    const long seg = pair0 + (long)j * step;
+    float sum[CHAIN_COLS];
 #pragma unroll
-    for (int s = 0; s < MAX_STAGES; ++s)
-      if (s < stages) load_stage(staged[s], pair0, s * CHAIN_STAGE);
-  for (int j = 0;; ++j) {
-    const long seg = pair0 + j * step;
-#pragma unroll
-    for (int c = 0; c < CHAIN_COLS; ++c) h_in[seg + chain_at(r, col0 + c, D, v_first)] = acc[c];
-    if (j == S - 1) break;
-#pragma unroll
-    for (int c = 0; c < CHAIN_COLS; ++c) {
-      x[r][c] = acc[c];
-      acc[c] = b_next[c];
-      if (j + 2 < S) b_next[c] = B[seg + step + chain_at(r, col0 + c, D, v_first)];
-    }
-#pragma unroll
-    for (int s = 0; s < MAX_STAGES; ++s) {
-      if (s >= stages) break;
-      __syncthreads();                                     // x written; the previous stage of a read
-#pragma unroll
-      for (int k = 0; k < CHAIN_STAGE; ++k) a[row0 + k * row_k][m_r + k * m_k] = staged[s][k];
-      __syncthreads();
-      if (j + 2 < S) load_stage(staged[s], seg + step, s * CHAIN_STAGE);   // A_(j+1)'s stage s, a segment ahead
-      const int m0 = s * CHAIN_STAGE;
+    for (int c = 0; c < CHAIN_COLS; ++c) sum[c] = 0.f;
+    const float* row = a + r * (D + 1);
 #pragma unroll 8
-      for (int m = 0; m < CHAIN_STAGE; ++m) {
-        const float coef = a[r][m];
+    for (int m = p * PER; m < (p + 1) * PER; ++m) {
+      const float coef = row[m];
 #pragma unroll
-        for (int c = 0; c < CHAIN_COLS; ++c) acc[c] = fmaf(coef, x[m0 + m][c], acc[c]);
-      }
+      for (int c = 0; c < CHAIN_COLS; ++c) sum[c] = fmaf(coef, x[m * CHAIN_COLS + c], sum[c]);
     }
-    __syncthreads();                                       // every read of x before the next segment writes it
+#pragma unroll
+    for (int c = 0; c < CHAIN_COLS; ++c) parts[(p * D + r) * CHAIN_COLS + c] = sum[c];
+    __syncthreads();                                       // every part written; A_j and X(j) read
+#pragma unroll
+    for (int c = 0; c < OWN; ++c) {
+      float v = b[c];
+#pragma unroll
+      for (int q = 0; q < CHAIN_PARTS; ++q) v += parts[(q * D + r) * CHAIN_COLS + c0 + c];
+      x[r * CHAIN_COLS + c0 + c] = v;
+      h_in[seg + step + chain_at(r, col0 + c0 + c, v_first)] = v;
+    }
+    if (j + 2 < S) {
+      load_b(seg + step);
+      store_map();                                         // A_(j+1), loaded during position j
+      if (j + 3 < S) load_map(seg + 2 * step);             // A_(j+2), while position j + 1 sums
+    }
+    __syncthreads();                                       // X(j + 1) and A_(j+1) in shared memory
   }
 }
