@@ -55,7 +55,7 @@ def test_emit_and_inspect_take_a_recurrence(tmp_path, capsys):
     assert code == 0, err
     [unit] = tmp_path.iterdir()
     assert unit.name.startswith("sigmoid_gate_k64v64") and {p.name for p in unit.iterdir()} == \
-        {"forward.cu", "backward.cu", "plan.json"}
+        {"forward.cu", "backward.cu", "backward_entries.cu", "plan.json"}
     assert "in_w" in (unit / "forward.cu").read_text()             # the head parameter, scoped
     code, out, err = run_main(["inspect", "--recurrence", REF, "--head-dim", "64", "--kernel", "prepare"], capsys)
     assert code == 0 and "prepare(" in out, err

@@ -110,7 +110,7 @@ def test_any_identifier_builds_plans_and_renders_or_is_refused(names):
         assert e.node in names, e
         return
     plan = verify(make_plan(Problem(r, "names", 64, 64)))
-    assert set(render(plan, r)) == {"forward.cu", "backward.cu"}
+    assert set(render(plan, r)) == {"forward.cu", "backward.cu", "backward_entries.cu"}
     for kernel in plan.kernels:
         params = [p.name for p in kernel.params]
         assert len(set(params)) == len(params), params

@@ -1303,6 +1303,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     store_stage(ahead, ci - 1);                  // chunk ci − 1 runs next iteration, after its sync
     ahead = later;
   }
+#line 15 "templates/skeleton.j2"
+  // ---- step start_out (all, kpart): the C pass (entry dstate_starts, a cut training call): no checkpoints, block 0 run too, and the dS entering the sequence written to dstate_start ----
 #line 228 "templates/mma16/dstate_pass.cu.j2"
 }
 
@@ -1594,7 +1596,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1598 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1600 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1620,7 +1622,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1624 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1626 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1951,7 +1953,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1955 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1957 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1978,7 +1980,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1982 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 1984 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 43072 B, static
   __shared__ __align__(16) unsigned char smem_raw[43072];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -2015,7 +2017,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 2019 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2021 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2069,7 +2071,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2073 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2075 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2206,7 +2208,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2210 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2212 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2350,7 +2352,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2354 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2356 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2483,7 +2485,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2487 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2489 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2492,7 +2494,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2496 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2498 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

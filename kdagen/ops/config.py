@@ -198,7 +198,7 @@ def kernel_sources(config: Config) -> list[tuple[str, str]]:
     plan, _ = config.planned()
     found = [(module_uri(plan, d, e), config.source(d, e)) for d in config.directions if plan.direction(d)
              for e in (False, True) if not e or has_entries(plan, d)]
-    if config.K == config.V:
+    if config.K == config.V and config.K in segmented.CHAIN_DIMS:
         found.append((segmented.chain_uri(config.K), segmented.chain_source(config.K)))
     return found
 

@@ -30,7 +30,7 @@ import functools
 import torch
 
 from ..paths import templates_dir
-from ..plan.cut import H200_SMS, Cut, plan_cut, resident_ctas
+from ..plan.cut import CHAIN_DIMS, H200_SMS, Cut, plan_cut, resident_ctas
 from ..runtime import env as runtime_env
 from .launcher import Workspaces, run_kernels, scalar_values
 
@@ -85,7 +85,6 @@ def cut_of(schedule, v: torch.Tensor, varlen: bool, keep: bool) -> Cut:
 
 CHAIN_PARAMS = ("const float*", "const float*", "const float*", "float*", "int", "int", "int")
 CHAIN_COLS, CHAIN_PARTS = 8, 4           # state columns per CTA, ranges of the sum per row (threads: D per range)
-CHAIN_DIMS = (32, 64, 96, 128)           # the state sizes D the chain is compiled for (one module each)
 
 
 def chain_uri(D: int) -> str:

@@ -38,6 +38,7 @@ CHAIN_STEP_US = 1.5                  # one position of the chain kernel (templat
 FIXED_US = 20.0                      # the cut's own launches and allocations, the chain's launch
 CUT_MARGIN = 0.85                    # cut only where the model gives under this share of the uncut time
 MIN_SEGMENT = 1024
+CHAIN_DIMS = (32, 64, 96, 128)       # the state sizes D = K = V the chain kernel is compiled for
 # training, per family: (µs per chunk step of one CTA's walk, µs of one SM per CTA-step once CTAs share the SMs) for
 # the forward's recurrence and dstate_pass at K = 128, chunks of TRAIN_CHUNK tokens; fitted to backward_timing.py on
 # the view shapes 1×65536×4, 32×2048×4, 16×4096×4, 1×32768×16, 8×4096×16, 4×8192×16 (×128) (NOTES, session 11, run 1)
@@ -131,7 +132,8 @@ def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_
     cut."""
     why_not = ("KDAGEN_CUT=off" if tokens == "off" else
                "varlen (the lengths would need a host read)" if varlen else
-               f"K ≠ V ({K}, {V}): the map M is a K × K state" if K != V else None)
+               f"K ≠ V ({K}, {V}): the map M is a K × K state" if K != V else
+               f"K = V = {K}: the chain kernel takes D in {CHAIN_DIMS}" if K not in CHAIN_DIMS else None)
     if why_not:                    # (before the model: an ineligible call's hot path meets this first)
         return Cut(1, T, 0.0, 0.0, why_not)
     if keep:
