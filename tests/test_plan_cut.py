@@ -17,6 +17,7 @@ from kdagen.plan.cut import CUT_MARGIN, plan_cut
     (256, 2, False, True, 64, 64, 64, 4),        # a training step too (its model is mma16's: the length given)
     (256, 2, True, False, 64, 64, 64, 1),        # varlen: the lengths would need a host read
     (256, 2, False, False, 64, 128, 64, 1),      # K ≠ V: no K × K identity state
+    (256, 2, False, False, 48, 48, 64, 1),       # a D the chain kernel is not compiled for
     (288, 2, False, False, 64, 64, 96, 1),       # not a multiple of the chunk (it divides T)
     (200, 2, False, False, 64, 64, 64, 1),       # T not a multiple of the segment
     (64, 2, False, False, 64, 64, 64, 1),        # one segment would hold the whole sequence
@@ -122,6 +123,11 @@ def test_kdagen_plan_prints_the_cut(capsys):
     assert main(["plan", "--op", "kda", "--inference", "--pairs", "64", "--tokens", "8192", "--kernel",
                  "recurrence"]) == 0
     assert "not cut: the best cut" in capsys.readouterr().out
+    # without --inference: a training step's cut (mma16's forward and backward on the view)
+    assert main(["plan", "--op", "kda", "--pairs", "4", "--tokens", "65536", "--kernel", "dstate_pass"]) == 0
+    out = capsys.readouterr().out
+    assert "segments of a training step" in out and "cut into 32 segments of 2048 tokens" in out
+    assert "further entry points (same parameters, a constant switched): dstate_starts" in out
     for refused in (["--tokens", "65536"], ["--inference", "--pairs", "4", "--tokens", "65536", "--json"],
                     ["--sms", "114"], ["--inference", "--pairs", "4", "--tokens", "65536", "--sms", "0"]):
         assert main(["plan", "--op", "kda", *refused]) == 2, refused
