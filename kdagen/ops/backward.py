@@ -37,11 +37,12 @@ def launch(plan: Plan, recurrence, module, x: dict, workspace: dict, scalars: di
 
 
 def launch_scheduled(schedule: Schedule, module, x: dict, workspace: dict, scalars: dict, do: torch.Tensor,
-                     dht: torch.Tensor | None, *, alloc, debug: dict | None) -> dict:
-    """`launch` with the plan read once (kdagen.ops.launcher.scheduled caches it per Config)."""
+                     dht: torch.Tensor | None, *, alloc, debug: dict | None, memo: dict | None = None) -> dict:
+    """`launch` with the plan read once (kdagen.ops.launcher.scheduled caches it per Config); `memo`: a dict in
+    which the inputs' checks already ran (Schedule.checked_sized)."""
     v = x[schedule.value]
     device = v.device
-    sized = schedule.checked_sized(x, scalars, device)
+    sized = schedule.checked_sized(x, scalars, device, memo)
     check_operand("backward", "do", do, v.dtype, v.shape, device)
     check_operand("backward", "dht", dht, torch.float32, sized.state, device)
     for name, shape, dtype in sized.saved:

@@ -235,7 +235,8 @@ def backward_cut(schedule, module, entries, x: dict, workspace: dict, states: di
     view = {**token_view(schedule, x, S), "initial_state": states["segment_h0"]}
     device = v.device
     do_view = do.reshape(view[value].shape)
-    sized = schedule.checked_sized(view, scalars, device)
+    checked: dict = {}                                    # the view's checks, run once for both launches below
+    sized = schedule.checked_sized(view, scalars, device, checked)
     problem = schedule.plan.problem
     # 1. C_j: dstate_pass from dht = 0 through every chunk of every segment, no checkpoints
     starts = alloc(sized.state, dtype=torch.float32, device=device)
@@ -250,7 +251,8 @@ def backward_cut(schedule, module, entries, x: dict, workspace: dict, states: di
     dht_view = reverse_chain(states["segment_maps"], starts, dht, S, problem["state_layout"] == "vk",
                              arch=problem["arch"], alloc=alloc)
     # 3. the backward of every segment with its dS_out
-    grads = launch_scheduled(schedule, module, view, workspace, scalars, do_view, dht_view, alloc=alloc, debug=debug)
+    grads = launch_scheduled(schedule, module, view, workspace, scalars, do_view, dht_view, alloc=alloc, debug=debug,
+                             memo=checked)
     out = {n: g.reshape(x[n].shape) for n, g in grads.items() if n != "initial_state"}
     h0 = x.get("initial_state")
     out["initial_state"] = None if h0 is None else \
