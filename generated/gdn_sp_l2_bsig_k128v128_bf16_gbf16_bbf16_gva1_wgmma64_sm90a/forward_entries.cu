@@ -1063,6 +1063,7 @@ using namespace kdg;
 constexpr int C = 64, K = 128, V = 128, KD = 1, DW = 4;
 constexpr int CONSUMERS = 1, SLICES = 2, STAGES = 2, VR = 64, KA = K / 64;
 constexpr bool STATE_V_FIRST = false;
+#line 3 "templates/wgmma64/operands.cuh.j2"
 constexpr int SW = 128;              // the tiles' swizzle span (bytes): one row of 64 bf16
 constexpr int ATOM = 64 * 64;        // elements of one 64-row × 64-column swizzled tile
 
@@ -1093,16 +1094,28 @@ __device__ __forceinline__ u64 n_major(const bf16* tiles, int kk) {
   return make_smem_desc(tiles + kk * 16 * 64, ATOM * 2, 8 * SW, SW);
 }
 
+// Tokens [16k, 16k + 16) of a [token][64 value rows] swizzled tile, transposed, as the register operand (value rows
+// × tokens) of warpgroup thread t: by ldmatrix.trans, the 8×8 block at tokens 8nb.., values 16·warp + 8h.. gives
+// each lane exactly its pair (value row, tokens 2q and 2q + 1) of n8 block nb and row half h, which is the
+// operand's register 2(nb − 2k) + h; four blocks per ldmatrix.x4. Also an accumulator's columns, exactly (bf16).
+__device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k) {
+  const int lane = t & 31, m = lane >> 3, token = 16 * k + 8 * (m >> 1) + (lane & 7);
+  WgmmaFragA a;
+  ptx_ldmatrix_x4_trans(a.x, reinterpret_cast<const char*>(tile) + swizzle_offset(token * SW + (16 * (t >> 5) + 8 * (m & 1)) * 2, SW));
+  return a;
+}
+
 // Element (k, v) of one (sequence, head) block of h0 / the final state.
 __device__ __forceinline__ long long state_index(int k, int v) {
   return STATE_V_FIRST ? (long long)v * K + k : (long long)k * V + v;
 }
+#line 20 "templates/wgmma64/recurrence.cu.j2"
 }  // namespace kdg_recurrence
 
-#line 60 "templates/wgmma64/recurrence.cu.j2"
+#line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1106 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1119 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1115,9 +1128,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     int N,
     bf16* __restrict__ o,
     float* __restrict__ ht) {
-#line 62 "templates/wgmma64/recurrence.cu.j2"
+#line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1121 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1134 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   // shared memory: 167456 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1147,17 +1160,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
   bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 149024);  // o [1 x 64 x 72] bf16, ld 72, 2 stages
   [[maybe_unused]] constexpr int ld_o = 72;
   constexpr int stride_o = 4608;  // elements per stage / warp copy
-#line 64 "templates/wgmma64/recurrence.cu.j2"
+#line 31 "templates/wgmma64/recurrence.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS * SLICES,
                 "64-token chunks, 64-column tiles, 64 rows per group");
-#line 67 "templates/wgmma64/recurrence.cu.j2"
+#line 34 "templates/wgmma64/recurrence.cu.j2"
   // The maps pass of a cut forward (docs/segments.md §4) runs every segment twice on a grid of 2·SLICES in z: the
   // first half from state 0 with v (its final states: the segments' B), the second from I with v = 0 (their M,
   // written after the B's in ht). It writes no o, so q_decayed and Mqk are neither loaded nor used.
   constexpr bool maps = true;
   const bool from_identity = (int)blockIdx.z >= SLICES;
   const int slice = (int)blockIdx.z - (from_identity ? SLICES : 0);   // this CTA's share of the value rows
-#line 81 "templates/wgmma64/recurrence.cu.j2"
+#line 48 "templates/wgmma64/recurrence.cu.j2"
   constexpr u32 STAGE_BYTES = 74000;
   // what a stage holds in the maps pass: no q_decayed, no Mqk, and no v from the identity
   const u32 stage_bytes = STAGE_BYTES - (maps ? 24576u : 0u) -
@@ -1183,11 +1196,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1187 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1200 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
-#line 94 "templates/wgmma64/recurrence.cu.j2"
+#line 61 "templates/wgmma64/recurrence.cu.j2"
     if (threadIdx.x == 0) {
       for (int c = 0; c < num_chunks; ++c) {
         const int s = c % STAGES;
@@ -1212,16 +1225,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       }
     }
 
-#line 1216 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1229 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
-#line 118 "templates/wgmma64/recurrence.cu.j2"
+#line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread
     const int v0 = (slice * CONSUMERS + g) * VR;   // its value rows of the state
     WgmmaAcc<K> S;                       // Sᵀ: rows v0.., all K columns
 #line 15 "templates/skeleton.j2"
     // ---- step state_in (consumer, wgmma_acc): Sᵀ rows of this warp group from h0 or 0 (recurrence_maps: 0, or I in the second half of the grid) ----
-#line 123 "templates/wgmma64/recurrence.cu.j2"
+#line 90 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
     for (int i = 0; i < K / 2; ++i) {
       const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
@@ -1245,7 +1258,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step state_products (consumer, wgmma_acc): Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16) ----
-#line 145 "templates/wgmma64/recurrence.cu.j2"
+#line 112 "templates/wgmma64/recurrence.cu.j2"
       // Every register operand is written before wgmma_fence (the warpgroup's arrive), so no product waits on
       // another: the compiler would otherwise insert an arrive before each and serialise them.
       WgmmaAcc<C> P, Q;
@@ -1271,24 +1284,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 169 "templates/wgmma64/recurrence.cu.j2"
-      // P becomes Xᵀ in place (rows are value rows, columns tokens). vᵀ comes by ldmatrix.trans: the 8×8 block of
-      // the [token][value] tile at tokens 8nb.., values 16·warp + 8h.. gives each lane exactly its accumulator pair
-      // (value row, tokens 2q and 2q + 1) of n8 block nb and row half h; four blocks per ldmatrix.x4. β by pairs.
+#line 136 "templates/wgmma64/recurrence.cu.j2"
+      // P becomes Xᵀ in place (rows are value rows, columns tokens); vᵀ by ldmatrix.trans (rows_t), β by pairs.
       {
-        const int lane = t & 31, q = lane & 3, warp_rows = 16 * (t >> 5);
+        const int q = t & 3;
     #pragma unroll
         for (int k = 0; k < C / 16; ++k) {
-          u32 vv[4] = {0u, 0u, 0u, 0u};  // v = 0 from the identity
-          const int m = lane >> 3, token = 16 * k + 8 * (m >> 1) + (lane & 7);
-          if (!from_identity)
-            ptx_ldmatrix_x4_trans(vv, reinterpret_cast<const char*>(v_tile) +
-                                          swizzle_offset(token * SW + (warp_rows + 8 * (m & 1)) * 2, SW));
+          WgmmaFragA vv = {};                   // v = 0 from the identity
+          if (!from_identity) vv = rows_t(v_tile, t, k);
     #pragma unroll
           for (int mm = 0; mm < 4; ++mm) {
             const int nb = 2 * k + (mm >> 1), i = 4 * nb + 2 * (mm & 1);
             const float2 b = *reinterpret_cast<const float2*>(beta + 8 * nb + 2 * q);
-            const __nv_bfloat162 vp = *reinterpret_cast<const __nv_bfloat162*>(&vv[mm]);
+            const __nv_bfloat162 vp = *reinterpret_cast<const __nv_bfloat162*>(&vv.x[mm]);
             P.x[i] = b.x * (__low2float(vp) - P.x[i]);
             P.x[i + 1] = b.y * (__high2float(vp) - P.x[i + 1]);
           }
@@ -1297,7 +1305,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 193 "templates/wgmma64/recurrence.cu.j2"
+#line 155 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1320,7 +1328,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 214 "templates/wgmma64/recurrence.cu.j2"
+#line 176 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1344,7 +1352,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 236 "templates/wgmma64/recurrence.cu.j2"
+#line 198 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
@@ -1353,7 +1361,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows ----
-#line 243 "templates/wgmma64/recurrence.cu.j2"
+#line 205 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       if (!maps) {
@@ -1379,7 +1387,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 267 "templates/wgmma64/recurrence.cu.j2"
+#line 229 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1391,7 +1399,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 278 "templates/wgmma64/recurrence.cu.j2"
+#line 240 "templates/wgmma64/recurrence.cu.j2"
 }
 
 

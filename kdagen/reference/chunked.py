@@ -91,7 +91,8 @@ def chunk_delta_rule_bwd_k2(q, k, v, a, beta, scale, h0, chunk_size, do, dht, cu
 
     Returns a dict of per-value-head tensors [B,T,HV,K] b_q, b_kd, b_ki, b_kr and dgT (the
     chunk-total gate gradient dgte⊙gte, repeated on every row of its chunk), plus dv
-    [B,T,HV,V], dbeta [B,T,HV] and dh0 [N,HV,K,V].
+    [B,T,HV,V], dbeta [B,T,HV], dh0 [N,HV,K,V] and dh_chunks: per sequence, the gradient of the
+    state leaving each chunk ([HV,K,V], chunks in order; what a backward's serial dS pass hands on).
     """
     B, T, HV, V = v.shape
     K = q.shape[-1]
@@ -100,10 +101,12 @@ def chunk_delta_rule_bwd_k2(q, k, v, a, beta, scale, h0, chunk_size, do, dht, cu
     a = a if a.dim() == 4 else a[..., None].expand(B, T, HV, K)
     out = {name: q.new_zeros(B, T, HV, K) for name in ("b_q", "b_kd", "b_ki", "b_kr", "dgT")}
     dv, dbeta = torch.zeros_like(v), torch.zeros_like(beta)
-    dh0 = []
+    dh0, dh_chunks = [], []
     for n, b, spans in _chunks(B, T, cu_seqlens, chunk_size):
         dS = v.new_zeros(HV, K, V) if dht is None else dht[n]
+        leaving = []
         for (s, e), S in reversed(list(zip(spans, states[n]))):
+            leaving.insert(0, dS)
             qc, kc, vc, bc, dO = (_heads(x, b, s, e) for x in (q, k, v, beta, do))
             t = chunk_terms(qc, kc, vc, _heads(a, b, s, e), bc, scale)
             _, _, X, Vn = _chunk_step(t, qc, kc, vc, bc, scale, S)
@@ -133,5 +136,6 @@ def chunk_delta_rule_bwd_k2(q, k, v, a, beta, scale, h0, chunk_size, do, dht, cu
             dS = (t["Gl"].exp()[..., None] * dh + scale * (qc * E).transpose(1, 2) @ dO
                   - (kc * E).transpose(1, 2) @ bdX)
         dh0.append(dS)
-    out.update(dv=dv, dbeta=dbeta, dh0=torch.stack(dh0))
+        dh_chunks.append(leaving)
+    out.update(dv=dv, dbeta=dbeta, dh0=torch.stack(dh0), dh_chunks=dh_chunks)
     return out

@@ -1,15 +1,18 @@
 """The wgmma64 family (sm_90a): chunk 64; a token-parallel prepare (16-row sub-blocks, any decay) and a
 head-parallel recurrence whose producer warp feeds a ring of shared-memory stages by bulk tensor copies and
-whose consumer warp groups run wgmma with the state in registers. Forward only: calls that need gradients
-are served by mma16 until its backward lands. Ranked below mma16, except for inference calls with few
-(sequence, head) pairs, where its 64-token chain steps (≈ 42 ns per token against mma16's ≈ 63 on the H200)
-outweigh its costlier prepare. docs/kernels.md §3.
+whose consumer warp groups run wgmma with the state in registers. Ranked below mma16, except for inference
+calls with few (sequence, head) pairs, where its 64-token chain steps (≈ 42 ns per token against mma16's ≈ 63
+on the H200) outweigh its costlier prepare. docs/kernels.md §3.
+
+Its backward is being built (docs/kernels.md §4): the plan holds the kernels that exist (the serial dS chain,
+`dstate`), rendered into the backward unit and tested, but the family serves forward calls only (`directions`)
+until every gradient has its kernel: calls that need gradients run mma16.
 """
 from __future__ import annotations
 
 from ...problem import Problem
 from ..base import Family, Planned, facts
-from . import forward
+from . import backward, forward
 
 
 class Wgmma64(Family):
@@ -21,17 +24,17 @@ class Wgmma64(Family):
     def build(self, problem: Problem) -> Planned:
         f = facts(problem)
         K = problem.K
-        ws = forward.forward_workspaces(K, f.KD)
-        kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws),
-                   forward.recurrence(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen,
-                                      state_layout=problem.state_layout, ws=ws)]
+        ws = forward.forward_workspaces(K, f.KD) + backward.backward_workspaces(K, problem.V)
+        common = dict(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen, state_layout=problem.state_layout, ws=ws)
+        kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws), forward.recurrence(**common),
+                   backward.dstate(**common)]
         lo, hi = f.decay_interval
         diagonal = forward.diagonal_form(f)
         how = {"scalar": "one factor per pair, 2^(γi−γj) ≤ 1 on raw tensor-core products (γ in fp32), any bound",
                "factored": "the diagonal 16-row blocks factored at their start on tensor cores (the bound keeps "
                            "e^(Γ_in−Γj) in range), the blocks between them split at block boundaries",
                "running": "every factor a product of per-token decays ≤ 1 (16-row sub-blocks), any bound"}[diagonal]
-        return Planned(kernels=kernels, workspaces=ws, saved=[],
+        return Planned(kernels=kernels, workspaces=ws, saved=list(forward.PREPARE_OUTPUTS),
                        exponent_form="factored" if diagonal == "factored" else "relative",
                        notes=[f"decay {f.decay_kind} in [{lo}, {hi}]: {how}"])
 

@@ -66,7 +66,7 @@ def decay_width(KD: int) -> int:
 def forward_workspaces(K: int, KD: int) -> list[Workspace]:
     """prepare -> recurrence, per (64-token chunk, value head); rows >= the chunk's length are zero."""
     C = CHUNK
-    to = ["recurrence"]
+    to = ["recurrence", "dstate"]
     return [
         Workspace("ws_q_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to, "scale·q̂⊙e^Γ"),
         Workspace("ws_k_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to, "k̂⊙e^Γ"),
@@ -196,32 +196,45 @@ def _tile_map(name: str, tensor: str, K: int, rows: str, buffer: str) -> Param:
                                           swizzle=128, buffer=buffer))
 
 
+def chunk_ring(K: int, dw: int, consumers: int, rows: str) -> list[Buffer]:
+    """One stage of a chunk ring (the recurrence's and the backward's dS chain's): the workspace tiles of a
+    chunk as 64×64 bf16 boxes with the 128-byte swizzle, `rows` (v or dO: each consumer group's 64 value
+    columns of the chunk's tokens), decay_total and β."""
+    C, atoms = CHUNK, K // 64        # atoms: 128-byte swizzle spans along a K row
+    tile = dict(stages=STAGES, align=1024, swizzle=128)
+    return [Buffer("q_decayed", (atoms, C, 64), "bf16", **tile), Buffer("k_decayed", (atoms, C, 64), "bf16", **tile),
+            Buffer("k_to_end", (atoms, C, 64), "bf16", **tile), Buffer("A", (C, C), "bf16", **tile),
+            Buffer("Mqk", (C, C), "bf16", **tile), Buffer(rows, (consumers, C, V_ROWS), "bf16", **tile),
+            Buffer("decay_total", (dw,), "f32", stages=STAGES), Buffer("beta", (C,), "f32", stages=STAGES)]
+
+
+def ring_maps(K: int, V: int, rows: str, tensor: str) -> list[Param]:
+    """The tensor maps of chunk_ring's boxes: the workspace tiles, and `rows` from the token tensor `tensor`
+    ([B·T, HV, V] seen 3-D as [V, HV, T], a box of 64 value columns × 1 head × 64 tokens)."""
+    from ...model import TensorMapSpec
+    C, ws_rows = CHUNK, "chunks * HV * 64"
+    return [_tile_map("map_q_decayed", "ws_q_decayed", K, ws_rows, "q_decayed"),
+            _tile_map("map_k_decayed", "ws_k_decayed", K, ws_rows, "k_decayed"),
+            _tile_map("map_k_to_end", "ws_k_to_end", K, ws_rows, "k_to_end"),
+            _tile_map("map_A", "ws_A", C, ws_rows, "A"), _tile_map("map_Mqk", "ws_Mqk", C, ws_rows, "Mqk"),
+            Param(f"map_{rows}", "tensor_map", "bf16",
+                  tensor_map=TensorMapSpec(tensor=tensor, dtype="bf16", dims=[V, "HV", "T"], strides=[V, f"HV * {V}"],
+                                           box=[V_ROWS, 1, C], swizzle=128, buffer=rows))]
+
+
 def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
     """Head-parallel: one CTA per (sequence, value head) — or per 64 value rows of it (SPLIT_VALUE) — with a
     producer warp group (one elected thread issues the copies) and consumer warp groups, each owning 64 value rows
     of Sᵀ as wgmma accumulators."""
-    from ...model import Pipeline, TensorMapSpec
-    C = CHUNK
+    from ...model import Pipeline
     slices = V // V_ROWS if SPLIT_VALUE else 1
     consumers = V // V_ROWS // slices
     threads = 128 * (1 + consumers)
-    atoms = K // 64                  # 128-byte swizzle spans along a K row
     dw = decay_width(KD)
-    tile = dict(stages=STAGES, align=1024, swizzle=128)
-    ring = [Buffer("q_decayed", (atoms, C, 64), "bf16", **tile), Buffer("k_decayed", (atoms, C, 64), "bf16", **tile),
-            Buffer("k_to_end", (atoms, C, 64), "bf16", **tile), Buffer("A", (C, C), "bf16", **tile),
-            Buffer("Mqk", (C, C), "bf16", **tile), Buffer("v", (consumers, C, V_ROWS), "bf16", **tile),
-            Buffer("decay_total", (dw,), "f32", stages=STAGES), Buffer("beta", (C,), "f32", stages=STAGES)]
+    ring = chunk_ring(K, dw, consumers, "v")
     stage_bytes = sum(b.stage_bytes for b in ring)
-    buffers = ring + [Buffer("o", (consumers, C, V_ROWS + 8), "bf16", stages=2)]   # two tiles in turn
-    rows = "chunks * HV * 64"
-    maps = [_tile_map("map_q_decayed", "ws_q_decayed", K, rows, "q_decayed"),
-            _tile_map("map_k_decayed", "ws_k_decayed", K, rows, "k_decayed"),
-            _tile_map("map_k_to_end", "ws_k_to_end", K, rows, "k_to_end"),
-            _tile_map("map_A", "ws_A", C, rows, "A"), _tile_map("map_Mqk", "ws_Mqk", C, rows, "Mqk"),
-            Param("map_v", "tensor_map", "bf16",
-                  tensor_map=TensorMapSpec(tensor="v", dtype="bf16", dims=[V, "HV", "T"], strides=[V, f"HV * {V}"],
-                                           box=[V_ROWS, 1, C], swizzle=128, buffer="v"))]
+    buffers = ring + [Buffer("o", (consumers, CHUNK, V_ROWS + 8), "bf16", stages=2)]   # two tiles in turn
+    maps = ring_maps(K, V, "v", "v")
     steps = [
         Step("load", "producer", "tma", writes=list(RING), waits=["free"], arrives=["ready"], loop=True,
              global_reads=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "v", "ws_decay_total",

@@ -1,0 +1,36 @@
+"""The wgmma64 backward's kernels, rendered exactly as for an H200, run on the CPU through kdagen.codegen.emulate
+against float64 at chunk 64 (docs/kernels.md §4). Today: `dstate`, the serial dS chain — the gradient of the state
+leaving every chunk (ws_dstate) and dh0 — on the workspaces the wgmma64 forward's prepare writes. Outputs and
+workspaces are poisoned with NaN first; tests/gpu/test_wgmma64_backward_gpu.py repeats it on the device."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kdagen.codegen import emulate
+from kdagen.reference.options import state_out
+from wgmma64_backward_cases import BOUND, CASES, ORACLE_BOUND, dstate_errors, rel, run_case
+
+pytestmark = pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def case(request):
+    return request.param, run_case(CASES[request.param], seed=13)
+
+
+def test_dstate_leaving_every_chunk(case):
+    name, result = case
+    assert not torch.isnan(result["debug"]["ws_dstate"][:len(result["oracle"])]).any(), \
+        f"{name}: NaN left in ws_dstate (a chunk not written)"
+    reference, exact = dstate_errors(result)
+    assert max(reference) <= BOUND, f"{name}: ws_dstate per chunk against float64 {reference}"
+    assert max(exact) <= ORACLE_BOUND, f"{name}: ws_dstate per chunk against the workspace's own chain {exact}"
+
+
+def test_dh0(case):
+    name, result = case
+    dh0 = result["grad_h0"]
+    assert not torch.isnan(dh0).any(), f"{name}: NaN left in dh0"
+    err = rel(dh0, state_out(result["ref"]["dh0"], result["opt"]))
+    assert err <= BOUND, f"{name}: dh0 {err:.2e}"
