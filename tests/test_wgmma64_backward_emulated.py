@@ -1,6 +1,6 @@
 """The wgmma64 backward's kernels, rendered exactly as for an H200, run on the CPU through kdagen.codegen.emulate
 against float64 at chunk 64 (docs/kernels.md §4). Today: `dstate`, the serial dS chain — the gradient of the state
-leaving every chunk (ws_dstate) and dh0 — on the workspaces the wgmma64 forward's prepare writes. Outputs and
+leaving every chunk (ws_dstate_hi + _lo) and dh0 — on the workspaces the wgmma64 forward's prepare writes. Outputs and
 workspaces are poisoned with NaN first; tests/gpu/test_wgmma64_backward_gpu.py repeats it on the device."""
 from __future__ import annotations
 
@@ -21,11 +21,11 @@ def case(request):
 
 def test_dstate_leaving_every_chunk(case):
     name, result = case
-    assert not torch.isnan(result["debug"]["ws_dstate"][:result["chunks"]]).any(), \
-        f"{name}: NaN left in ws_dstate (a chunk not written)"
+    assert not torch.isnan(result["debug"]["dstate"][:result["chunks"]]).any(), \
+        f"{name}: NaN left in dh (ws_dstate_hi + _lo) (a chunk not written)"
     reference, exact = dstate_errors(result)
-    assert max(reference) <= BOUND, f"{name}: ws_dstate per chunk against float64 {reference}"
-    assert max(exact) <= ORACLE_BOUND, f"{name}: ws_dstate per chunk against its own steps recomputed {exact}"
+    assert max(reference) <= BOUND, f"{name}: dh per chunk against float64 {reference}"
+    assert max(exact) <= ORACLE_BOUND, f"{name}: dh per chunk against its own steps recomputed {exact}"
 
 
 def test_dh0(case):

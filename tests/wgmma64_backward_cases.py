@@ -125,8 +125,14 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
                                   None if dht is None else state_in({"initial_state": dht.double().cpu()}, opt),
                                   xr.get("cu_seqlens"))
     chunks = sum(-(-(e - s) // C) for s, e in spans_of(shape))
-    steps = chain_steps(ws, do, dht, shape, opt, debug["ws_dstate"][:chunks], grads["initial_state"])
+    debug["dstate"] = dstate_of(debug)
+    steps = chain_steps(ws, do, dht, shape, opt, debug["dstate"][:chunks], grads["initial_state"])
     return dict(opt=opt, grad_h0=grads["initial_state"], debug=debug, ref=ref, chunks=chunks, steps=steps)
+
+
+def dstate_of(debug: dict) -> torch.Tensor:
+    """dhᵀ per chunk as the backward's kernels read it: hi + lo, in float64."""
+    return debug["ws_dstate_hi"].double() + debug["ws_dstate_lo"].double()
 
 
 def rel(a, b) -> float:
@@ -135,8 +141,8 @@ def rel(a, b) -> float:
 
 
 def dstate_errors(result: dict) -> tuple[list[float], list[float]]:
-    """Per chunk: ws_dstate against the chunk-64 reference, and against its own steps (chain_steps), dh0's last."""
-    got = result["debug"]["ws_dstate"][:result["chunks"]].cpu()
+    """Per chunk: dh against the chunk-64 reference, and against its own steps (chain_steps), dh0's last."""
+    got = result["debug"]["dstate"][:result["chunks"]].cpu()
     want = torch.cat([torch.stack(d).transpose(-1, -2) for d in result["ref"]["dh_chunks"] if d])
     expected, dh0_expected, dh0_got = result["steps"]
     exact = [rel(g, w) for g, w in zip(got, expected)]

@@ -1121,13 +1121,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const float* __restrict__ ws_decay_total,
     const float* __restrict__ ws_beta,
     const float* __restrict__ dht,
-    float* __restrict__ ws_dstate,
+    bf16* __restrict__ ws_dstate_hi,
+    bf16* __restrict__ ws_dstate_lo,
     float* __restrict__ grad_h0,
     int T,
     int N) {
 #line 22 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
-#line 1131 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1132 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 149024 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1178,7 +1179,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1182 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1183 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1206,7 +1207,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1210 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1211 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 58 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1233,29 +1234,32 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       const float* const beta = s_beta + s * stride_beta;
 
 #line 15 "templates/skeleton.j2"
-      // ---- step dh_out (consumer, wgmma_acc): dhᵀ, the gradient of the state leaving the chunk, to ws_dstate (fp32) ----
+      // ---- step dh_out (consumer, wgmma_acc): dhᵀ, the gradient of the state leaving the chunk, split bf16 hi + lo: the dvn step's register operands, and ws_dstate_hi / _lo ----
 #line 80 "templates/wgmma64/dstate.cu.j2"
+      // dhᵀ split once into bf16 hi + lo register operands; the same pairs are what ws_dstate_hi / _lo hold
+      WgmmaFragA dh_hi[K / 16], dh_lo[K / 16], dOt[C / 16];
       {
-        float* const dst = ws_dstate + ((chunk0 + c) * HV + h) * (long long)V * K;
+        const long long at = ((chunk0 + c) * HV + h) * (long long)V * K;
     #pragma unroll
-        for (int j = 0; j < K / 2; j += 2) {
-          const int r = wgmma_acc_row(t, j), k = wgmma_acc_col(t, j);
-          *reinterpret_cast<float2*>(dst + (long long)(v0 + r) * K + k) = make_float2(dS.x[j], dS.x[j + 1]);
+        for (int kk = 0; kk < K / 16; ++kk) {
+          frag_split(dS, kk, dh_hi[kk], dh_lo[kk]);
+    #pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int e = 8 * kk + 2 * r;
+            const long long off = at + (long long)(v0 + wgmma_acc_row(t, e)) * K + wgmma_acc_col(t, e);
+            *reinterpret_cast<u32*>(ws_dstate_hi + off) = dh_hi[kk].x[r];
+            *reinterpret_cast<u32*>(ws_dstate_lo + off) = dh_lo[kk].x[r];
+          }
+          wgmma_fence_operand(dh_hi[kk]);
+          wgmma_fence_operand(dh_lo[kk]);
         }
       }
       mbarrier_wait_try(&bar_ready[s], (i / STAGES) & 1);
 
 #line 15 "templates/skeleton.j2"
-      // ---- step dvn (consumer, wgmma_acc): dVnᵀ = dOᵀ·Mqk + dhᵀ·k_to_endᵀ: dOᵀ by ldmatrix.trans, Mqk read N-major, dhᵀ split bf16 hi + lo ----
-#line 91 "templates/wgmma64/dstate.cu.j2"
+      // ---- step dvn (consumer, wgmma_acc): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ: dOᵀ by ldmatrix.trans, Mqk read N-major ----
+#line 101 "templates/wgmma64/dstate.cu.j2"
       // Every register operand is written before wgmma_fence, so no product waits on another.
-      WgmmaFragA dh_hi[K / 16], dh_lo[K / 16], dOt[C / 16];
-    #pragma unroll
-      for (int kk = 0; kk < K / 16; ++kk) {
-        frag_split(dS, kk, dh_hi[kk], dh_lo[kk]);
-        wgmma_fence_operand(dh_hi[kk]);
-        wgmma_fence_operand(dh_lo[kk]);
-      }
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
         dOt[kk] = rows_t(dO, t, kk);
@@ -1278,7 +1282,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
       // ---- step dx (consumer, wgmma_acc): (β⊙dX)ᵀ = (dVnᵀ·A)⊙β: A read N-major, dVnᵀ split bf16 hi + lo ----
-#line 120 "templates/wgmma64/dstate.cu.j2"
+#line 123 "templates/wgmma64/dstate.cu.j2"
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
@@ -1301,7 +1305,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
       // ---- step dstate_update (consumer, wgmma_acc): dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed (both read N-major); the stage is released ----
-#line 141 "templates/wgmma64/dstate.cu.j2"
+#line 144 "templates/wgmma64/dstate.cu.j2"
       // −(β⊙dX)ᵀ as the register operand: columns are tokens j, scaled by β_j
       WgmmaFragA nbdx[C / 16];
     #pragma unroll
@@ -1328,7 +1332,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate_out (consumer, wgmma_acc): dh0: dS after the first chunk (dht, or zero, for an empty sequence) ----
-#line 166 "templates/wgmma64/dstate.cu.j2"
+#line 169 "templates/wgmma64/dstate.cu.j2"
     if (grad_h0 != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1339,6 +1343,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 176 "templates/wgmma64/dstate.cu.j2"
+#line 179 "templates/wgmma64/dstate.cu.j2"
 }
 

@@ -1,5 +1,5 @@
 """The wgmma64 backward's kernels on the GPU (docs/kernels.md §4): today `dstate`, the serial dS chain, on the
-workspaces the wgmma64 forward's prepare writes — ws_dstate (the gradient of the state leaving every chunk) and dh0
+workspaces the wgmma64 forward's prepare writes — dh, the gradient of the state leaving every chunk (ws_dstate_hi + _lo), and dh0
 against the float64 reference at chunk 64 and against the chain recomputed from the workspace itself, NaN-poisoned,
 fresh seeds (printed on failure), two runs bitwise equal. Run: python -m pytest -m gpu tests/gpu -x -q"""
 from __future__ import annotations
@@ -30,14 +30,14 @@ def test_dstate_matches_float64_and_is_deterministic(name):
     first = run_case(GPU_CASES[name], seed, device="cuda")
     second = run_case(GPU_CASES[name], seed, device="cuda")
     chunks = first["chunks"]
-    got = first["debug"]["ws_dstate"][:chunks]
-    assert not torch.isnan(got).any(), f"{name} (seed {seed}): NaN left in ws_dstate"
+    got = first["debug"]["dstate"][:chunks]
+    assert not torch.isnan(got).any(), f"{name} (seed {seed}): NaN left in dh (ws_dstate_hi + _lo)"
     reference, exact = dstate_errors(first)
     dh0 = rel(first["grad_h0"], state_out(first["ref"]["dh0"], first["opt"]))
     print(f"{name}: dh per chunk against float64 max {max(reference):.2e}, against its own steps max "
           f"{max(exact):.2e}; dh0 {dh0:.2e}")
-    assert max(reference) <= BOUND, f"{name} (seed {seed}): ws_dstate against float64 {max(reference):.2e}"
-    assert max(exact) <= ORACLE_BOUND, f"{name} (seed {seed}): ws_dstate against its own steps {max(exact):.2e}"
+    assert max(reference) <= BOUND, f"{name} (seed {seed}): dh against float64 {max(reference):.2e}"
+    assert max(exact) <= ORACLE_BOUND, f"{name} (seed {seed}): dh against its own steps {max(exact):.2e}"
     assert dh0 <= BOUND, f"{name} (seed {seed}): dh0 {dh0:.2e}"
-    assert torch.equal(got, second["debug"]["ws_dstate"][:chunks]), f"{name}: two runs differ (ws_dstate)"
+    assert torch.equal(got, second["debug"]["dstate"][:chunks]), f"{name}: two runs differ (dh)"
     assert torch.equal(first["grad_h0"], second["grad_h0"]), f"{name}: two runs differ (dh0)"

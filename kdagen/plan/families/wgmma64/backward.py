@@ -10,9 +10,9 @@ for the whole sequence and, per chunk, in the transposed form (value rows are wg
   dXᵀ  = dVnᵀ·A                         dVnᵀ as bf16 hi + lo
   dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed
 
-Before a chunk's step it writes dh, the gradient of the state leaving the chunk (fp32, as dhᵀ [V, K]), to
-ws_dstate: what the chunk-parallel gradient kernels read, so that nothing but this chain is serial. After the
-first chunk, dh0.
+Before a chunk's step it writes dh, the gradient of the state leaving the chunk (as dhᵀ [V, K], bf16 hi + lo), to
+ws_dstate_hi / _lo: what the chunk-parallel gradient kernels read, so that nothing but this chain is serial. After
+the first chunk, dh0.
 """
 from __future__ import annotations
 
@@ -37,8 +37,11 @@ class Dstate64Options:
 
 
 def backward_workspaces(K: int, V: int) -> list[Workspace]:
-    return [Workspace("ws_dstate", ("chunks", "HV", V, K), "f32", "dstate", [],
-                      "dhᵀ: the gradient of the state leaving each chunk (dht, or zero, for a sequence's last)")]
+    """dh, the gradient of the state leaving each chunk (dht, or zero, for a sequence's last), as dhᵀ [V, K] in bf16
+    hi + lo (dh ≈ hi + lo to ~16 bits): fp32's bytes in the form the products that read it take — bf16 operand
+    tiles a bulk tensor copy loads, nothing to convert."""
+    return [Workspace(f"ws_dstate_{part}", ("chunks", "HV", V, K), "bf16", "dstate", [], f"dhᵀ, bf16 {part} part")
+            for part in ("hi", "lo")]
 
 
 def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
@@ -52,10 +55,11 @@ def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list
              global_reads=[*CHAIN_WORKSPACES, "dout"],
              note="one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies"),
         Step("dstate_in", "consumer", "wgmma_acc", global_reads=["dht"], note="dSᵀ rows of this group from dht or 0"),
-        Step("dh_out", "consumer", "wgmma_acc", global_writes=["ws_dstate"], waits=["ready"], loop=True,
-             note="dhᵀ, the gradient of the state leaving the chunk, to ws_dstate (fp32)"),
+        Step("dh_out", "consumer", "wgmma_acc", global_writes=["ws_dstate_hi", "ws_dstate_lo"], waits=["ready"],
+             loop=True, note="dhᵀ, the gradient of the state leaving the chunk, split bf16 hi + lo: the dvn step's "
+                             "register operands, and ws_dstate_hi / _lo"),
         Step("dvn", "consumer", "wgmma_acc", reads=["dO", "Mqk", "k_to_end"], loop=True,
-             note="dVnᵀ = dOᵀ·Mqk + dhᵀ·k_to_endᵀ: dOᵀ by ldmatrix.trans, Mqk read N-major, dhᵀ split bf16 hi + lo"),
+             note="dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ: dOᵀ by ldmatrix.trans, Mqk read N-major"),
         Step("dx", "consumer", "wgmma_acc", reads=["A", "beta"], loop=True,
              note="(β⊙dX)ᵀ = (dVnᵀ·A)⊙β: A read N-major, dVnᵀ split bf16 hi + lo"),
         Step("dstate_update", "consumer", "wgmma_acc", reads=["decay_total", "q_decayed", "k_decayed"],
@@ -66,7 +70,8 @@ def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list
              note="dh0: dS after the first chunk (dht, or zero, for an empty sequence)"),
     ]
     params = ring_maps(K, V, "dO", "dout") + [Param(n, "ptr", dtypes[n]) for n in ("ws_decay_total", "ws_beta")]
-    params += [Param("dht", "ptr", "f32"), Param("ws_dstate", "ptr", "f32", const=False),
+    params += [Param("dht", "ptr", "f32"), Param("ws_dstate_hi", "ptr", "bf16", const=False),
+               Param("ws_dstate_lo", "ptr", "bf16", const=False),
                Param("grad_h0", "ptr", "f32", const=False), *seq_params(varlen)]
     return Kernel(
         name="dstate", kind="dstate", template="wgmma64/dstate.cu.j2", direction="backward",
