@@ -9,7 +9,8 @@ import torch
 
 from kdagen.codegen import emulate
 from kdagen.reference.options import state_out
-from wgmma64_backward_cases import BOUND, CASES, ORACLE_BOUND, dstate_errors, rel, run_case
+from wgmma64_backward_cases import (BOUND, CASES, CHUNK_BOUND, CHUNK_OUTPUTS, ORACLE_BOUND, chunk_errors, dstate_errors,
+                                     rel, run_case)
 
 pytestmark = pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
 
@@ -34,3 +35,13 @@ def test_dh0(case):
     assert not torch.isnan(dh0).any(), f"{name}: NaN left in dh0"
     err = rel(dh0, state_out(result["ref"]["dh0"], result["opt"]))
     assert err <= BOUND, f"{name}: dh0 {err:.2e}"
+
+
+def test_chunk_bwd_outputs(case):
+    name, result = case
+    for n in CHUNK_OUTPUTS:
+        assert not torch.isnan(result["debug"][n][:result["chunks"]]).any(), f"{name}: NaN left in {n}"
+    errors = chunk_errors(result)
+    bad = {n: f"{p90:.1e} / {top:.1e}" for n, (p90, top) in errors.items()
+           if not (p90 <= CHUNK_BOUND[0] and top <= CHUNK_BOUND[1])}
+    assert not bad, f"{name}: chunk_bwd against its float64 recomputation, per row (90th percentile / max): {bad}"

@@ -7,8 +7,9 @@ from __future__ import annotations
 import torch
 
 from kdagen.ops import backward as bw
+from kdagen.ops import forward as fw
 from kdagen.ops.api import kernel_call, make_call
-from kdagen.ops.forward import call_config, forward
+from kdagen.ops.forward import call_config
 from kdagen.ops.launcher import poisoned
 from kdagen.reference import Options, chunk_delta_rule_bwd_k2, prologue
 from kdagen.reference.inputs import make_inputs
@@ -19,6 +20,9 @@ C = 64
 # chunk's is dht itself, exact, so one norm over every chunk would hide an error in the rest)
 BOUND = 0.005
 ORACLE_BOUND = 5e-5  # against chain_steps: fp32 arithmetic and the odd bf16 rounding of β⊙dX falling the other way
+# chunk_bwd against chunk_oracle, per row (row_errors): most rows to the hi + lo products' ~16 bits, a few moved by a bf16 rounding
+# that falls the other way (an operand handed to phase 2, or dv's own storage)
+CHUNK_BOUND = (1e-4, 1e-2)
 
 LB = dict(use_gate_in_kernel=True, lower_bound=-5.0, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
 SOFTPLUS = dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
@@ -102,20 +106,22 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
                      cu_seqlens=xk.get("cu_seqlens"), A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
     kcall, tensors = kernel_call(call, xk, emulate=emulated, family="wgmma64")
     inputs = {**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": xk.get("cu_seqlens")}
-    ws = {}
-    forward(inputs, kcall, keep=False, poison=True, debug=ws)
     v = xk["v"]
-    do = torch.randn(v.shape, generator=gen).to(torch.bfloat16).to(device)
-    # dht small beside dO's share (or absent), so every chunk's dh is mostly the chain's own work
-    dht = 0.1 * torch.randn(xk["initial_state"].shape, generator=gen).to(device) if with_dht else None
+    # the family serves no training call yet: its plan (an inference call's) run directly, keeping what a backward
+    # reads (ws_states too)
     config = call_config(inputs, kcall, keep=False)
     plan, recurrence = config.planned()
     if emulated:
         from kdagen.codegen import emulate
-        module = emulate.build(plan, recurrence, "backward")
+        modules = {d: emulate.build(plan, recurrence, d) for d in ("forward", "backward")}
     else:
         from kdagen.ops.config import load
-        module = load(config, v.device, "backward")
+        modules = {d: load(config, v.device, d) for d in ("forward", "backward")}
+    _, _, ws = fw.launch(plan, recurrence, modules["forward"], inputs, kcall.scalars, poison=True, keep=True)
+    do = torch.randn(v.shape, generator=gen).to(torch.bfloat16).to(device)
+    # dht small beside dO's share (or absent), so every chunk's dh is mostly the chain's own work
+    dht = 0.1 * torch.randn(xk["initial_state"].shape, generator=gen).to(device) if with_dht else None
+    module = modules["backward"]
     debug = {}
     grads = bw.launch(plan, recurrence, module, inputs, {n: ws[n] for n in plan.saved}, kcall.scalars, do, dht,
                       alloc=poisoned, debug=debug)
@@ -127,7 +133,72 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
     chunks = sum(-(-(e - s) // C) for s, e in spans_of(shape))
     debug["dstate"] = dstate_of(debug)
     steps = chain_steps(ws, do, dht, shape, opt, debug["dstate"][:chunks], grads["initial_state"])
-    return dict(opt=opt, grad_h0=grads["initial_state"], debug=debug, ref=ref, chunks=chunks, steps=steps)
+    return dict(opt=opt, grad_h0=grads["initial_state"], dv=grads["v"], debug=debug, ref=ref, chunks=chunks,
+                steps=steps, chunk=chunk_oracle(ws, debug["dstate"], v, do, shape, opt))
+
+
+# chunk_bwd's outputs (plan names) and chunk_oracle's keys
+CHUNK_OUTPUTS = ("ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end", "ws_dMqk", "ws_dMkk", "ws_d_decay_total",
+                 "ws_dbeta")
+
+
+def chunk_oracle(ws: dict, dstate: torch.Tensor, v: torch.Tensor, do: torch.Tensor, shape: dict, opt) -> dict:
+    """chunk_bwd's outputs recomputed in float64 per chunk (docs/math.md §7.3) from the kernel's own inputs: the
+    forward's workspace and S_c as stored, dh as dstate wrote it, and Xᵀ, Vnᵀ, dVnᵀ, (β⊙dX)ᵀ rounded to bf16 where
+    the kernel hands them to its second phase. Keys: the plan's workspace names, and "dv" [tokens, HV, V]."""
+    f = {n: ws[n].double().cpu() for n in ("ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "ws_beta",
+                                           "ws_decay_total", "ws_states")}
+    d_o, vv = (t.reshape(-1, *t.shape[-2:]).double().cpu() for t in (do, v))     # [tokens, HV, V]
+    HV, K, V = f["ws_states"].shape[1], f["ws_states"].shape[-1], vv.shape[-1]
+    bf = lambda x: x.to(torch.bfloat16).double()                                   # noqa: E731
+    out = {n: [] for n in CHUNK_OUTPUTS}
+    dv = torch.zeros_like(vv)
+    row = 0
+    for s, e in spans_of(shape):
+        for c in range(-(-(e - s) // C)):
+            w = {name: t[row] for name, t in f.items()}
+            t0, L = s + c * C, min(C, e - s - c * C)
+            dO, Vm = torch.zeros(2, HV, C, V, dtype=torch.float64)
+            dO[:, :L], Vm[:, :L] = d_o[t0:t0 + L].transpose(0, 1), vv[t0:t0 + L].transpose(0, 1)
+            S, dh = w["ws_states"].transpose(1, 2), dstate[row].double().cpu().transpose(1, 2)     # [HV, K, V]
+            A, beta = w["ws_A"], w["ws_beta"][..., None]
+            P = Vm - w["ws_k_decayed"] @ S
+            X = beta * P
+            Vn = A @ X
+            dVn = w["ws_Mqk"].transpose(1, 2) @ dO + w["ws_k_to_end"] @ dh
+            dX = A.transpose(1, 2) @ dVn
+            bdX = beta * dX
+            dA = bf(dVn) @ bf(X).transpose(1, 2)
+            keep = torch.arange(C)[:, None] < L
+            gte = w["ws_decay_total"][:, :K] if opt.per_channel else w["ws_decay_total"][:, :1]
+            out["ws_d_q_decayed"].append(dO @ S.transpose(1, 2))
+            out["ws_d_k_decayed"].append(-bf(bdX) @ S.transpose(1, 2))
+            out["ws_d_k_to_end"].append(bf(Vn) @ dh.transpose(1, 2) * keep)
+            out["ws_dMqk"].append((dO @ bf(Vn).transpose(1, 2)).tril() * keep)
+            out["ws_dMkk"].append(-(A.transpose(1, 2) @ dA @ A.transpose(1, 2)).tril(-1) * keep)
+            out["ws_d_decay_total"].append(gte * (S * dh).sum(-1))
+            out["ws_dbeta"].append((dX * P).sum(-1) * keep[:, 0])
+            dv[t0:t0 + L] = bdX[:, :L].transpose(0, 1)
+            row += 1
+    return {**{n: torch.stack(x) for n, x in out.items()}, "dv": dv}
+
+
+def row_errors(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
+    """(90th percentile, max) over rows (the last dim) of the relative L2 error: a bf16 rounding that falls the other
+    way in the kernel than in float64 moves one row by up to 2^-8 of an element, so the bulk of the rows is the
+    fp32-level check, the maximum the bound on those few."""
+    got, want = got.double().cpu().flatten(0, -2), want.double().cpu().flatten(0, -2)
+    scale = want.norm(dim=-1).clamp_min(want.norm() / want.shape[0] ** 0.5 * 1e-3).clamp_min(1e-30)
+    e = (got - want).norm(dim=-1) / scale
+    return torch.quantile(e, 0.9).item(), e.max().item()
+
+
+def chunk_errors(result: dict) -> dict:
+    """Each chunk_bwd output, and dv, against chunk_oracle (dv rounded to bf16 as stored): row_errors."""
+    want, got = result["chunk"], result["debug"]
+    errors = {n: row_errors(got[n][:result["chunks"]], want[n]) for n in CHUNK_OUTPUTS}
+    errors["dv"] = row_errors(result["dv"].reshape(want["dv"].shape), want["dv"].to(torch.bfloat16))
+    return errors
 
 
 def dstate_of(debug: dict) -> torch.Tensor:

@@ -1,8 +1,10 @@
-"""Device time of the backward's serial dS chain, chunk 64 (wgmma64 `dstate`) beside chunk 16 (mma16
-`dstate_pass`): `python benchmarks/probe/dstate_timing.py [BxTxHxD ...]` (default: the bench's long and 64-pair
-shapes). On the bench's KDA lower-bound inputs (uncut), each family's forward runs once for its workspaces, then
-its backward kernels (wgmma64: the ones it has) ten times under torch.profiler; prints each backward kernel's mean
-device time and the chain's µs per chunk step. Writes $OUT/dstate_timing.md when OUT is set."""
+"""Device time of the backward's kernels, chunk 64 (wgmma64: the ones it has) beside chunk 16 (mma16), and of the
+forward's recurrence with and without the states a backward reads: `python benchmarks/probe/dstate_timing.py
+[BxTxHxD ...]` (default: the bench's long and 64-pair shapes). On the bench's KDA lower-bound inputs (uncut), each
+family's forward runs once keeping its workspaces, then its backward kernels ten times under torch.profiler;
+prints each kernel's mean device time and the serial dS chain's µs per chunk step (dstate_pass, dstate); for
+wgmma64 also the forward kernels of an inference call and of a call that keeps the workspaces. Writes
+$OUT/dstate_timing.md when OUT is set."""
 from __future__ import annotations
 
 import os
@@ -17,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
 from kdagen.ops import backward as bw  # noqa: E402
+from kdagen.ops import forward as fw  # noqa: E402
 from kdagen.ops.api import kernel_call, make_call  # noqa: E402
 from kdagen.ops.config import load  # noqa: E402
 from kdagen.ops.forward import call_config, forward  # noqa: E402
@@ -38,12 +41,16 @@ def backward_of(shape: Shape, family: str):
     if family == "mma16":
         _, _, saved = forward(given, kcall, keep=True)
         return lambda: bw.backward(saved, s.do, s.dht)
-    ws = {}                            # wgmma64 serves no training call yet: its prepare's workspace, as debug output
-    forward(given, kcall, keep=False, debug=ws)
+    # wgmma64 serves no training call yet: an inference call's plan run directly, keeping what a backward reads
     config = call_config(given, kcall, keep=False)
     plan, recurrence = config.planned()
-    module = load(config, s.do.device, "backward")
+    fwd, module = (load(config, s.do.device, d) for d in ("forward", "backward"))
+    _, _, ws = fw.launch(plan, recurrence, fwd, given, kcall.scalars, keep=True)
     saved = {n: ws[n] for n in plan.saved}
+    print("wgmma64 forward kernels, inference:",
+          kernel_ms(lambda: fw.launch(plan, recurrence, fwd, given, kcall.scalars, keep=False)),
+          "keeping the workspaces:", kernel_ms(lambda: fw.launch(plan, recurrence, fwd, given, kcall.scalars,
+                                                                 keep=True)), flush=True)
     return lambda: bw.launch(plan, recurrence, module, given, saved, kcall.scalars, s.do, s.dht)
 
 
@@ -54,8 +61,9 @@ def kernel_ms(fn) -> dict:
         for _ in range(RUNS):
             fn()
         torch.cuda.synchronize()
-    return {e.key: e.device_time_total / e.count / 1e3 for e in prof.key_averages()
-            if e.device_type == torch.autograd.DeviceType.CUDA and e.count}
+    times = {e.key: e.device_time_total / e.count / 1e3 for e in prof.key_averages()
+             if e.device_type == torch.autograd.DeviceType.CUDA and e.count}
+    return {k: round(v, 3) for k, v in times.items() if v >= 0.005}     # the plan's kernels, not torch's aranges
 
 
 def main(argv):
@@ -66,8 +74,7 @@ def main(argv):
         for family, chunk in (("mma16", 16), ("wgmma64", 64)):
             times = kernel_ms(backward_of(shape, family))
             ms = times[CHAIN[family]]
-            others = ", ".join(f"{k} {v:.3f}" for k, v in sorted(times.items(), key=lambda kv: -kv[1])
-                               if v >= 0.005)     # the plan's kernels; not torch's microsecond aranges
+            others = ", ".join(f"{k} {v:.3f}" for k, v in sorted(times.items(), key=lambda kv: -kv[1]))
             rows.append(f"| {shape.B}x{shape.T}x{shape.H}x{shape.D} | {family} | {ms:.3f} | "
                         f"{1000 * ms / -(-shape.T // chunk):.2f} | {others} |")
             print(rows[-1], flush=True)

@@ -1558,15 +1558,26 @@ __device__ __forceinline__ void frag_split(const WgmmaAcc<N>& d, int kk, WgmmaFr
   for (int r = 0; r < 4; ++r) split_bf16(d.x[8 * kk + 2 * r], d.x[8 * kk + 2 * r + 1], hi.x[r], lo.x[r]);
 }
 
-// k step kk (16 columns) of a K-major swizzled operand made of 64-column tiles: 32 bytes per step in a span.
-__device__ __forceinline__ u64 k_major(const bf16* tiles, int kk) {
-  return make_smem_desc(tiles + (kk / 4) * ATOM + (kk % 4) * 16, 16, 8 * SW, SW);
+// k step kk (16 columns) of a K-major swizzled operand made of 64-column tiles of `atom` elements (64 rows by
+// default; a [V][K] state tile has V rows per 64 columns): 32 bytes per step in a span.
+__device__ __forceinline__ u64 k_major(const bf16* tiles, int kk, int atom = ATOM) {
+  return make_smem_desc(tiles + (kk / 4) * atom + (kk % 4) * 16, 16, 8 * SW, SW);
 }
 
-// k step kk (16 rows) of an N-major operand stored as 64-row tiles of 64 columns (k_to_end: rows are tokens,
-// columns key channels): 8 rows per stride step, one tile per 64 columns.
-__device__ __forceinline__ u64 n_major(const bf16* tiles, int kk) {
-  return make_smem_desc(tiles + kk * 16 * 64, ATOM * 2, 8 * SW, SW);
+// k step kk (16 rows) of an MN-major operand stored as tiles of 64 columns (k_to_end: rows are tokens, columns key
+// channels): 8 rows per stride step, one tile of `atom` elements per 64 columns. For A operands (transpose-A) too.
+__device__ __forceinline__ u64 n_major(const bf16* tiles, int kk, int atom = ATOM) {
+  return make_smem_desc(tiles + kk * 16 * 64, atom * 2, 8 * SW, SW);
+}
+
+// Element (row, col) of a tile of 64 columns as the 128-byte swizzle lays it out (what a tensor copy writes and the
+// descriptors read): a pair of adjacent columns (col even) as one 32-bit word.
+__device__ __forceinline__ u32* swizzled_pair(bf16* tile, int row, int col) {
+  return reinterpret_cast<u32*>(reinterpret_cast<char*>(tile) + swizzle_offset(row * SW + col * 2, SW));
+}
+__device__ __forceinline__ float swizzled_at(const bf16* tile, int row, int col) {
+  return __bfloat162float(*reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(tile) +
+                                                         swizzle_offset(row * SW + col * 2, SW)));
 }
 
 // Tokens [16k, 16k + 16) of a [token][64 value rows] swizzled tile, transposed, as the register operand (value rows
@@ -1590,7 +1601,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1594 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1605 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1602,10 +1613,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     int T,
     int N,
     bf16* __restrict__ o,
-    float* __restrict__ ht) {
+    float* __restrict__ ht,
+    bf16* __restrict__ ws_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1609 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1621 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 167456 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1668,7 +1680,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1672 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1684 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1697,7 +1709,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 1701 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1713 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
@@ -1737,6 +1749,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       WgmmaFragA sa[K / 16];
     #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) sa[kk] = frag_of(S, kk);
+#line 15 "templates/skeleton.j2"
+      // ---- step states_out (consumer, wgmma_acc): a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c) ----
+#line 120 "templates/wgmma64/recurrence.cu.j2"
+      // the same bf16 pairs the products take: chunk_bwd recomputes with exactly this S_c
+      if (ws_states != nullptr) {
+        bf16* const dst = ws_states + ((chunk0 + c) * HV + h) * (long long)V * K;
+    #pragma unroll
+        for (int kk = 0; kk < K / 16; ++kk)
+    #pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int e = 8 * kk + 2 * r;
+            *reinterpret_cast<u32*>(dst + (long long)(v0 + wgmma_acc_row(t, e)) * K + wgmma_acc_col(t, e)) = sa[kk].x[r];
+          }
+      }
+#line 132 "templates/wgmma64/recurrence.cu.j2"
       wgmma_zero(P);
       wgmma_zero(Q);
     #pragma unroll
@@ -1756,7 +1783,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 136 "templates/wgmma64/recurrence.cu.j2"
+#line 150 "templates/wgmma64/recurrence.cu.j2"
       // P becomes Xᵀ in place (rows are value rows, columns tokens); vᵀ by ldmatrix.trans (rows_t), β by pairs.
       {
         const int q = t & 3;
@@ -1777,7 +1804,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 155 "templates/wgmma64/recurrence.cu.j2"
+#line 169 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1800,7 +1827,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 176 "templates/wgmma64/recurrence.cu.j2"
+#line 190 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1824,7 +1851,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 198 "templates/wgmma64/recurrence.cu.j2"
+#line 212 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
@@ -1833,7 +1860,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows ----
-#line 205 "templates/wgmma64/recurrence.cu.j2"
+#line 219 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       if (!maps) {
@@ -1859,7 +1886,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 229 "templates/wgmma64/recurrence.cu.j2"
+#line 243 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1871,7 +1898,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 240 "templates/wgmma64/recurrence.cu.j2"
+#line 254 "templates/wgmma64/recurrence.cu.j2"
 }
 
 

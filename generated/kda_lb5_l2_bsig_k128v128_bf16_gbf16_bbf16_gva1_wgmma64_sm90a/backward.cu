@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (backward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form factored
-// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 150016 B smem)
+// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 150016 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -1081,15 +1081,26 @@ __device__ __forceinline__ void frag_split(const WgmmaAcc<N>& d, int kk, WgmmaFr
   for (int r = 0; r < 4; ++r) split_bf16(d.x[8 * kk + 2 * r], d.x[8 * kk + 2 * r + 1], hi.x[r], lo.x[r]);
 }
 
-// k step kk (16 columns) of a K-major swizzled operand made of 64-column tiles: 32 bytes per step in a span.
-__device__ __forceinline__ u64 k_major(const bf16* tiles, int kk) {
-  return make_smem_desc(tiles + (kk / 4) * ATOM + (kk % 4) * 16, 16, 8 * SW, SW);
+// k step kk (16 columns) of a K-major swizzled operand made of 64-column tiles of `atom` elements (64 rows by
+// default; a [V][K] state tile has V rows per 64 columns): 32 bytes per step in a span.
+__device__ __forceinline__ u64 k_major(const bf16* tiles, int kk, int atom = ATOM) {
+  return make_smem_desc(tiles + (kk / 4) * atom + (kk % 4) * 16, 16, 8 * SW, SW);
 }
 
-// k step kk (16 rows) of an N-major operand stored as 64-row tiles of 64 columns (k_to_end: rows are tokens,
-// columns key channels): 8 rows per stride step, one tile per 64 columns.
-__device__ __forceinline__ u64 n_major(const bf16* tiles, int kk) {
-  return make_smem_desc(tiles + kk * 16 * 64, ATOM * 2, 8 * SW, SW);
+// k step kk (16 rows) of an MN-major operand stored as tiles of 64 columns (k_to_end: rows are tokens, columns key
+// channels): 8 rows per stride step, one tile of `atom` elements per 64 columns. For A operands (transpose-A) too.
+__device__ __forceinline__ u64 n_major(const bf16* tiles, int kk, int atom = ATOM) {
+  return make_smem_desc(tiles + kk * 16 * 64, atom * 2, 8 * SW, SW);
+}
+
+// Element (row, col) of a tile of 64 columns as the 128-byte swizzle lays it out (what a tensor copy writes and the
+// descriptors read): a pair of adjacent columns (col even) as one 32-bit word.
+__device__ __forceinline__ u32* swizzled_pair(bf16* tile, int row, int col) {
+  return reinterpret_cast<u32*>(reinterpret_cast<char*>(tile) + swizzle_offset(row * SW + col * 2, SW));
+}
+__device__ __forceinline__ float swizzled_at(const bf16* tile, int row, int col) {
+  return __bfloat162float(*reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(tile) +
+                                                         swizzle_offset(row * SW + col * 2, SW)));
 }
 
 // Tokens [16k, 16k + 16) of a [token][64 value rows] swizzled tile, transposed, as the register operand (value rows
@@ -1112,7 +1123,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1116 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1127 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1128,7 +1139,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     int N) {
 #line 22 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
-#line 1132 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1143 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 150016 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1179,7 +1190,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1183 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1194 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1207,7 +1218,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1211 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1222 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 58 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1344,5 +1355,508 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 #line 50 "templates/skeleton.j2"
   }
 #line 179 "templates/wgmma64/dstate.cu.j2"
+}
+
+#line 4 "templates/wgmma64/chunk_bwd.cu.j2"
+// ===== chunk_bwd: a chunk's backward from S_c and dh, chunk 64 on bulk tensor copies and wgmma =====
+// grid (chunks, HV): one CTA per (chunk, value head), 384 threads; surplus CTAs of the chunk upper bound exit.
+// The producer's first thread loads the chunk once (mbarrier "loaded", by transaction count): k_decayed, k_to_end,
+// A, Mqk, v and dO boxes, Sᵀ (the forward's S_c), dhᵀ as bf16 hi + lo (dstate's), β and decay_total.
+// Phase 1, consumer group g on value rows 64g.., transposed (value rows are wgmma's M):
+//   Pᵀ = vᵀ − Sᵀ·k_decayedᵀ;  Xᵀ = β⊙Pᵀ;  Vnᵀ = Xᵀ·Aᵀ;  dVnᵀ = dOᵀ·Mqk + dhᵀ·k_to_endᵀ;  dXᵀ = dVnᵀ·A;
+//   dv = β⊙dX;  Σ_v dX⊙P;  Xᵀ, Vnᵀ, dVnᵀ, (β⊙dX)ᵀ handed over as bf16 [V][C] tiles;  Σ_v S⊙dh.
+// Phase 2, token rows are wgmma's M, the handed tiles read through the descriptors' transpose bits:
+//   group 0: dMqk = tril₀(dO·Vnᵀ), dA = dVn·Xᵀ, T = dA·Aᵀ, dMkk = −tril₋₁(Aᵀ·T);
+//   the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·dhᵀ ([C][K] each).
+// Outputs are fp32 per (chunk, head), rows past the chunk's end zero: the workspaces prepare_bwd reads.
+namespace kdg_chunk_bwd {
+using namespace kdg;
+constexpr int C = 64, K = 128, V = 128, KD = 128, DW = 128;
+constexpr int CONSUMERS = 2, VR = 64, KA = K / 64;
+constexpr bool STATE_V_FIRST = false;    // no h0 / final state here
+constexpr int SATOM = V * 64;            // elements of one 64-column tile of a [V][K] state tile
+#line 3 "templates/wgmma64/operands.cuh.j2"
+constexpr int SW = 128;              // the tiles' swizzle span (bytes): one row of 64 bf16
+constexpr int ATOM = 64 * 64;        // elements of one 64-row × 64-column swizzled tile
+
+// Columns [16kk, 16kk + 16) of an accumulator as the bf16 register operand of the next product.
+template <int N>
+__device__ __forceinline__ WgmmaFragA frag_of(const WgmmaAcc<N>& d, int kk) {
+  WgmmaFragA a;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) a.x[r] = pack_bf16(d.x[8 * kk + 2 * r], d.x[8 * kk + 2 * r + 1]);
+  return a;
+}
+
+// The same split into bf16 hi + lo (x ≈ hi + lo): the product keeps close to fp32 accuracy.
+template <int N>
+__device__ __forceinline__ void frag_split(const WgmmaAcc<N>& d, int kk, WgmmaFragA& hi, WgmmaFragA& lo) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) split_bf16(d.x[8 * kk + 2 * r], d.x[8 * kk + 2 * r + 1], hi.x[r], lo.x[r]);
+}
+
+// k step kk (16 columns) of a K-major swizzled operand made of 64-column tiles of `atom` elements (64 rows by
+// default; a [V][K] state tile has V rows per 64 columns): 32 bytes per step in a span.
+__device__ __forceinline__ u64 k_major(const bf16* tiles, int kk, int atom = ATOM) {
+  return make_smem_desc(tiles + (kk / 4) * atom + (kk % 4) * 16, 16, 8 * SW, SW);
+}
+
+// k step kk (16 rows) of an MN-major operand stored as tiles of 64 columns (k_to_end: rows are tokens, columns key
+// channels): 8 rows per stride step, one tile of `atom` elements per 64 columns. For A operands (transpose-A) too.
+__device__ __forceinline__ u64 n_major(const bf16* tiles, int kk, int atom = ATOM) {
+  return make_smem_desc(tiles + kk * 16 * 64, atom * 2, 8 * SW, SW);
+}
+
+// Element (row, col) of a tile of 64 columns as the 128-byte swizzle lays it out (what a tensor copy writes and the
+// descriptors read): a pair of adjacent columns (col even) as one 32-bit word.
+__device__ __forceinline__ u32* swizzled_pair(bf16* tile, int row, int col) {
+  return reinterpret_cast<u32*>(reinterpret_cast<char*>(tile) + swizzle_offset(row * SW + col * 2, SW));
+}
+__device__ __forceinline__ float swizzled_at(const bf16* tile, int row, int col) {
+  return __bfloat162float(*reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(tile) +
+                                                         swizzle_offset(row * SW + col * 2, SW)));
+}
+
+// Tokens [16k, 16k + 16) of a [token][64 value rows] swizzled tile, transposed, as the register operand (value rows
+// × tokens) of warpgroup thread t: by ldmatrix.trans, the 8×8 block at tokens 8nb.., values 16·warp + 8h.. gives
+// each lane exactly its pair (value row, tokens 2q and 2q + 1) of n8 block nb and row half h, which is the
+// operand's register 2(nb − 2k) + h; four blocks per ldmatrix.x4. Also an accumulator's columns, exactly (bf16).
+__device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k) {
+  const int lane = t & 31, m = lane >> 3, token = 16 * k + 8 * (m >> 1) + (lane & 7);
+  WgmmaFragA a;
+  ptx_ldmatrix_x4_trans(a.x, reinterpret_cast<const char*>(tile) + swizzle_offset(token * SW + (16 * (t >> 5) + 8 * (m & 1)) * 2, SW));
+  return a;
+}
+
+// Element (k, v) of one (sequence, head) block of h0 / the final state.
+__device__ __forceinline__ long long state_index(int k, int v) {
+  return STATE_V_FIRST ? (long long)v * K + k : (long long)k * V + v;
+}
+
+#line 23 "templates/wgmma64/chunk_bwd.cu.j2"
+// An fp32 accumulator [64 token rows][N] to a row-major [C][N] output: rows past L (and, per `mask`, above the
+// diagonal: 0 keeps j ≤ i, 1 keeps j < i, −1 keeps all) zero; `sign` −1 negates.
+template <int N>
+__device__ __forceinline__ void store_rows(float* dst, const WgmmaAcc<N>& d, int t, int L, int mask, float sign) {
+#pragma unroll
+  for (int i = 0; i < N / 2; i += 2) {
+    const int r = wgmma_acc_row(t, i), c = wgmma_acc_col(t, i);
+    const bool row_ok = r < L;
+    const float a = row_ok && (mask < 0 || c + mask <= r) ? sign * d.x[i] : 0.f;
+    const float b = row_ok && (mask < 0 || c + 1 + mask <= r) ? sign * d.x[i + 1] : 0.f;
+    *reinterpret_cast<float2*>(dst + (long long)r * N + c) = make_float2(a, b);
+  }
+}
+
+// An accumulator [64 rows][64] into a swizzled bf16 tile (as bf16, or its hi and lo parts).
+__device__ __forceinline__ void put_tile(bf16* tile, const WgmmaAcc<64>& d, int t) {
+#pragma unroll
+  for (int i = 0; i < 32; i += 2)
+    *swizzled_pair(tile, wgmma_acc_row(t, i), wgmma_acc_col(t, i)) = pack_bf16(d.x[i], d.x[i + 1]);
+}
+__device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAcc<64>& d, int t) {
+#pragma unroll
+  for (int i = 0; i < 32; i += 2) {
+    u32 h, l;
+    split_bf16(d.x[i], d.x[i + 1], h, l);
+    *swizzled_pair(hi, wgmma_acc_row(t, i), wgmma_acc_col(t, i)) = h;
+    *swizzled_pair(lo, wgmma_acc_row(t, i), wgmma_acc_col(t, i)) = l;
+  }
+}
+}  // namespace kdg_chunk_bwd
+
+extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
+    const __grid_constant__ kdg::TensorMap map_k_decayed,
+#line 1471 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+    const __grid_constant__ kdg::TensorMap map_k_to_end,
+    const __grid_constant__ kdg::TensorMap map_A,
+    const __grid_constant__ kdg::TensorMap map_Mqk,
+    const __grid_constant__ kdg::TensorMap map_v,
+    const __grid_constant__ kdg::TensorMap map_dO,
+    const __grid_constant__ kdg::TensorMap map_ST,
+    const __grid_constant__ kdg::TensorMap map_dh_hi,
+    const __grid_constant__ kdg::TensorMap map_dh_lo,
+    const float* __restrict__ ws_beta,
+    const float* __restrict__ ws_decay_total,
+    int T,
+    int N,
+    bf16* __restrict__ grad_v,
+    float* __restrict__ ws_d_q_decayed,
+    float* __restrict__ ws_d_k_decayed,
+    float* __restrict__ ws_d_k_to_end,
+    float* __restrict__ ws_dMqk,
+    float* __restrict__ ws_dMkk,
+    float* __restrict__ ws_d_decay_total,
+    float* __restrict__ ws_dbeta) {
+#line 56 "templates/wgmma64/chunk_bwd.cu.j2"
+  using namespace kdg_chunk_bwd;
+#line 1494 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+  // shared memory: 218112 B, dynamic (above the static limit)
+  KDG_DYNAMIC_SMEM(smem_raw);
+  kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
+  bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 1024);  // k_decayed [2 x 64 x 64] bf16, ld 64, alias kd_then_T
+  [[maybe_unused]] constexpr int ld_k_decayed = 64;
+  bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 17408);  // k_to_end [2 x 64 x 64] bf16, ld 64, alias kr_then_bdXT
+  [[maybe_unused]] constexpr int ld_k_to_end = 64;
+  bf16* const s_A = reinterpret_cast<bf16*>(smem_raw + 33792);  // A [64 x 64] bf16, ld 64
+  [[maybe_unused]] constexpr int ld_A = 64;
+  bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 41984);  // Mqk [64 x 64] bf16, ld 64
+  [[maybe_unused]] constexpr int ld_Mqk = 64;
+  bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 50176);  // v [2 x 64 x 64] bf16, ld 64, alias v_then_XT
+  [[maybe_unused]] constexpr int ld_v = 64;
+  bf16* const s_dO = reinterpret_cast<bf16*>(smem_raw + 66560);  // dO [2 x 64 x 64] bf16, ld 64
+  [[maybe_unused]] constexpr int ld_dO = 64;
+  bf16* const s_ST = reinterpret_cast<bf16*>(smem_raw + 82944);  // ST [2 x 128 x 64] bf16, ld 64
+  [[maybe_unused]] constexpr int ld_ST = 64;
+  bf16* const s_dh_hi = reinterpret_cast<bf16*>(smem_raw + 115712);  // dh_hi [2 x 128 x 64] bf16, ld 64
+  [[maybe_unused]] constexpr int ld_dh_hi = 64;
+  bf16* const s_dh_lo = reinterpret_cast<bf16*>(smem_raw + 148480);  // dh_lo [2 x 128 x 64] bf16, ld 64
+  [[maybe_unused]] constexpr int ld_dh_lo = 64;
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 181248);  // beta [64] f32, ld 64
+  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 181504);  // decay_total [128] f32, ld 128
+  bf16* const s_XT = reinterpret_cast<bf16*>(smem_raw + 50176);  // XT [2 x 64 x 64] bf16, ld 64, alias v_then_XT
+  [[maybe_unused]] constexpr int ld_XT = 64;
+  bf16* const s_VnT = reinterpret_cast<bf16*>(smem_raw + 182272);  // VnT [2 x 64 x 64] bf16, ld 64
+  [[maybe_unused]] constexpr int ld_VnT = 64;
+  bf16* const s_dVnT = reinterpret_cast<bf16*>(smem_raw + 198656);  // dVnT [2 x 64 x 64] bf16, ld 64
+  [[maybe_unused]] constexpr int ld_dVnT = 64;
+  bf16* const s_bdXT = reinterpret_cast<bf16*>(smem_raw + 17408);  // bdXT [2 x 64 x 64] bf16, ld 64, alias kr_then_bdXT
+  [[maybe_unused]] constexpr int ld_bdXT = 64;
+  bf16* const s_T = reinterpret_cast<bf16*>(smem_raw + 1024);  // T [2 x 64 x 64] bf16, ld 64, alias kd_then_T
+  [[maybe_unused]] constexpr int ld_T = 64;
+  float* const s_dbeta_part = reinterpret_cast<float*>(smem_raw + 215040);  // dbeta_part [8 x 64] f32, ld 64
+  [[maybe_unused]] constexpr int ld_dbeta_part = 64;
+  float* const s_dgT_part = reinterpret_cast<float*>(smem_raw + 217088);  // dgT_part [2 x 128] f32, ld 128
+  [[maybe_unused]] constexpr int ld_dgT_part = 128;
+#line 58 "templates/wgmma64/chunk_bwd.cu.j2"
+  static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS, "64-token chunks, 64-column tiles, 64 rows per group");
+  constexpr u32 TX_BYTES = 180992;
+  const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
+  kdg::ChunkAt at;
+  if (!kdg::locate_chunk(nullptr, nullptr, T, N, C, chunk, at)) return;
+  const int L = at.L;
+  const long long ws_ch = (long long)chunk * HV + h;   // this (chunk, head) in the workspaces
+#line 23 "templates/skeleton.j2"
+  // barriers (plan): loaded[1] × 1 (producer/elected, 180992 tx bytes)
+#line 25 "templates/skeleton.j2"
+  if (threadIdx.x == 0) {
+#line 27 "templates/skeleton.j2"
+    for (int kdg_s = 0; kdg_s < 1; ++kdg_s) kdg::mbarrier_init(&bar_loaded[kdg_s], 1);
+#line 30 "templates/skeleton.j2"
+    kdg::fence_mbarrier_init();
+#line 32 "templates/skeleton.j2"
+  }
+  __syncthreads();
+
+
+#line 42 "templates/skeleton.j2"
+  const int kdg_warp = threadIdx.x / 32;
+#line 1555 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+  if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
+#line 46 "templates/skeleton.j2"
+    kdg::ptx_setmaxnreg_dec<40>();
+#line 15 "templates/skeleton.j2"
+    // ---- step load (producer, tma): one elected thread: expect the chunk's bytes, then its boxes and copies (one stage: one chunk) ----
+#line 70 "templates/wgmma64/chunk_bwd.cu.j2"
+    if (threadIdx.x == 0) {
+      mbarrier_arrive_expect_tx(&bar_loaded[0], TX_BYTES);
+      const int row = (int)(ws_ch * C), vrow = (int)(ws_ch * V);
+    #pragma unroll
+      for (int a = 0; a < KA; ++a) {
+        tma_load_2d(s_k_decayed + a * ATOM, &map_k_decayed, a * 64, row, &bar_loaded[0]);
+        tma_load_2d(s_k_to_end + a * ATOM, &map_k_to_end, a * 64, row, &bar_loaded[0]);
+    #pragma unroll
+        for (int b = 0; b < V / 64; ++b) {
+          tma_load_2d(s_ST + a * SATOM + b * ATOM, &map_ST, a * 64, vrow + b * 64, &bar_loaded[0]);
+          tma_load_2d(s_dh_hi + a * SATOM + b * ATOM, &map_dh_hi, a * 64, vrow + b * 64, &bar_loaded[0]);
+          tma_load_2d(s_dh_lo + a * SATOM + b * ATOM, &map_dh_lo, a * 64, vrow + b * 64, &bar_loaded[0]);
+        }
+      }
+      tma_load_2d(s_A, &map_A, 0, row, &bar_loaded[0]);
+      tma_load_2d(s_Mqk, &map_Mqk, 0, row, &bar_loaded[0]);
+    #pragma unroll
+      for (int g = 0; g < CONSUMERS; ++g) {
+        tma_load_3d(s_v + g * ATOM, &map_v, g * VR, h, (int)at.t0, &bar_loaded[0]);
+        tma_load_3d(s_dO + g * ATOM, &map_dO, g * VR, h, (int)at.t0, &bar_loaded[0]);
+      }
+      bulk_load(s_beta, ws_beta + ws_ch * C, C * 4, &bar_loaded[0]);
+      bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
+    }
+
+#line 1587 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+  } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
+#line 46 "templates/skeleton.j2"
+    kdg::ptx_setmaxnreg_inc<232>();
+#line 95 "templates/wgmma64/chunk_bwd.cu.j2"
+    const int g = kdg_warp / 4 - 1;      // this consumer warp group
+    const int t = threadIdx.x % 128;     // its thread
+    const int tc = threadIdx.x - 128;    // the thread among all consumers
+    const int v0 = g * VR;               // its value rows in phase 1
+    mbarrier_wait_try(&bar_loaded[0], 0);
+
+#line 15 "templates/skeleton.j2"
+    // ---- step recompute (consumer, wgmma_acc): Pᵀ = vᵀ − Sᵀ·k_decayedᵀ, Xᵀ = β⊙Pᵀ, Vnᵀ = Xᵀ·Aᵀ (Xᵀ split bf16 hi + lo) ----
+#line 102 "templates/wgmma64/chunk_bwd.cu.j2"
+    WgmmaAcc<C> P, X, Vn;
+    wgmma_zero(P);
+    wgmma_fence_operand(P);
+    wgmma_fence();
+    #pragma unroll
+    for (int kk = 0; kk < K / 16; ++kk) wgmma_ss<0, 0>(P, k_major(s_ST + v0 * 64, kk, SATOM), k_major(s_k_decayed, kk), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(P);
+    #pragma unroll
+    for (int k = 0; k < C / 16; ++k) {   // Pᵀ ← vᵀ − Pᵀ (vᵀ by ldmatrix.trans), Xᵀ = β⊙Pᵀ
+      const WgmmaFragA vv = rows_t(s_v + g * ATOM, t, k);
+    #pragma unroll
+      for (int mm = 0; mm < 4; ++mm) {
+        const int i = 4 * (2 * k + (mm >> 1)) + 2 * (mm & 1);
+        const __nv_bfloat162 vp = *reinterpret_cast<const __nv_bfloat162*>(&vv.x[mm]);
+        P.x[i] = __low2float(vp) - P.x[i];
+        P.x[i + 1] = __high2float(vp) - P.x[i + 1];
+      }
+    }
+    #pragma unroll
+    for (int i = 0; i < C / 2; ++i) X.x[i] = s_beta[wgmma_acc_col(t, i)] * P.x[i];
+    WgmmaFragA xh[C / 16], xl[C / 16];   // read by the Vn products until the dvn step's wait
+    {
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) {
+        frag_split(X, kk, xh[kk], xl[kk]);
+        wgmma_fence_operand(xh[kk]);
+        wgmma_fence_operand(xl[kk]);
+      }
+      wgmma_zero(Vn);
+      wgmma_fence_operand(Vn);
+      wgmma_fence();
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) {
+        wgmma_rs<0>(Vn, xh[kk], k_major(s_A, kk), 1);                       // (k = j, n = i) = A[i][j]
+        wgmma_rs<0>(Vn, xl[kk], k_major(s_A, kk), 1);
+      }
+      wgmma_commit();
+    }
+
+#line 15 "templates/skeleton.j2"
+    // ---- step dvn (consumer, wgmma_acc): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
+#line 144 "templates/wgmma64/chunk_bwd.cu.j2"
+    WgmmaAcc<C> dVn, dX;
+    {
+      WgmmaFragA dOt[C / 16];
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) {
+        dOt[kk] = rows_t(s_dO + g * ATOM, t, kk);
+        wgmma_fence_operand(dOt[kk]);
+      }
+      wgmma_zero(dVn);
+      wgmma_fence_operand(dVn);
+      wgmma_fence();
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(dVn, dOt[kk], n_major(s_Mqk, kk), 1);   // (k = j, n = i) = Mqk[j][i]
+    #pragma unroll
+      for (int kk = 0; kk < K / 16; ++kk) {
+        wgmma_ss<0, 0>(dVn, k_major(s_dh_hi + v0 * 64, kk, SATOM), k_major(s_k_to_end, kk), 1);
+        wgmma_ss<0, 0>(dVn, k_major(s_dh_lo + v0 * 64, kk, SATOM), k_major(s_k_to_end, kk), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(Vn);
+      wgmma_fence_operand(dVn);
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) {
+        wgmma_fence_operand(xh[kk]);
+        wgmma_fence_operand(xl[kk]);
+      }
+    }
+
+#line 15 "templates/skeleton.j2"
+    // ---- step dx (consumer, wgmma_acc): dXᵀ = dVnᵀ·A (dVnᵀ split hi + lo); dv = β⊙dX; this warp's Σ_v dX⊙P ----
+#line 174 "templates/wgmma64/chunk_bwd.cu.j2"
+    {
+      WgmmaFragA vh[C / 16], vl[C / 16];
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) {
+        frag_split(dVn, kk, vh[kk], vl[kk]);
+        wgmma_fence_operand(vh[kk]);
+        wgmma_fence_operand(vl[kk]);
+      }
+      wgmma_zero(dX);
+      wgmma_fence_operand(dX);
+      wgmma_fence();
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) {
+        wgmma_rs<1>(dX, vh[kk], n_major(s_A, kk), 1);                        // (k = i, n = j) = A[i][j]
+        wgmma_rs<1>(dX, vl[kk], n_major(s_A, kk), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(dX);
+    }
+    {
+      // this warp's Σ over its 16 value rows of dX⊙P per token: the two row halves in the thread, then the 8 lanes of a
+      // column by shuffles (a fixed tree); lanes 0-3 hold the warp's sums for columns 8j + 2q + {0, 1}
+      const int lane = t & 31, q = lane & 3;
+      float part[C / 4];
+    #pragma unroll
+      for (int j = 0; j < C / 8; ++j)
+    #pragma unroll
+        for (int e = 0; e < 2; ++e) part[2 * j + e] = dX.x[4 * j + e] * P.x[4 * j + e] + dX.x[4 * j + 2 + e] * P.x[4 * j + 2 + e];
+    #pragma unroll
+      for (int m = 4; m < 32; m *= 2)
+    #pragma unroll
+        for (int j = 0; j < C / 4; ++j) part[j] += __shfl_xor_sync(0xffffffffu, part[j], m);
+      if (lane < 4) {
+    #pragma unroll
+        for (int j = 0; j < C / 8; ++j)
+    #pragma unroll
+          for (int e = 0; e < 2; ++e) s_dbeta_part[(tc >> 5) * C + 8 * j + 2 * q + e] = part[2 * j + e];
+      }
+    }
+    // dv = β⊙dX, straight from the accumulator (rows past the chunk's end are the next sequence's: not written)
+    #pragma unroll
+    for (int i = 0; i < C / 2; ++i) {
+      const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
+      dX.x[i] *= s_beta[j];
+      if (j < L) grad_v[((at.t0 + j) * HV + h) * V + v0 + r] = __float2bfloat16_rn(dX.x[i]);
+    }
+
+#line 15 "templates/skeleton.j2"
+    // ---- step handoff (consumer, wgmma_acc): Xᵀ, Vnᵀ, dVnᵀ, (β⊙dX)ᵀ as bf16 [V][C] tiles (over v and k_to_end, whose readers are done); this thread's Σ_v S⊙dh ----
+#line 223 "templates/wgmma64/chunk_bwd.cu.j2"
+    named_barrier_sync(1, 128 * CONSUMERS);    // barrier "tiles_free": v, k_to_end and Mqk are read by every group
+    put_tile(s_XT + g * ATOM, X, t);
+    put_tile(s_VnT + g * ATOM, Vn, t);
+    put_tile(s_dVnT + g * ATOM, dVn, t);
+    put_tile(s_bdXT + g * ATOM, dX, t);
+    {
+      // Σ_v S⊙dh for key channel k over this thread's part of the value rows
+      constexpr int PARTS = 128 * CONSUMERS / K, ROWS = V / PARTS;
+      const int k = tc % K, part = tc / K;
+      const bf16* const st = s_ST + (k / 64) * SATOM;
+      const bf16* const hi = s_dh_hi + (k / 64) * SATOM;
+      const bf16* const lo = s_dh_lo + (k / 64) * SATOM;
+      float sum = 0.f;
+      for (int v = part * ROWS; v < (part + 1) * ROWS; ++v)
+        sum += swizzled_at(st, v, k % 64) * (swizzled_at(hi, v, k % 64) + swizzled_at(lo, v, k % 64));
+      s_dgT_part[part * K + k] = sum;
+    }
+    fence_proxy_async();                       // the tiles' generic stores, before wgmma reads them
+    named_barrier_sync(2, 128 * CONSUMERS);    // barrier "handoff"
+
+#line 15 "templates/skeleton.j2"
+    // ---- step sums (consumer, thread): the partials of Σ_v dX⊙P and of e^Γl⊙Σ_v S⊙dh added in a fixed order ----
+#line 244 "templates/wgmma64/chunk_bwd.cu.j2"
+    if (tc < C) {
+      float sum = 0.f;
+      for (int w = 0; w < 4 * CONSUMERS; ++w) sum += s_dbeta_part[w * C + tc];
+      ws_dbeta[ws_ch * C + tc] = tc < L ? sum : 0.f;
+    }
+    if (tc < K) {
+      constexpr int PARTS = 128 * CONSUMERS / K;
+      float sum = 0.f;
+      for (int p = 0; p < PARTS; ++p) sum += s_dgT_part[p * K + tc];
+      ws_d_decay_total[ws_ch * K + tc] = s_decay_total[KD == 1 ? 0 : tc] * sum;
+    }
+
+    if (g == 0) {
+#line 15 "templates/skeleton.j2"
+      // ---- step c_chain (consumer, wgmma_acc): group 0: dMqk = tril₀(dO·Vnᵀ), dA = dVn·Xᵀ, T = dA·Aᵀ (dA split hi + lo), dMkk = −tril₋₁(Aᵀ·T) (T staged as bf16 hi + lo tiles) ----
+#line 258 "templates/wgmma64/chunk_bwd.cu.j2"
+      WgmmaAcc<C> M, dA, Tm;
+      wgmma_zero(M);
+      wgmma_zero(dA);
+      wgmma_fence_operand(M);
+      wgmma_fence_operand(dA);
+      wgmma_fence();
+    #pragma unroll
+      for (int kk = 0; kk < V / 16; ++kk) {
+        wgmma_ss<0, 1>(M, k_major(s_dO, kk), n_major(s_VnT, kk), 1);      // (i, v) = dO[i][v]; (v, j) = Vnᵀ[v][j]
+        wgmma_ss<1, 1>(dA, n_major(s_dVnT, kk), n_major(s_XT, kk), 1);    // (i, v) = dVnᵀ[v][i]; (v, j) = Xᵀ[v][j]
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(M);
+      wgmma_fence_operand(dA);
+      store_rows(ws_dMqk + ws_ch * C * C, M, t, L, 0, 1.f);
+      {
+        WgmmaFragA ah[C / 16], al[C / 16];
+    #pragma unroll
+        for (int kk = 0; kk < C / 16; ++kk) {
+          frag_split(dA, kk, ah[kk], al[kk]);
+          wgmma_fence_operand(ah[kk]);
+          wgmma_fence_operand(al[kk]);
+        }
+        wgmma_zero(Tm);
+        wgmma_fence_operand(Tm);
+        wgmma_fence();
+    #pragma unroll
+        for (int kk = 0; kk < C / 16; ++kk) {
+          wgmma_rs<0>(Tm, ah[kk], k_major(s_A, kk), 1);                     // (k = j, n = m) = A[m][j]
+          wgmma_rs<0>(Tm, al[kk], k_major(s_A, kk), 1);
+        }
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_fence_operand(Tm);
+      }
+      put_tile_split(s_T, s_T + ATOM, Tm, t);
+      fence_proxy_async();
+      named_barrier_sync(3, 128);              // barrier "t_staged"
+      wgmma_zero(M);
+      wgmma_fence_operand(M);
+      wgmma_fence();
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) {
+        wgmma_ss<1, 1>(M, n_major(s_A, kk), n_major(s_T, kk), 1);           // (m, i) = A[i][m]; (i, n) = T[i][n]
+        wgmma_ss<1, 1>(M, n_major(s_A, kk), n_major(s_T + ATOM, kk), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(M);
+      store_rows(ws_dMkk + ws_ch * C * C, M, t, L, 1, -1.f);
+    }
+    if (g == CONSUMERS - 1) {
+#line 15 "templates/skeleton.j2"
+      // ---- step k_products (consumer, wgmma_acc): the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·(dh_hi + dh_lo)ᵀ, each [C][K] fp32 ----
+#line 312 "templates/wgmma64/chunk_bwd.cu.j2"
+      WgmmaAcc<K> D;
+      // dO·Sᵀ: (i, v) = dO[i][v]; (v, k) = Sᵀ[v][k]
+      wgmma_zero(D);
+      wgmma_fence_operand(D);
+      wgmma_fence();
+    #pragma unroll
+      for (int kk = 0; kk < V / 16; ++kk) wgmma_ss<0, 1>(D, k_major(s_dO, kk), n_major(s_ST, kk, SATOM), 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(D);
+      store_rows(ws_d_q_decayed + ws_ch * C * K, D, t, L, -1, 1.f);
+      // −(β⊙dX)·Sᵀ: (i, v) = (β⊙dX)ᵀ[v][i]
+      wgmma_zero(D);
+      wgmma_fence_operand(D);
+      wgmma_fence();
+    #pragma unroll
+      for (int kk = 0; kk < V / 16; ++kk) wgmma_ss<1, 1>(D, n_major(s_bdXT, kk), n_major(s_ST, kk, SATOM), 1);
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(D);
+      store_rows(ws_d_k_decayed + ws_ch * C * K, D, t, L, -1, -1.f);
+      // Vn·dhᵀ: (i, v) = Vnᵀ[v][i]; (v, k) = dhᵀ[v][k], hi + lo
+      wgmma_zero(D);
+      wgmma_fence_operand(D);
+      wgmma_fence();
+    #pragma unroll
+      for (int kk = 0; kk < V / 16; ++kk) {
+        wgmma_ss<1, 1>(D, n_major(s_VnT, kk), n_major(s_dh_hi, kk, SATOM), 1);
+        wgmma_ss<1, 1>(D, n_major(s_VnT, kk), n_major(s_dh_lo, kk, SATOM), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      wgmma_fence_operand(D);
+      store_rows(ws_d_k_to_end + ws_ch * C * K, D, t, L, -1, 1.f);
+    }
+
+#line 50 "templates/skeleton.j2"
+  }
+#line 350 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 

@@ -24,17 +24,18 @@ class Wgmma64(Family):
     def build(self, problem: Problem) -> Planned:
         f = facts(problem)
         K = problem.K
-        ws = forward.forward_workspaces(K, f.KD) + backward.backward_workspaces(K, problem.V)
+        ws = (forward.forward_workspaces(K, f.KD) + [forward.states_workspace(K, problem.V)]
+              + backward.backward_workspaces(K, problem.V))
         common = dict(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen, state_layout=problem.state_layout, ws=ws)
         kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws), forward.recurrence(**common),
-                   backward.dstate(**common)]
+                   backward.dstate(**common), backward.chunk_bwd(**common)]
         lo, hi = f.decay_interval
         diagonal = forward.diagonal_form(f)
         how = {"scalar": "one factor per pair, 2^(γi−γj) ≤ 1 on raw tensor-core products (γ in fp32), any bound",
                "factored": "the diagonal 16-row blocks factored at their start on tensor cores (the bound keeps "
                            "e^(Γ_in−Γj) in range), the blocks between them split at block boundaries",
                "running": "every factor a product of per-token decays ≤ 1 (16-row sub-blocks), any bound"}[diagonal]
-        return Planned(kernels=kernels, workspaces=ws, saved=list(forward.PREPARE_OUTPUTS),
+        return Planned(kernels=kernels, workspaces=ws, saved=[*forward.PREPARE_OUTPUTS, "ws_states"],
                        exponent_form="factored" if diagonal == "factored" else "relative",
                        notes=[f"decay {f.decay_kind} in [{lo}, {hi}]: {how}"])
 

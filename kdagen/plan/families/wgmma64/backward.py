@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...model import Barrier, Kernel, Param, Pipeline, Role, Step, Workspace, kernel_options
+from ...model import Barrier, Buffer, Kernel, Param, Pipeline, Role, Step, Workspace, kernel_options
 from ..base import seq_params
-from .forward import STAGES, V_ROWS, chunk_ring, decay_width, ring_maps
+from .forward import CHUNK, CONSUMER_REGS, PRODUCER_REGS, STAGES, V_ROWS, _tile_map, chunk_ring, decay_width, ring_maps
 
 CHAIN_RING = ("q_decayed", "k_decayed", "k_to_end", "A", "Mqk", "dO", "decay_total", "beta")
 CHAIN_WORKSPACES = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "ws_decay_total", "ws_beta"]
@@ -36,12 +36,25 @@ class Dstate64Options:
     decay_width: int
 
 
+CHUNK_GRADS = ("ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end", "ws_dMqk", "ws_dMkk", "ws_d_decay_total",
+               "ws_dbeta")
+
+
 def backward_workspaces(K: int, V: int) -> list[Workspace]:
-    """dh, the gradient of the state leaving each chunk (dht, or zero, for a sequence's last), as dhᵀ [V, K] in bf16
-    hi + lo (dh ≈ hi + lo to ~16 bits): fp32's bytes in the form the products that read it take — bf16 operand
-    tiles a bulk tensor copy loads, nothing to convert."""
-    return [Workspace(f"ws_dstate_{part}", ("chunks", "HV", V, K), "bf16", "dstate", [], f"dhᵀ, bf16 {part} part")
-            for part in ("hi", "lo")]
+    """dstate -> chunk_bwd -> (prepare_bwd, to come). dh, the gradient of the state leaving each chunk (dht, or zero,
+    for a sequence's last), goes as dhᵀ [V, K] in bf16 hi + lo (dh ≈ hi + lo to ~16 bits): fp32's bytes in the form
+    the products that read it take — bf16 operand tiles a bulk tensor copy loads, nothing to convert. chunk_bwd's
+    outputs are those of mma16's recurrence_bwd (docs/math.md §7.4) at chunk 64, fp32."""
+    C, to = CHUNK, []
+    return [*(Workspace(f"ws_dstate_{part}", ("chunks", "HV", V, K), "bf16", "dstate", ["chunk_bwd"],
+                        f"dhᵀ, bf16 {part} part") for part in ("hi", "lo")),
+            Workspace("ws_d_q_decayed", ("chunks", "HV", C, K), "f32", "chunk_bwd", to, "dO·Sᵀ"),
+            Workspace("ws_d_k_decayed", ("chunks", "HV", C, K), "f32", "chunk_bwd", to, "−(β⊙dX)·Sᵀ"),
+            Workspace("ws_d_k_to_end", ("chunks", "HV", C, K), "f32", "chunk_bwd", to, "Vn·dhᵀ"),
+            Workspace("ws_dMqk", ("chunks", "HV", C, C), "f32", "chunk_bwd", to, "tril₀(dO·Vnᵀ)"),
+            Workspace("ws_dMkk", ("chunks", "HV", C, C), "f32", "chunk_bwd", to, "−tril₋₁(Aᵀ·dA·Aᵀ), dA = dVn·Xᵀ"),
+            Workspace("ws_d_decay_total", ("chunks", "HV", K), "f32", "chunk_bwd", to, "e^Γl⊙rowsum(S⊙dh)"),
+            Workspace("ws_dbeta", ("chunks", "HV", C), "f32", "chunk_bwd", to, "Σ_v dX⊙(v − k_decayed·S)")]
 
 
 def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
@@ -87,3 +100,98 @@ def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list
         steps=steps, params=params, options=Dstate64Options(slices, STAGES, state_layout, varlen, dw),
         note="head-parallel, chunks in reverse: the backward's only serial pass, dS in fp32 registers")
 
+
+
+@kernel_options
+@dataclass
+class ChunkBwd64Options:
+    consumers: int           # consumer warp groups, each owning 64 value rows in phase 1
+    varlen: bool
+    decay_width: int
+
+
+def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
+    """Chunk-parallel: one CTA per (64-token chunk, value head) from S_c (the forward's ws_states) and dh (dstate's),
+    everything of the chunk's backward but the dS chain — mma16's recurrence_bwd outputs (docs/math.md §7.3–7.4)
+    at chunk 64, every product a wgmma tile. A producer warp group loads the chunk once (one mbarrier with its
+    transaction bytes); consumer warp group g owns value rows 64g.. in phase 1, in the transposed form of the
+    forward and of dstate (Pᵀ, Xᵀ, Vnᵀ, dVnᵀ, dXᵀ: value rows are wgmma's M), and hands Vnᵀ, Xᵀ, dVnᵀ, (β⊙dX)ᵀ
+    to shared memory as bf16 [V][C] tiles; phase 2 (token rows are M) reads them with the descriptors' transpose
+    bits: the C×C chain (dMqk, dA, dMkk) on group 0, the [C][K] products on the last group."""
+    C = CHUNK
+    consumers = V // V_ROWS
+    threads = 128 * (1 + consumers)
+    dw = decay_width(KD)
+    ka = K // 64
+    tile = dict(align=1024, swizzle=128)
+    loaded = [Buffer("k_decayed", (ka, C, 64), "bf16", alias="kd_then_T", **tile),
+              Buffer("k_to_end", (ka, C, 64), "bf16", alias="kr_then_bdXT", **tile),
+              Buffer("A", (C, C), "bf16", **tile), Buffer("Mqk", (C, C), "bf16", **tile),
+              Buffer("v", (consumers, C, V_ROWS), "bf16", alias="v_then_XT", **tile),
+              Buffer("dO", (consumers, C, V_ROWS), "bf16", **tile),
+              Buffer("ST", (ka, V, 64), "bf16", **tile), Buffer("dh_hi", (ka, V, 64), "bf16", **tile),
+              Buffer("dh_lo", (ka, V, 64), "bf16", **tile),
+              Buffer("beta", (C,), "f32", align=16), Buffer("decay_total", (dw,), "f32", align=16)]
+    tx = sum(b.bytes for b in loaded)
+    handed = [Buffer("XT", (consumers, V_ROWS, C), "bf16", alias="v_then_XT", **tile),
+              Buffer("VnT", (consumers, V_ROWS, C), "bf16", **tile),
+              Buffer("dVnT", (consumers, V_ROWS, C), "bf16", **tile),
+              Buffer("bdXT", (consumers, V_ROWS, C), "bf16", alias="kr_then_bdXT", **tile),
+              Buffer("T", (2, C, C), "bf16", alias="kd_then_T", **tile),
+              Buffer("dbeta_part", (4 * consumers, C), "f32"), Buffer("dgT_part", (128 * consumers // K, K), "f32")]
+    rows = "chunks * HV * 64"
+    vrows = f"chunks * HV * {V}"
+    params = [_tile_map("map_k_decayed", "ws_k_decayed", K, rows, "k_decayed"),
+              _tile_map("map_k_to_end", "ws_k_to_end", K, rows, "k_to_end"),
+              _tile_map("map_A", "ws_A", C, rows, "A"), _tile_map("map_Mqk", "ws_Mqk", C, rows, "Mqk"),
+              *[m for m in ring_maps(K, V, "v", "v") if m.name == "map_v"],
+              *[m for m in ring_maps(K, V, "dO", "dout") if m.name == "map_dO"],
+              _tile_map("map_ST", "ws_states", K, vrows, "ST"),
+              _tile_map("map_dh_hi", "ws_dstate_hi", K, vrows, "dh_hi"),
+              _tile_map("map_dh_lo", "ws_dstate_lo", K, vrows, "dh_lo"),
+              Param("ws_beta", "ptr", "f32"), Param("ws_decay_total", "ptr", "f32"),
+              *seq_params(varlen), Param("grad_v", "ptr", "bf16", const=False),
+              *[Param(n, "ptr", "f32", const=False) for n in CHUNK_GRADS]]
+    steps = [
+        Step("load", "producer", "tma", writes=[b.name for b in loaded], arrives=["loaded"],
+             global_reads=["ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "v", "dout", "ws_states", "ws_dstate_hi",
+                           "ws_dstate_lo", "ws_beta", "ws_decay_total"],
+             note="one elected thread: expect the chunk's bytes, then its boxes and copies (one stage: one chunk)"),
+        Step("recompute", "consumer", "wgmma_acc", reads=["ST", "k_decayed", "v", "beta", "A"], waits=["loaded"],
+             note="Pᵀ = vᵀ − Sᵀ·k_decayedᵀ, Xᵀ = β⊙Pᵀ, Vnᵀ = Xᵀ·Aᵀ (Xᵀ split bf16 hi + lo)"),
+        Step("dvn", "consumer", "wgmma_acc", reads=["dO", "Mqk", "dh_hi", "dh_lo", "k_to_end"],
+             note="dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ"),
+        Step("dx", "consumer", "wgmma_acc", reads=["A", "beta"], writes=["dbeta_part"], global_writes=["grad_v"],
+             note="dXᵀ = dVnᵀ·A (dVnᵀ split hi + lo); dv = β⊙dX; this warp's Σ_v dX⊙P"),
+        Step("handoff", "consumer", "wgmma_acc", reads=["ST", "dh_hi", "dh_lo"],
+             writes=["XT", "VnT", "dVnT", "bdXT", "dgT_part"], waits=["tiles_free"], arrives=["handoff"],
+             note="Xᵀ, Vnᵀ, dVnᵀ, (β⊙dX)ᵀ as bf16 [V][C] tiles (over v and k_to_end, whose readers are done); "
+                  "this thread's Σ_v S⊙dh"),
+        Step("sums", "consumer", "thread", reads=["dbeta_part", "dgT_part", "decay_total"], waits=["handoff"],
+             global_writes=["ws_dbeta", "ws_d_decay_total"],
+             note="the partials of Σ_v dX⊙P and of e^Γl⊙Σ_v S⊙dh added in a fixed order"),
+        Step("c_chain", "consumer", "wgmma_acc", reads=["dO", "VnT", "dVnT", "XT", "A", "T"], writes=["T"],
+             waits=["t_staged"], global_writes=["ws_dMqk", "ws_dMkk"],
+             note="group 0: dMqk = tril₀(dO·Vnᵀ), dA = dVn·Xᵀ, T = dA·Aᵀ (dA split hi + lo), dMkk = −tril₋₁(Aᵀ·T) "
+                  "(T staged as bf16 hi + lo tiles)"),
+        Step("k_products", "consumer", "wgmma_acc", reads=["dO", "ST", "bdXT", "VnT", "dh_hi", "dh_lo"],
+             global_writes=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
+             note="the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·(dh_hi + dh_lo)ᵀ, each [C][K] fp32"),
+    ]
+    return Kernel(
+        name="chunk_bwd", kind="chunk_bwd", template="wgmma64/chunk_bwd.cu.j2", direction="backward",
+        grid=["chunks", "HV"], threads=threads, min_ctas_per_sm=1,
+        roles=[Role("producer", (0, 4), work=["load"], regs=PRODUCER_REGS, setmaxnreg=consumers > 1),
+               Role("consumer", (4, 4 + 4 * consumers), work=[s.name for s in steps if s.role == "consumer"],
+                    regs=CONSUMER_REGS, setmaxnreg=consumers > 1)],
+        buffers=loaded + handed,
+        barriers=[Barrier("loaded", "mbarrier", 1, [("producer", "elected")], ["consumer"], tx_bytes=tx,
+                          note="arrive.expect_tx by the elected producer thread; one phase (one chunk)"),
+                  Barrier("tiles_free", "named", 128 * consumers, [("consumer", "thread")], ["consumer"], id=1,
+                          note="every group's phase-1 reads of v, k_to_end and Mqk are done"),
+                  Barrier("handoff", "named", 128 * consumers, [("consumer", "thread")], ["consumer"], id=2,
+                          note="the handed tiles and partial sums are written (and fenced for the async proxy)"),
+                  Barrier("t_staged", "named", 128, [("consumer", "thread")], ["consumer"], id=3, copies=consumers,
+                          note="one per consumer group; group 0's: T staged for Aᵀ·T (the others run no C×C chain)")],
+        pipelines=[], steps=steps, params=params, options=ChunkBwd64Options(consumers, varlen, dw),
+        note="chunk-parallel: one CTA per (chunk, value head); surplus CTAs of the chunk upper bound exit")

@@ -64,11 +64,12 @@ def decay_width(KD: int) -> int:
 
 
 def forward_workspaces(K: int, KD: int) -> list[Workspace]:
-    """prepare -> recurrence, per (64-token chunk, value head); rows >= the chunk's length are zero."""
+    """prepare -> recurrence (and the backward's dstate, chunk_bwd), per (64-token chunk, value head); rows >= the
+    chunk's length are zero."""
     C = CHUNK
-    to = ["recurrence", "dstate"]
+    to = ["recurrence", "dstate", "chunk_bwd"]
     return [
-        Workspace("ws_q_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to, "scale·q̂⊙e^Γ"),
+        Workspace("ws_q_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to[:2], "scale·q̂⊙e^Γ"),
         Workspace("ws_k_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to, "k̂⊙e^Γ"),
         Workspace("ws_k_to_end", ("chunks", "HV", C, K), "bf16", "prepare", to, "k̂⊙e^(Γl−Γ)"),
         Workspace("ws_decay_total", ("chunks", "HV", decay_width(KD)), "f32", "prepare", to,
@@ -77,6 +78,12 @@ def forward_workspaces(K: int, KD: int) -> list[Workspace]:
         Workspace("ws_Mqk", ("chunks", "HV", C, C), "bf16", "prepare", to, "scale·tril₀(q̂ k̂ᵀ ⊙ e^(Γi−Γj))"),
         Workspace("ws_beta", ("chunks", "HV", C), "f32", "prepare", to, "β after the prologue"),
     ]
+
+
+def states_workspace(K: int, V: int) -> Workspace:
+    """S entering each chunk, written by the forward's recurrence when a backward follows (chunk_bwd's S_c)."""
+    return Workspace("ws_states", ("chunks", "HV", V, K), "bf16", "recurrence", ["chunk_bwd"],
+                     "Sᵀ entering each chunk (bf16: the backward's wgmma operand)", kept_only=True)
 
 
 PREPARE_OUTPUTS = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_A", "ws_Mqk", "ws_beta"]
@@ -251,12 +258,15 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
              note="Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
         Step("update", "consumer", "wgmma_acc", reads=["k_to_end", "decay_total"], arrives=["free"], loop=True,
              note="Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released"),
+        Step("states_out", "consumer", "wgmma_acc", global_writes=["ws_states"], loop=True,
+             note="a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c)"),
         Step("store_o", "consumer", "rows", reads=["o"], writes=["o"], waits=["o_staged"], loop=True,
              global_writes=["o"], note="Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows"),
         Step("state_out", "consumer", "wgmma_acc", global_writes=["ht"], note="the final state, if requested"),
     ]
     params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
-    params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
+    params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False),
+                                    Param("ws_states", "ptr", "bf16", const=False)]
     # the roles share the register file by setmaxnreg quotas; a CTA of SPLIT_VALUE (one producer and one consumer
     # group, 256 threads) has 255 registers per thread at entry already, so it moves none
     quotas = slices == 1
