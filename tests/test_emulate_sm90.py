@@ -1,4 +1,4 @@
-"""The sm_90a primitives (templates/sm90: bulk tensor copies and mbarrier tx-counts, wgmma, stmatrix,
+"""The sm_90a primitives (templates/sm90: bulk tensor copies and stores, mbarrier tx-counts, wgmma, stmatrix,
 setmaxnreg, named barriers) run as small kernels in the CPU emulator against numpy references written from
 the PTX ISA's description of each instruction; the same kernels compile with nvcc (no ptxas warning, no
 wgmma serialization advisory) and with NVRTC for sm_90a. tests/gpu/test_sm90_primitives.py runs them on a
@@ -269,6 +269,21 @@ extern "C" __global__ void __launch_bounds__(128) bulk_probe(const uint4* src, i
   if (wait_bounded(&bar, 0, error, 1)) copy_out(out, tile, bytes);
 }
 
+// The reverse copy: `bytes` of a tile image (as a load of the map would lay it out) staged verbatim at a 1024-byte
+// aligned address, then one box stored at (c0, c1) by thread 0, committed and waited for.
+extern "C" __global__ void __launch_bounds__(128) tma_store_probe(const __grid_constant__ kdg::TensorMap map,
+                                                                  const uint4* image, int bytes, int c0, int c1) {
+  __shared__ __align__(1024) unsigned char tile[TILE_MAX];
+  stage(tile, image, bytes);
+  kdg::fence_proxy_async();  // the generic stores, before the async proxy reads them
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    kdg::tma_store_2d(&map, c0, c1, tile);
+    kdg::bulk_commit();
+    kdg::bulk_wait_read<0>();
+  }
+}
+
 // Four 8x8 b16 matrices, rows 32 bytes apart; register i of lane l holds ids 8l + 2i (low), 8l + 2i + 1.
 extern "C" __global__ void __launch_bounds__(32) stmatrix_probe(unsigned short* out, int trans) {
   __shared__ __align__(128) unsigned short tile[4 * 8 * 16];
@@ -338,6 +353,7 @@ def signatures() -> list[tuple[str, list[str]]]:
                    ("tma_probe", ["kdg::TensorMap", "const int*", "unsigned char*", "int*"]),
                    ("mbarrier_tx_probe", ["kdg::TensorMap", "int", "int*", "int*"]),
                    ("bulk_probe", ["const uint4*", "int", "unsigned char*", "int*"]),
+                   ("tma_store_probe", ["kdg::TensorMap", "const uint4*", "int", "int", "int"]),
                    ("stmatrix_probe", ["unsigned short*", "int"]),
                    ("named_barrier_probe", ["int", "unsigned*"]),
                    ("setmaxnreg_probe", ["int*"])]
@@ -527,6 +543,33 @@ def run_tma(module, device, encode, name, seed):
     return out.cpu().numpy().reshape(iters, 2, footprint + nbytes), expected
 
 
+# name: (tensor [rows, cols], box [cols, rows], swizzle span, coordinates (col, row)); partly outside: not written
+TMA_STORE_CASES = {
+    "inside_swizzle128": ((100, 96), (64, 64), 128, (32, 20)),
+    "past_the_last_rows": ((70, 64), (64, 64), 128, (0, 40)),
+    "past_the_last_cols_swizzle64": ((40, 48), (32, 16), 64, (24, 8)),
+}
+
+
+def run_tma_store(module, device, encode, name, seed):
+    """(the tensor after the store, expected): a sentinel tensor, the box's elements written where inside it."""
+    shape, box, span, coords = TMA_STORE_CASES[name]
+    values = random_bf16((box[1], box[0]), seed)
+    raw = bits(values).view(np.uint8).reshape(-1)
+    image = swizzled(raw, 2 * box[0], span)
+    tensor = torch.full(shape, -7.0, dtype=torch.bfloat16)
+    expected = bits(tensor).copy()
+    rows = slice(coords[1], min(shape[0], coords[1] + box[1]))
+    cols = slice(coords[0], min(shape[1], coords[0] + box[0]))
+    expected[rows, cols] = bits(values)[:rows.stop - rows.start, :cols.stop - cols.start]
+    tensor = tensor.to(device)
+    padded = np.zeros(-(-image.size // 16) * 16, np.uint8)
+    padded[:image.size] = image
+    module.launch("tma_store_probe", (1,), (128,), [encode(tensor, box, span), torch.from_numpy(padded).to(device),
+                                                    padded.size, coords[0], coords[1]])
+    return bits(tensor), expected
+
+
 def run_mbarrier_tx(module, device, encode):
     """(flags, expected) of mbarrier_tx_probe: which phases had completed when thread 0 looked."""
     tensor = torch.zeros(16, 64, dtype=torch.bfloat16, device=device)
@@ -631,6 +674,13 @@ def test_the_reference_swizzle_permutes_chunks_within_a_pattern():
 def test_mbarrier_phases_wait_for_transaction_bytes(emulated):
     got, expected = run_mbarrier_tx(emulated, "cpu", emulate.encode_tiled)
     assert not mismatches(got, expected, 0), f"phase flags {got.tolist()}, expected {expected.tolist()}"
+
+
+@needs_emulation
+@pytest.mark.parametrize("name", sorted(TMA_STORE_CASES))
+def test_tma_store(emulated, name):
+    got, expected = run_tma_store(emulated, "cpu", emulate.encode_tiled, name, seed=len(name))
+    assert not mismatches(got, expected, 0), f"{name}: the tensor after the store differs"
 
 
 @needs_emulation

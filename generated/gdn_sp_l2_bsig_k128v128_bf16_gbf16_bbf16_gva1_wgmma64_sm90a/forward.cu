@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV', 2], 256 threads, 167456 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV', 2], 256 threads, 202272 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -232,6 +232,21 @@ __device__ __forceinline__ void ptx_tma_load_4d(void* dst, const void* map, int 
 __device__ __forceinline__ void ptx_bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+
+// Shared -> global: one box of a tensor map from a shared tile (laid out as a load of the same map writes it),
+// committed into the issuing thread's bulk groups; elements outside the tensor are not written.
+__device__ __forceinline__ void ptx_tma_store_2d(const void* map, int c0, int c1, const void* src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];\n"
+               :: "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(src)) : "memory");
+}
+
+__device__ __forceinline__ void ptx_bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// Until at most N of this thread's committed bulk groups still read their shared sources.
+template <int N>
+__device__ __forceinline__ void ptx_bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
 }
 
 // ---- wgmma (warpgroup-collective: all 128 threads of 4 consecutive warps, the first a multiple of 4) ----
@@ -985,7 +1000,8 @@ __device__ __forceinline__ int wgmma_acc_col(int t, int i) { return 8 * (i >> 2)
 // ===== templates/sm90/tma.cuh =====
 #line 1 "templates/sm90/tma.cuh"
 // kdagen sm90: bulk tensor copies (TMA) and bulk copies from global into shared memory, completing on an
-// mbarrier by transaction count, and the swizzle pattern the tensor copies write.
+// mbarrier by transaction count; bulk tensor stores back to global, in bulk groups; and the swizzle pattern the
+// tensor copies write.
 //
 // An mbarrier phase completes once its pending arrivals reach 0 and its tx-count is 0: the thread that
 // issues the copies calls mbarrier_arrive_expect_tx(bar, bytes of all of them) (it may do so before or
@@ -1030,6 +1046,18 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TensorMap* map, int
   ptx_tma_load_4d(dst, map, c0, c1, c2, c3, bar);
 }
 
+// The reverse of tma_load_2d: the box at these coordinates written from src (laid out as the load writes it,
+// swizzle included), asynchronously. The threads that wrote src run fence_proxy_async() and a barrier before the
+// issuing thread calls this; it then commits (bulk_commit) and, before src is written again or the CTA exits,
+// waits until the copy has read it (bulk_wait_read<N>: at most N younger groups still reading). Box elements
+// outside the tensor are not written.
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, int c0, int c1, const void* src) {
+  ptx_tma_store_2d(map, c0, c1, src);
+}
+__device__ __forceinline__ void bulk_commit() { ptx_bulk_commit_group(); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { ptx_bulk_wait_group_read<N>(); }
+
 // `bytes` (a multiple of 16) from src to dst, both 16-byte aligned, completing them on bar.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
   ptx_bulk_load(dst, src, bytes, bar);
@@ -1060,7 +1088,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 1064 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1092 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1086,7 +1114,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
                 "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 1090 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1118 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 89616 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_q_hi = reinterpret_cast<bf16*>(smem_raw + 0);  // q_hi [64 x 128] bf16, ld 136, alias q_then_A
@@ -1190,7 +1218,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bf16* in_q_row = reinterpret_cast<const bf16*>(stage_q[pass]);
 #line 92 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1194 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1222 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1601,7 +1629,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1605 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1633 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1617,8 +1645,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     bf16* __restrict__ ws_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1621 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 167456 B, dynamic (above the static limit)
+#line 1649 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+  // shared memory: 202272 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
   kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 128
@@ -1647,6 +1675,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
   bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 149024);  // o [1 x 64 x 72] bf16, ld 72, 2 stages
   [[maybe_unused]] constexpr int ld_o = 72;
   constexpr int stride_o = 4608;  // elements per stage / warp copy
+  bf16* const s_states = reinterpret_cast<bf16*>(smem_raw + 167456);  // states [1 x 64 x 136] bf16, ld 136, 2 stages
+  [[maybe_unused]] constexpr int ld_states = 136;
+  constexpr int stride_states = 8704;  // elements per stage / warp copy
 #line 31 "templates/wgmma64/recurrence.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS * SLICES,
                 "64-token chunks, 64-column tiles, 64 rows per group");
@@ -1680,7 +1711,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1684 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1715 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1709,7 +1740,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 1713 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1744 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
@@ -1750,20 +1781,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) sa[kk] = frag_of(S, kk);
 #line 15 "templates/skeleton.j2"
-      // ---- step states_out (consumer, wgmma_acc): a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c) ----
+      // ---- step states_out (consumer, wgmma_acc): a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c), staged ----
 #line 120 "templates/wgmma64/recurrence.cu.j2"
-      // the same bf16 pairs the products take: chunk_bwd recomputes with exactly this S_c
+      // the same bf16 pairs the products take (chunk_bwd recomputes with exactly this S_c), staged: store_o writes the
+      // tile's rows out with 16-byte stores after its barrier (two tiles in turn, as o's)
+      bf16* const s_stage = s_states + (c % 2) * stride_states + g * VR * (K + 8);
       if (ws_states != nullptr) {
-        bf16* const dst = ws_states + ((chunk0 + c) * HV + h) * (long long)V * K;
     #pragma unroll
         for (int kk = 0; kk < K / 16; ++kk)
     #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const int e = 8 * kk + 2 * r;
-            *reinterpret_cast<u32*>(dst + (long long)(v0 + wgmma_acc_row(t, e)) * K + wgmma_acc_col(t, e)) = sa[kk].x[r];
+            *reinterpret_cast<u32*>(s_stage + wgmma_acc_row(t, e) * (K + 8) + wgmma_acc_col(t, e)) = sa[kk].x[r];
           }
       }
-#line 132 "templates/wgmma64/recurrence.cu.j2"
+#line 133 "templates/wgmma64/recurrence.cu.j2"
       wgmma_zero(P);
       wgmma_zero(Q);
     #pragma unroll
@@ -1783,7 +1815,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 150 "templates/wgmma64/recurrence.cu.j2"
+#line 151 "templates/wgmma64/recurrence.cu.j2"
       // P becomes Xᵀ in place (rows are value rows, columns tokens); vᵀ by ldmatrix.trans (rows_t), β by pairs.
       {
         const int q = t & 3;
@@ -1804,7 +1836,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 169 "templates/wgmma64/recurrence.cu.j2"
+#line 170 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1827,7 +1859,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 190 "templates/wgmma64/recurrence.cu.j2"
+#line 191 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1851,7 +1883,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 212 "templates/wgmma64/recurrence.cu.j2"
+#line 213 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
@@ -1859,8 +1891,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       wgmma_fence_operand(Q);
 
 #line 15 "templates/skeleton.j2"
-      // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows ----
-#line 219 "templates/wgmma64/recurrence.cu.j2"
+      // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows; S_c's rows likewise ----
+#line 220 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       if (!maps) {
@@ -1870,7 +1902,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
           const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
           o_stage[j * (VR + 8) + r] = __float2bfloat16_rn(Q.x[i]);
         }
-        named_barrier_sync(1 + g, 128);        // barrier "o_staged": the tile is staged
+        named_barrier_sync(1 + g, 128);        // barrier "o_staged": the tile is staged (and S_c's)
+#line 231 "templates/wgmma64/recurrence.cu.j2"
+        if (ws_states != nullptr) {
+          bf16* const dst = ws_states + (((chunk0 + c) * HV + h) * V + v0) * (long long)K;
+          for (int p = t; p < VR * K / 8; p += 128)
+            *reinterpret_cast<uint4*>(dst + (long long)p * 8) =
+                *reinterpret_cast<const uint4*>(s_stage + p / (K / 8) * (K + 8) + p % (K / 8) * 8);
+        }
+#line 238 "templates/wgmma64/recurrence.cu.j2"
         for (int p = t; p < C * VR / 8; p += 128) {
           const int tok = p / (VR / 8), piece = p % (VR / 8);
           if (tok < L) {
@@ -1886,7 +1926,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 243 "templates/wgmma64/recurrence.cu.j2"
+#line 252 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1898,7 +1938,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 254 "templates/wgmma64/recurrence.cu.j2"
+#line 263 "templates/wgmma64/recurrence.cu.j2"
 }
 
 

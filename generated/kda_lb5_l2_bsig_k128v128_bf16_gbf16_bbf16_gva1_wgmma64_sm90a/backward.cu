@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (backward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form factored
-// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 150016 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem)
+// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 216064 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -232,6 +232,21 @@ __device__ __forceinline__ void ptx_tma_load_4d(void* dst, const void* map, int 
 __device__ __forceinline__ void ptx_bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+
+// Shared -> global: one box of a tensor map from a shared tile (laid out as a load of the same map writes it),
+// committed into the issuing thread's bulk groups; elements outside the tensor are not written.
+__device__ __forceinline__ void ptx_tma_store_2d(const void* map, int c0, int c1, const void* src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];\n"
+               :: "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(src)) : "memory");
+}
+
+__device__ __forceinline__ void ptx_bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// Until at most N of this thread's committed bulk groups still read their shared sources.
+template <int N>
+__device__ __forceinline__ void ptx_bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
 }
 
 // ---- wgmma (warpgroup-collective: all 128 threads of 4 consecutive warps, the first a multiple of 4) ----
@@ -985,7 +1000,8 @@ __device__ __forceinline__ int wgmma_acc_col(int t, int i) { return 8 * (i >> 2)
 // ===== templates/sm90/tma.cuh =====
 #line 1 "templates/sm90/tma.cuh"
 // kdagen sm90: bulk tensor copies (TMA) and bulk copies from global into shared memory, completing on an
-// mbarrier by transaction count, and the swizzle pattern the tensor copies write.
+// mbarrier by transaction count; bulk tensor stores back to global, in bulk groups; and the swizzle pattern the
+// tensor copies write.
 //
 // An mbarrier phase completes once its pending arrivals reach 0 and its tx-count is 0: the thread that
 // issues the copies calls mbarrier_arrive_expect_tx(bar, bytes of all of them) (it may do so before or
@@ -1029,6 +1045,18 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TensorMap* map, int
                                             u64* bar) {
   ptx_tma_load_4d(dst, map, c0, c1, c2, c3, bar);
 }
+
+// The reverse of tma_load_2d: the box at these coordinates written from src (laid out as the load writes it,
+// swizzle included), asynchronously. The threads that wrote src run fence_proxy_async() and a barrier before the
+// issuing thread calls this; it then commits (bulk_commit) and, before src is written again or the CTA exits,
+// waits until the copy has read it (bulk_wait_read<N>: at most N younger groups still reading). Box elements
+// outside the tensor are not written.
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, int c0, int c1, const void* src) {
+  ptx_tma_store_2d(map, c0, c1, src);
+}
+__device__ __forceinline__ void bulk_commit() { ptx_bulk_commit_group(); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { ptx_bulk_wait_group_read<N>(); }
 
 // `bytes` (a multiple of 16) from src to dst, both 16-byte aligned, completing them on bar.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
@@ -1123,7 +1151,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1127 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1155 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1131,16 +1159,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_dO,
     const float* __restrict__ ws_decay_total,
     const float* __restrict__ ws_beta,
+    const __grid_constant__ kdg::TensorMap map_dh_hi,
+    const __grid_constant__ kdg::TensorMap map_dh_lo,
     const float* __restrict__ dht,
-    bf16* __restrict__ ws_dstate_hi,
-    bf16* __restrict__ ws_dstate_lo,
     float* __restrict__ grad_h0,
     int T,
     int N) {
 #line 22 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
-#line 1143 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-  // shared memory: 150016 B, dynamic (above the static limit)
+#line 1171 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+  // shared memory: 216064 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
   kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 128
@@ -1166,6 +1194,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
   constexpr int stride_decay_total = 128;  // elements per stage / warp copy
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 149504);  // beta [64] f32, ld 64, 2 stages
   constexpr int stride_beta = 64;  // elements per stage / warp copy
+  bf16* const s_dh_out = reinterpret_cast<bf16*>(smem_raw + 150528);  // dh_out [4 x 64 x 64] bf16, ld 64, 2 stages
+  [[maybe_unused]] constexpr int ld_dh_out = 64;
+  constexpr int stride_dh_out = 16384;  // elements per stage / warp copy
 #line 24 "templates/wgmma64/dstate.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * 2, "64-token chunks, 64-column tiles, 64 rows per CTA");
   constexpr u32 STAGE_BYTES = 74496;
@@ -1190,7 +1221,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1194 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1225 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1218,7 +1249,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1222 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1253 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 58 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1245,31 +1276,41 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       const float* const beta = s_beta + s * stride_beta;
 
 #line 15 "templates/skeleton.j2"
-      // ---- step dh_out (consumer, wgmma_acc): dhᵀ, the gradient of the state leaving the chunk, split bf16 hi + lo: the dvn step's register operands, and ws_dstate_hi / _lo ----
+      // ---- step dh_out (consumer, wgmma_acc): dhᵀ, the gradient of the state leaving the chunk, split bf16 hi + lo: the dvn step's register operands, and staged for one thread's bulk tensor stores into ws_dstate_hi / _lo ----
 #line 80 "templates/wgmma64/dstate.cu.j2"
-      // dhᵀ split once into bf16 hi + lo register operands; the same pairs are what ws_dstate_hi / _lo hold
+      // dhᵀ split once into bf16 hi + lo register operands; the same pairs staged (tile per 64 key columns, hi then
+      // lo, two stagings in turn) for the bulk tensor stores into ws_dstate_hi / _lo
       WgmmaFragA dh_hi[K / 16], dh_lo[K / 16], dOt[C / 16];
-      {
-        const long long at = ((chunk0 + c) * HV + h) * (long long)V * K;
+      bf16* const staged = s_dh_out + (i % 2) * stride_dh_out;
     #pragma unroll
-        for (int kk = 0; kk < K / 16; ++kk) {
-          frag_split(dS, kk, dh_hi[kk], dh_lo[kk]);
+      for (int kk = 0; kk < K / 16; ++kk) {
+        frag_split(dS, kk, dh_hi[kk], dh_lo[kk]);
     #pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const int e = 8 * kk + 2 * r;
-            const long long off = at + (long long)(v0 + wgmma_acc_row(t, e)) * K + wgmma_acc_col(t, e);
-            *reinterpret_cast<u32*>(ws_dstate_hi + off) = dh_hi[kk].x[r];
-            *reinterpret_cast<u32*>(ws_dstate_lo + off) = dh_lo[kk].x[r];
-          }
-          wgmma_fence_operand(dh_hi[kk]);
-          wgmma_fence_operand(dh_lo[kk]);
+        for (int r = 0; r < 4; ++r) {
+          const int e = 8 * kk + 2 * r, row = wgmma_acc_row(t, e), col = wgmma_acc_col(t, e);
+          *swizzled_pair(staged + (col / 64) * ATOM, row, col % 64) = dh_hi[kk].x[r];
+          *swizzled_pair(staged + (KA + col / 64) * ATOM, row, col % 64) = dh_lo[kk].x[r];
         }
+        wgmma_fence_operand(dh_hi[kk]);
+        wgmma_fence_operand(dh_lo[kk]);
+      }
+      fence_proxy_async();                     // the staged pairs, before the stores (async proxy) read them
+      if (t == 0) bulk_wait_read<0>();         // the previous chunk's stores have read the other staging
+      named_barrier_sync(1, 128);              // barrier "dh_staged"
+      if (t == 0) {
+        const int at = (int)(((chunk0 + c) * HV + h) * V + v0);   // the rows of ws_dstate_hi / _lo seen [.][K]
+    #pragma unroll
+        for (int a = 0; a < KA; ++a) {
+          tma_store_2d(&map_dh_hi, a * 64, at, staged + a * ATOM);
+          tma_store_2d(&map_dh_lo, a * 64, at, staged + (KA + a) * ATOM);
+        }
+        bulk_commit();
       }
       mbarrier_wait_try(&bar_ready[s], (i / STAGES) & 1);
 
 #line 15 "templates/skeleton.j2"
       // ---- step dvn (consumer, wgmma_acc): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ: dOᵀ by ldmatrix.trans, Mqk read N-major ----
-#line 101 "templates/wgmma64/dstate.cu.j2"
+#line 111 "templates/wgmma64/dstate.cu.j2"
       // Every register operand is written before wgmma_fence, so no product waits on another.
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
@@ -1293,7 +1334,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
       // ---- step dx (consumer, wgmma_acc): (β⊙dX)ᵀ = (dVnᵀ·A)⊙β: A read N-major, dVnᵀ split bf16 hi + lo ----
-#line 123 "templates/wgmma64/dstate.cu.j2"
+#line 133 "templates/wgmma64/dstate.cu.j2"
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
@@ -1316,7 +1357,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
       // ---- step dstate_update (consumer, wgmma_acc): dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed (both read N-major); the stage is released ----
-#line 144 "templates/wgmma64/dstate.cu.j2"
+#line 154 "templates/wgmma64/dstate.cu.j2"
       // −(β⊙dX)ᵀ as the register operand: columns are tokens j, scaled by β_j
       WgmmaFragA nbdx[C / 16];
     #pragma unroll
@@ -1343,7 +1384,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate_out (consumer, wgmma_acc): dh0: dS after the first chunk (dht, or zero, for an empty sequence) ----
-#line 169 "templates/wgmma64/dstate.cu.j2"
+#line 179 "templates/wgmma64/dstate.cu.j2"
+    if (t == 0) bulk_wait_read<0>();           // the last stores have read their staging before the CTA exits
     if (grad_h0 != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1354,7 +1396,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 179 "templates/wgmma64/dstate.cu.j2"
+#line 190 "templates/wgmma64/dstate.cu.j2"
 }
 
 #line 4 "templates/wgmma64/chunk_bwd.cu.j2"
@@ -1467,7 +1509,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1471 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1513 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1490,7 +1532,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dbeta) {
 #line 56 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1494 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1536 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1551,7 +1593,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1555 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1597 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1583,7 +1625,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1587 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1629 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();

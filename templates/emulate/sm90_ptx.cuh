@@ -3,6 +3,9 @@
 //   - bulk and bulk-tensor copies run at once in the issuing thread (out-of-bounds box elements read 0;
 //     with a swizzle, each box row takes a whole span and the swizzle applies to the shared addresses),
 //     then complete their bytes (the box's, without that padding) on the mbarrier;
+//   - bulk tensor stores are recorded at issue and read their shared source only when a wait_group.read of the
+//     issuing thread covers their group, as late as the hardware may (a source rewritten before that wait, or a
+//     store never waited for, shows up as wrong output); out-of-bounds box elements are not written;
 //   - wgmma is warpgroup-collective and asynchronous: an issue records the operation (register A operands
 //     as they are then), commit closes a group, and only a wait_group that covers a group executes it:
 //     shared-memory operands are read and accumulators written at that point, as late as the hardware may;
@@ -90,6 +93,68 @@ __device__ __forceinline__ void ptx_tma_load_4d(void* dst, const void* map, int 
                                                 u64* bar) {
   const int c[] = {c0, c1, c2, c3};
   tma_load_emulated(dst, map, c, 4, bar);
+}
+
+// The global byte address of a box element inside the tensor, or 0 (outside: a store skips it).
+inline u64 tma_element(const TensorMapEmulated& m, const int* coords, int rank, u64 n) {
+  u64 rest = n, at = m.address;
+  for (int i = 0; i < rank; ++i) {
+    const long long c = (long long)coords[i] + (long long)(rest % m.box[i]);
+    rest /= m.box[i];
+    if (c < 0 || c >= (long long)m.dims[i]) return 0;
+    at += (u64)c * m.strides[i];
+  }
+  return at;
+}
+
+struct BulkStore {
+  TensorMapEmulated map;
+  int coords[5];
+  int rank;
+  unsigned char* src;
+};
+inline thread_local std::vector<BulkStore> bulk_open;                   // issued, not yet committed
+inline thread_local std::vector<std::vector<BulkStore>> bulk_groups;    // committed, oldest first
+
+inline void bulk_store_execute(const BulkStore& st) {
+  const TensorMapEmulated& m = st.map;
+  u64 elems = 1;
+  for (int i = 0; i < st.rank; ++i) elems *= m.box[i];
+  const u32 pitch = m.swizzle ? m.swizzle : m.box[0] * m.elem_bytes;
+  for (u64 n = 0; n < elems; ++n) {
+    const u64 at = tma_element(m, st.coords, st.rank, n);
+    if (at) std::memcpy(reinterpret_cast<void*>(at),
+                        swizzled(st.src, (u32)(n / m.box[0] * pitch + n % m.box[0] * m.elem_bytes), m.swizzle),
+                        m.elem_bytes);
+  }
+}
+
+__device__ __forceinline__ void ptx_tma_store_2d(const void* map, int c0, int c1, const void* src) {
+  BulkStore st{};
+  std::memcpy(&st.map, map, sizeof st.map);
+  if (std::memcmp(st.map.magic, "KDGT", 4) != 0 || st.map.rank != 2)
+    kdg_emu::fail("cp.async.bulk.tensor.2d (store): not a rank-2 tensor map of the emulator");
+  if (smem_addr(src) % 128) kdg_emu::fail("cp.async.bulk.tensor (store): shared source %p is not 128-byte aligned", src);
+  if ((long long)c0 * st.map.elem_bytes % 16)
+    kdg_emu::fail("cp.async.bulk.tensor (store): innermost coordinate %d is not a multiple of 16 bytes", c0);
+  st.coords[0] = c0;
+  st.coords[1] = c1;
+  st.rank = 2;
+  st.src = static_cast<unsigned char*>(const_cast<void*>(src));
+  bulk_open.push_back(st);
+}
+
+__device__ __forceinline__ void ptx_bulk_commit_group() {
+  bulk_groups.push_back(std::move(bulk_open));
+  bulk_open.clear();
+}
+
+template <int N>
+__device__ __forceinline__ void ptx_bulk_wait_group_read() {
+  while ((int)bulk_groups.size() > N) {
+    for (const BulkStore& st : bulk_groups.front()) bulk_store_execute(st);
+    bulk_groups.erase(bulk_groups.begin());
+  }
 }
 
 __device__ __forceinline__ void ptx_bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {

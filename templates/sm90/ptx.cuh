@@ -69,6 +69,21 @@ __device__ __forceinline__ void ptx_bulk_load(void* dst, const void* src, u32 by
                :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
 }
 
+// Shared -> global: one box of a tensor map from a shared tile (laid out as a load of the same map writes it),
+// committed into the issuing thread's bulk groups; elements outside the tensor are not written.
+__device__ __forceinline__ void ptx_tma_store_2d(const void* map, int c0, int c1, const void* src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];\n"
+               :: "l"(map), "r"(c0), "r"(c1), "r"(smem_addr(src)) : "memory");
+}
+
+__device__ __forceinline__ void ptx_bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// Until at most N of this thread's committed bulk groups still read their shared sources.
+template <int N>
+__device__ __forceinline__ void ptx_bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
+}
+
 // ---- wgmma (warpgroup-collective: all 128 threads of 4 consecutive warps, the first a multiple of 4) ----
 
 // Before the first wgmma that reads registers this warpgroup wrote (accumulators, A fragments).

@@ -1,5 +1,6 @@
 // kdagen sm90: bulk tensor copies (TMA) and bulk copies from global into shared memory, completing on an
-// mbarrier by transaction count, and the swizzle pattern the tensor copies write.
+// mbarrier by transaction count; bulk tensor stores back to global, in bulk groups; and the swizzle pattern the
+// tensor copies write.
 //
 // An mbarrier phase completes once its pending arrivals reach 0 and its tx-count is 0: the thread that
 // issues the copies calls mbarrier_arrive_expect_tx(bar, bytes of all of them) (it may do so before or
@@ -43,6 +44,18 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const TensorMap* map, int
                                             u64* bar) {
   ptx_tma_load_4d(dst, map, c0, c1, c2, c3, bar);
 }
+
+// The reverse of tma_load_2d: the box at these coordinates written from src (laid out as the load writes it,
+// swizzle included), asynchronously. The threads that wrote src run fence_proxy_async() and a barrier before the
+// issuing thread calls this; it then commits (bulk_commit) and, before src is written again or the CTA exits,
+// waits until the copy has read it (bulk_wait_read<N>: at most N younger groups still reading). Box elements
+// outside the tensor are not written.
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, int c0, int c1, const void* src) {
+  ptx_tma_store_2d(map, c0, c1, src);
+}
+__device__ __forceinline__ void bulk_commit() { ptx_bulk_commit_group(); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { ptx_bulk_wait_group_read<N>(); }
 
 // `bytes` (a multiple of 16) from src to dst, both 16-byte aligned, completing them on bar.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {

@@ -56,6 +56,13 @@ def test_mbarrier_phases_wait_for_transaction_bytes(module):
         f"mbarrier phase flags (thread 0's view after each step) {got.tolist()}, expected {expected.tolist()}"
 
 
+@pytest.mark.parametrize("name", sorted(sm90.TMA_STORE_CASES))
+def test_tma_store(module, name):
+    got, expected = synced(sm90.run_tma_store(module, "cuda", runtime.encode_tiled, name, seed=len(name)))
+    report = sm90.mismatches(got, expected, 0)
+    assert not report, f"{name} {sm90.TMA_STORE_CASES[name]}: the tensor after the store differs:\n{report}"
+
+
 @pytest.mark.parametrize("nbytes", [16, 4096, 8192])
 def test_bulk_copy(module, nbytes):
     got, expected = synced(sm90.run_bulk(module, "cuda", nbytes, seed=nbytes))

@@ -24,18 +24,20 @@ class Wgmma64(Family):
     def build(self, problem: Problem) -> Planned:
         f = facts(problem)
         K = problem.K
-        ws = (forward.forward_workspaces(K, f.KD) + [forward.states_workspace(K, problem.V)]
-              + backward.backward_workspaces(K, problem.V))
+        # the backward's kernels read S_c, which the recurrence writes only in a CTA of one consumer group
+        grads = forward.keeps_states(problem.V)
+        ws = forward.forward_workspaces(K, f.KD, grads)
+        ws += [forward.states_workspace(K, problem.V), *backward.backward_workspaces(K, problem.V)] if grads else []
         common = dict(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen, state_layout=problem.state_layout, ws=ws)
-        kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws), forward.recurrence(**common),
-                   backward.dstate(**common), backward.chunk_bwd(**common)]
+        kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws), forward.recurrence(**common)]
+        kernels += [backward.dstate(**common), backward.chunk_bwd(**common)] if grads else []
         lo, hi = f.decay_interval
         diagonal = forward.diagonal_form(f)
         how = {"scalar": "one factor per pair, 2^(γi−γj) ≤ 1 on raw tensor-core products (γ in fp32), any bound",
                "factored": "the diagonal 16-row blocks factored at their start on tensor cores (the bound keeps "
                            "e^(Γ_in−Γj) in range), the blocks between them split at block boundaries",
                "running": "every factor a product of per-token decays ≤ 1 (16-row sub-blocks), any bound"}[diagonal]
-        return Planned(kernels=kernels, workspaces=ws, saved=[*forward.PREPARE_OUTPUTS, "ws_states"],
+        return Planned(kernels=kernels, workspaces=ws, saved=[*forward.PREPARE_OUTPUTS, "ws_states"] if grads else [],
                        exponent_form="factored" if diagonal == "factored" else "relative",
                        notes=[f"decay {f.decay_kind} in [{lo}, {hi}]: {how}"])
 

@@ -63,14 +63,18 @@ def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list
     ring = chunk_ring(K, dw, 1, "dO")
     stage_bytes = sum(b.stage_bytes for b in ring)
     dtypes = {w.name: w.dtype for w in ws}
+    # dh staged for the bulk tensor stores: a 64-column tile each of hi and lo per 64 key columns, two in turn (the
+    # stores of one chunk read theirs while the next chunk fills the other)
+    staging = Buffer("dh_out", (2 * (K // 64), V_ROWS, 64), "bf16", stages=2, align=1024, swizzle=128)
     steps = [
         Step("load", "producer", "tma", writes=list(CHAIN_RING), waits=["free"], arrives=["ready"], loop=True,
              global_reads=[*CHAIN_WORKSPACES, "dout"],
              note="one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies"),
         Step("dstate_in", "consumer", "wgmma_acc", global_reads=["dht"], note="dSᵀ rows of this group from dht or 0"),
-        Step("dh_out", "consumer", "wgmma_acc", global_writes=["ws_dstate_hi", "ws_dstate_lo"], waits=["ready"],
-             loop=True, note="dhᵀ, the gradient of the state leaving the chunk, split bf16 hi + lo: the dvn step's "
-                             "register operands, and ws_dstate_hi / _lo"),
+        Step("dh_out", "consumer", "wgmma_acc", writes=["dh_out"], reads=["dh_out"], global_writes=["ws_dstate_hi", "ws_dstate_lo"],
+             waits=["dh_staged", "ready"], loop=True,
+             note="dhᵀ, the gradient of the state leaving the chunk, split bf16 hi + lo: the dvn step's register "
+                  "operands, and staged for one thread's bulk tensor stores into ws_dstate_hi / _lo"),
         Step("dvn", "consumer", "wgmma_acc", reads=["dO", "Mqk", "k_to_end"], loop=True,
              note="dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ: dOᵀ by ldmatrix.trans, Mqk read N-major"),
         Step("dx", "consumer", "wgmma_acc", reads=["A", "beta"], loop=True,
@@ -83,18 +87,20 @@ def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list
              note="dh0: dS after the first chunk (dht, or zero, for an empty sequence)"),
     ]
     params = ring_maps(K, V, "dO", "dout") + [Param(n, "ptr", dtypes[n]) for n in ("ws_decay_total", "ws_beta")]
-    params += [Param("dht", "ptr", "f32"), Param("ws_dstate_hi", "ptr", "bf16", const=False),
-               Param("ws_dstate_lo", "ptr", "bf16", const=False),
-               Param("grad_h0", "ptr", "f32", const=False), *seq_params(varlen)]
+    params += [_tile_map(f"map_dh_{part}", f"ws_dstate_{part}", K, f"chunks * HV * {V}", "dh_out")
+               for part in ("hi", "lo")]
+    params += [Param("dht", "ptr", "f32"), Param("grad_h0", "ptr", "f32", const=False), *seq_params(varlen)]
     return Kernel(
         name="dstate", kind="dstate", template="wgmma64/dstate.cu.j2", direction="backward",
         grid=["N", "HV", slices], threads=256, min_ctas_per_sm=1,
         roles=[Role("producer", (0, 4), work=["load"]),
                Role("consumer", (4, 8), work=[s.name for s in steps if s.role == "consumer"])],
-        buffers=ring,
+        buffers=[*ring, staging],
         barriers=[Barrier("ready", "mbarrier", 1, [("producer", "elected")], ["consumer"], stages=STAGES,
                           tx_bytes=stage_bytes, note="arrive.expect_tx by the elected producer thread"),
-                  Barrier("free", "mbarrier", 128, [("consumer", "thread")], ["producer"], stages=STAGES)],
+                  Barrier("free", "mbarrier", 128, [("consumer", "thread")], ["producer"], stages=STAGES),
+                  Barrier("dh_staged", "named", 128, [("consumer", "thread")], ["consumer"], id=1,
+                          note="dh is staged (and the stores of the chunk before have read the other staging)")],
         pipelines=[Pipeline("chunk_ring", STAGES, "producer", ["consumer"], "ready", "free", list(CHAIN_RING),
                             copy="tma")],
         steps=steps, params=params, options=Dstate64Options(slices, STAGES, state_layout, varlen, dw),

@@ -63,11 +63,11 @@ def decay_width(KD: int) -> int:
     return max(KD, DECAY_TOTAL_MIN)
 
 
-def forward_workspaces(K: int, KD: int) -> list[Workspace]:
-    """prepare -> recurrence (and the backward's dstate, chunk_bwd), per (64-token chunk, value head); rows >= the
-    chunk's length are zero."""
+def forward_workspaces(K: int, KD: int, backward: bool = True) -> list[Workspace]:
+    """prepare -> recurrence (and, planned with a `backward`, its dstate and chunk_bwd), per (64-token chunk, value
+    head); rows >= the chunk's length are zero."""
     C = CHUNK
-    to = ["recurrence", "dstate", "chunk_bwd"]
+    to = ["recurrence", "dstate", "chunk_bwd"] if backward else ["recurrence"]
     return [
         Workspace("ws_q_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to[:2], "scale·q̂⊙e^Γ"),
         Workspace("ws_k_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to, "k̂⊙e^Γ"),
@@ -180,6 +180,13 @@ class Recurrence64Options:
     state_layout: str
     varlen: bool
     decay_width: int
+    keeps_states: bool       # writes S_c for a backward (ws_states): a CTA of one consumer group (shared memory)
+
+
+def keeps_states(V: int) -> bool:
+    """Whether the recurrence can write S_c for the backward: its staging fits beside the ring only in a CTA of
+    one consumer group (SPLIT_VALUE, the default, or V = 64); the family plans a backward only then."""
+    return (V // V_ROWS if SPLIT_VALUE else 1) == V // V_ROWS
 
 
 RING = ("q_decayed", "k_decayed", "k_to_end", "A", "Mqk", "v", "decay_total", "beta")
@@ -240,7 +247,10 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
     dw = decay_width(KD)
     ring = chunk_ring(K, dw, consumers, "v")
     stage_bytes = sum(b.stage_bytes for b in ring)
-    buffers = ring + [Buffer("o", (consumers, CHUNK, V_ROWS + 8), "bf16", stages=2)]   # two tiles in turn
+    states = keeps_states(V)
+    # o and (a call that keeps its workspaces) S_c staged for 16-byte stores, two tiles in turn
+    buffers = ring + [Buffer("o", (consumers, CHUNK, V_ROWS + 8), "bf16", stages=2)]
+    buffers += [Buffer("states", (consumers, V_ROWS, K + 8), "bf16", stages=2)] if states else []
     maps = ring_maps(K, V, "v", "v")
     steps = [
         Step("load", "producer", "tma", writes=list(RING), waits=["free"], arrives=["ready"], loop=True,
@@ -258,15 +268,18 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
              note="Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
         Step("update", "consumer", "wgmma_acc", reads=["k_to_end", "decay_total"], arrives=["free"], loop=True,
              note="Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released"),
-        Step("states_out", "consumer", "wgmma_acc", global_writes=["ws_states"], loop=True,
-             note="a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c)"),
-        Step("store_o", "consumer", "rows", reads=["o"], writes=["o"], waits=["o_staged"], loop=True,
-             global_writes=["o"], note="Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows"),
+        *([Step("states_out", "consumer", "wgmma_acc", writes=["states"], loop=True,
+                note="a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c), staged")]
+          if states else []),
+        Step("store_o", "consumer", "rows", reads=["o", *(["states"] if states else [])], writes=["o"],
+             waits=["o_staged"], loop=True, global_writes=["o", *(["ws_states"] if states else [])],
+             note="Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows"
+                  + ("; S_c's rows likewise" if states else "")),
         Step("state_out", "consumer", "wgmma_acc", global_writes=["ht"], note="the final state, if requested"),
     ]
     params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
-    params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False),
-                                    Param("ws_states", "ptr", "bf16", const=False)]
+    params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
+    params += [Param("ws_states", "ptr", "bf16", const=False)] if states else []
     # the roles share the register file by setmaxnreg quotas; a CTA of SPLIT_VALUE (one producer and one consumer
     # group, 256 threads) has 255 registers per thread at entry already, so it moves none
     quotas = slices == 1
@@ -285,7 +298,7 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
                                "before a tile is rewritten)")],
         pipelines=[Pipeline("chunk_ring", STAGES, "producer", ["consumer"], "ready", "free", list(RING), copy="tma")],
         steps=steps, params=params,
-        options=Recurrence64Options(consumers, slices, STAGES, state_layout, varlen, dw),
+        options=Recurrence64Options(consumers, slices, STAGES, state_layout, varlen, dw, states),
         # the maps pass of a cut forward (docs/segments.md §4): grid z doubled, the maps as final states, no o
         entries=["recurrence_maps"] if slices > 1 else [],
         note="head-parallel: one CTA per (sequence, value head" + (", 64 value rows" if slices > 1 else "") +
