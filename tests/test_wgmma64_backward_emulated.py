@@ -26,7 +26,8 @@ def test_dstate_leaving_every_chunk(case):
         f"{name}: NaN left in dh (ws_dstate_hi + _lo) (a chunk not written)"
     reference, exact = dstate_errors(result)
     assert max(reference) <= BOUND, f"{name}: dh per chunk against float64 {reference}"
-    assert max(exact) <= ORACLE_BOUND, f"{name}: dh per chunk against its own steps recomputed {exact}"
+    assert exact[0] <= ORACLE_BOUND[0] and exact[1] <= ORACLE_BOUND[1], \
+        f"{name}: dh per chunk against its own steps recomputed (90th percentile, max) {exact}"
 
 
 def test_dh0(case):

@@ -19,7 +19,9 @@ C = 64
 # dS is an fp32 chain fed by bf16 workspaces: the forward's o bound, for each chunk's dh on its own (the last
 # chunk's is dht itself, exact, so one norm over every chunk would hide an error in the rest)
 BOUND = 0.005
-ORACLE_BOUND = 5e-5  # against chain_steps: fp32 arithmetic and the odd bf16 rounding of β⊙dX falling the other way
+# against chain_steps, per chunk (row_errors): fp32 arithmetic, and in a few chunks a bf16 rounding of β⊙dX falling
+# the other way
+ORACLE_BOUND = (5e-5, 5e-4)
 # chunk_bwd against chunk_oracle, per row (row_errors): most rows to the hi + lo products' ~16 bits, a few moved by a bf16 rounding
 # that falls the other way (an operand handed to phase 2, or dv's own storage)
 CHUNK_BOUND = (3e-4, 1e-2)
@@ -184,11 +186,12 @@ def chunk_oracle(ws: dict, dstate: torch.Tensor, v: torch.Tensor, do: torch.Tens
 
 
 def row_errors(got: torch.Tensor, want: torch.Tensor) -> tuple[float, float]:
-    """(90th percentile, max) over rows (the last dim) of the relative L2 error: a bf16 rounding that falls the other
-    way in the kernel than in float64 moves one row by up to 2^-8 of an element, so the bulk of the rows is the
-    fp32-level check, the maximum the bound on those few."""
+    """(90th percentile, max) over rows (the last dim) of the L2 error relative to the row's norm, or to the rows'
+    RMS norm where the row is smaller: a bf16 rounding that falls the other way in the kernel than in float64 moves
+    a row by up to 2^-8 of one element, so the bulk of the rows is the fp32-level check, the maximum the bound on
+    those few (against the RMS norm, since a row that cancels to near zero would make any such move look large)."""
     got, want = got.double().cpu().flatten(0, -2), want.double().cpu().flatten(0, -2)
-    scale = want.norm(dim=-1).clamp_min(want.norm() / want.shape[0] ** 0.5 * 1e-3).clamp_min(1e-30)
+    scale = want.norm(dim=-1).clamp_min(want.norm() / want.shape[0] ** 0.5).clamp_min(1e-30)
     e = (got - want).norm(dim=-1) / scale
     return torch.quantile(e, 0.9).item(), e.max().item()
 
@@ -211,12 +214,15 @@ def rel(a, b) -> float:
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-def dstate_errors(result: dict) -> tuple[list[float], list[float]]:
-    """Per chunk: dh against the chunk-64 reference, and against its own steps (chain_steps), dh0's last."""
+def dstate_errors(result: dict) -> tuple[list[float], tuple[float, float]]:
+    """dh per chunk against the chunk-64 reference (relative L2, each chunk), and against its own steps
+    (chain_steps, dh0 included) as row_errors over the chunks' flattened dh (90th percentile, max)."""
     got = result["debug"]["dstate"][:result["chunks"]].cpu()
     want = torch.cat([torch.stack(d).transpose(-1, -2) for d in result["ref"]["dh_chunks"] if d])
     expected, dh0_expected, dh0_got = result["steps"]
-    exact = [rel(g, w) for g, w in zip(got, expected)]
     if dh0_got is not None:
-        exact.append(rel(dh0_got, dh0_expected))
-    return [rel(g, w) for g, w in zip(got, want)], exact
+        got_all = torch.cat([got.double().flatten(1), dh0_got.double().flatten(1)])
+        expected_all = torch.cat([expected.flatten(1), dh0_expected.flatten(1)])
+    else:
+        got_all, expected_all = got.double().flatten(1), expected.flatten(1)
+    return [rel(g, w) for g, w in zip(got, want)], row_errors(got_all, expected_all)

@@ -36,10 +36,11 @@ def test_dstate_matches_float64_and_is_deterministic(runs):
     assert not torch.isnan(got).any(), f"{name} (seed {seed}): NaN left in dh (ws_dstate_hi + _lo)"
     reference, exact = dstate_errors(first)
     dh0 = rel(first["grad_h0"], state_out(first["ref"]["dh0"], first["opt"]))
-    print(f"{name}: dh per chunk against float64 max {max(reference):.2e}, against its own steps max "
-          f"{max(exact):.2e}; dh0 {dh0:.2e}")
+    print(f"{name}: dh per chunk against float64 max {max(reference):.2e}, against its own steps "
+          f"{exact[0]:.2e} (90th percentile) / {exact[1]:.2e}; dh0 {dh0:.2e}")
     assert max(reference) <= BOUND, f"{name} (seed {seed}): dh against float64 {max(reference):.2e}"
-    assert max(exact) <= ORACLE_BOUND, f"{name} (seed {seed}): dh against its own steps {max(exact):.2e}"
+    assert exact[0] <= ORACLE_BOUND[0] and exact[1] <= ORACLE_BOUND[1], \
+        f"{name} (seed {seed}): dh against its own steps (90th percentile, max) {exact}"
     assert dh0 <= BOUND, f"{name} (seed {seed}): dh0 {dh0:.2e}"
     assert torch.equal(got, second["debug"]["dstate"][:first["chunks"]]), f"{name}: two runs differ (dh)"
     assert torch.equal(first["grad_h0"], second["grad_h0"]), f"{name}: two runs differ (dh0)"
