@@ -46,3 +46,11 @@ def test_chunk_bwd_outputs(case):
     bad = {n: f"{p90:.1e} / {top:.1e}" for n, (p90, top) in errors.items()
            if not (p90 <= CHUNK_BOUND[0] and top <= CHUNK_BOUND[1])}
     assert not bad, f"{name}: chunk_bwd against its float64 recomputation, per row (90th percentile / max): {bad}"
+
+
+def test_the_forward_keeps_the_states_entering_every_chunk(case):
+    name, result = case
+    got = result["debug"]["ws_states"][:result["chunks"]]
+    assert not torch.isnan(got).any(), f"{name}: NaN left in ws_states (a chunk not written)"
+    errors = [rel(g, w) for g, w in zip(got, result["ref"]["states"])]
+    assert max(errors) <= BOUND, f"{name}: S_c per chunk against float64 {errors}"

@@ -11,7 +11,7 @@ from kdagen.ops import forward as fw
 from kdagen.ops.api import kernel_call, make_call
 from kdagen.ops.forward import call_config
 from kdagen.ops.launcher import poisoned
-from kdagen.reference import Options, chunk_delta_rule_bwd_k2, prologue
+from kdagen.reference import Options, chunk_delta_rule_bwd_k2, chunk_delta_rule_fwd, prologue
 from kdagen.reference.inputs import make_inputs
 from kdagen.reference.options import scale_of, state_in
 
@@ -133,6 +133,10 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
                                   None if dht is None else state_in({"initial_state": dht.double().cpu()}, opt),
                                   xr.get("cu_seqlens"))
     chunks = sum(-(-(e - s) // C) for s, e in spans_of(shape))
+    _, _, entering = chunk_delta_rule_fwd(p["q"], p["k"], xr["v"], p["a"], p["beta"], scale_of(opt, shape["K"]),
+                                          state_in(xr, opt), C, xr.get("cu_seqlens"))
+    ref["states"] = torch.cat([torch.stack(e_).transpose(-1, -2) for e_ in entering if e_])   # Sᵀ [chunks, HV, V, K]
+    debug["ws_states"] = ws["ws_states"]
     debug["dstate"] = dstate_of(debug)
     steps = chain_steps(ws, do, dht, shape, opt, debug["dstate"][:chunks], grads["initial_state"])
     return dict(opt=opt, grad_h0=grads["initial_state"], dv=grads["v"], debug=debug, ref=ref, chunks=chunks,

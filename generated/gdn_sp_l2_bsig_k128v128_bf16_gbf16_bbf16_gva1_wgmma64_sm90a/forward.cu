@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV', 2], 256 threads, 202272 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV', 2], 256 threads, 200704 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -1642,11 +1642,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     int N,
     bf16* __restrict__ o,
     float* __restrict__ ht,
-    bf16* __restrict__ ws_states) {
+    bf16* __restrict__ ws_states,
+    const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1649 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 202272 B, dynamic (above the static limit)
+#line 1650 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+  // shared memory: 200704 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
   kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 128
@@ -1675,9 +1676,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
   bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 149024);  // o [1 x 64 x 72] bf16, ld 72, 2 stages
   [[maybe_unused]] constexpr int ld_o = 72;
   constexpr int stride_o = 4608;  // elements per stage / warp copy
-  bf16* const s_states = reinterpret_cast<bf16*>(smem_raw + 167456);  // states [1 x 64 x 136] bf16, ld 136, 2 stages
-  [[maybe_unused]] constexpr int ld_states = 136;
-  constexpr int stride_states = 8704;  // elements per stage / warp copy
+  bf16* const s_states = reinterpret_cast<bf16*>(smem_raw + 167936);  // states [2 x 64 x 64] bf16, ld 64, 2 stages
+  [[maybe_unused]] constexpr int ld_states = 64;
+  constexpr int stride_states = 8192;  // elements per stage / warp copy
 #line 31 "templates/wgmma64/recurrence.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS * SLICES,
                 "64-token chunks, 64-column tiles, 64 rows per group");
@@ -1711,7 +1712,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1715 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1716 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1740,7 +1741,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 1744 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1745 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
@@ -1783,16 +1784,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 #line 15 "templates/skeleton.j2"
       // ---- step states_out (consumer, wgmma_acc): a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c), staged ----
 #line 120 "templates/wgmma64/recurrence.cu.j2"
-      // the same bf16 pairs the products take (chunk_bwd recomputes with exactly this S_c), staged: store_o writes the
-      // tile's rows out with 16-byte stores after its barrier (two tiles in turn, as o's)
-      bf16* const s_stage = s_states + (c % 2) * stride_states + g * VR * (K + 8);
+      // the same bf16 pairs the products take (chunk_bwd recomputes with exactly this S_c), staged (a 64-column tile per
+      // 64 key columns, two stagings in turn) for the bulk tensor stores store_o issues after its barrier
+      bf16* const s_stage = s_states + (c % 2) * stride_states;
       if (ws_states != nullptr) {
     #pragma unroll
         for (int kk = 0; kk < K / 16; ++kk)
     #pragma unroll
           for (int r = 0; r < 4; ++r) {
-            const int e = 8 * kk + 2 * r;
-            *reinterpret_cast<u32*>(s_stage + wgmma_acc_row(t, e) * (K + 8) + wgmma_acc_col(t, e)) = sa[kk].x[r];
+            const int e = 8 * kk + 2 * r, col = wgmma_acc_col(t, e);
+            *swizzled_pair(s_stage + (col / 64) * ATOM, wgmma_acc_row(t, e), col % 64) = sa[kk].x[r];
           }
       }
 #line 133 "templates/wgmma64/recurrence.cu.j2"
@@ -1891,7 +1892,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       wgmma_fence_operand(Q);
 
 #line 15 "templates/skeleton.j2"
-      // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows; S_c's rows likewise ----
+      // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows; S_c by one thread's bulk tensor stores ----
 #line 220 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
@@ -1902,15 +1903,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
           const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
           o_stage[j * (VR + 8) + r] = __float2bfloat16_rn(Q.x[i]);
         }
-        named_barrier_sync(1 + g, 128);        // barrier "o_staged": the tile is staged (and S_c's)
-#line 231 "templates/wgmma64/recurrence.cu.j2"
+#line 230 "templates/wgmma64/recurrence.cu.j2"
         if (ws_states != nullptr) {
-          bf16* const dst = ws_states + (((chunk0 + c) * HV + h) * V + v0) * (long long)K;
-          for (int p = t; p < VR * K / 8; p += 128)
-            *reinterpret_cast<uint4*>(dst + (long long)p * 8) =
-                *reinterpret_cast<const uint4*>(s_stage + p / (K / 8) * (K + 8) + p % (K / 8) * 8);
+          fence_proxy_async();                 // S_c's staged pairs, before the bulk tensor stores read them
+          if (t == 0) bulk_wait_read<0>();     // the previous chunk's stores have read the other staging
         }
-#line 238 "templates/wgmma64/recurrence.cu.j2"
+#line 235 "templates/wgmma64/recurrence.cu.j2"
+        named_barrier_sync(1 + g, 128);        // barrier "o_staged": the tile is staged (and S_c's)
+#line 237 "templates/wgmma64/recurrence.cu.j2"
+        if (ws_states != nullptr && t == 0) {
+          const int at = (int)(((chunk0 + c) * HV + h) * V + v0);   // this group's rows of ws_states seen [.][K]
+    #pragma unroll
+          for (int a = 0; a < KA; ++a) tma_store_2d(&map_states, a * 64, at, s_stage + a * ATOM);
+          bulk_commit();
+        }
+#line 244 "templates/wgmma64/recurrence.cu.j2"
         for (int p = t; p < C * VR / 8; p += 128) {
           const int tok = p / (VR / 8), piece = p % (VR / 8);
           if (tok < L) {
@@ -1926,7 +1933,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 252 "templates/wgmma64/recurrence.cu.j2"
+#line 259 "templates/wgmma64/recurrence.cu.j2"
+    if (ws_states != nullptr && t == 0) bulk_wait_read<0>();   // the last stores have read their staging
+#line 261 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1938,7 +1947,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 263 "templates/wgmma64/recurrence.cu.j2"
+#line 272 "templates/wgmma64/recurrence.cu.j2"
 }
 
 

@@ -46,6 +46,16 @@ def test_dstate_matches_float64_and_is_deterministic(runs):
     assert torch.equal(first["grad_h0"], second["grad_h0"]), f"{name}: two runs differ (dh0)"
 
 
+def test_the_forward_keeps_the_states_entering_every_chunk(runs):
+    name, seed, first, second = runs
+    got = first["debug"]["ws_states"][:first["chunks"]]
+    assert not torch.isnan(got).any(), f"{name} (seed {seed}): NaN left in ws_states"
+    errors = [rel(g, w) for g, w in zip(got, first["ref"]["states"])]
+    print(f"{name}: S_c per chunk against float64 max {max(errors):.2e}")
+    assert max(errors) <= BOUND, f"{name} (seed {seed}): S_c against float64 {max(errors):.2e}"
+    assert torch.equal(got, second["debug"]["ws_states"][:first["chunks"]]), f"{name}: two runs differ (S_c)"
+
+
 def test_chunk_bwd_matches_float64_and_is_deterministic(runs):
     name, seed, first, second = runs
     for n in CHUNK_OUTPUTS:

@@ -248,9 +248,10 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
     ring = chunk_ring(K, dw, consumers, "v")
     stage_bytes = sum(b.stage_bytes for b in ring)
     states = keeps_states(V)
-    # o and (a call that keeps its workspaces) S_c staged for 16-byte stores, two tiles in turn
+    # o staged for 16-byte stores, and (a call that keeps its workspaces) S_c for one thread's bulk tensor stores,
+    # each two tiles in turn
     buffers = ring + [Buffer("o", (consumers, CHUNK, V_ROWS + 8), "bf16", stages=2)]
-    buffers += [Buffer("states", (consumers, V_ROWS, K + 8), "bf16", stages=2)] if states else []
+    buffers += [Buffer("states", (K // 64, V_ROWS, 64), "bf16", stages=2, align=1024, swizzle=128)] if states else []
     maps = ring_maps(K, V, "v", "v")
     steps = [
         Step("load", "producer", "tma", writes=list(RING), waits=["free"], arrives=["ready"], loop=True,
@@ -274,12 +275,13 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
         Step("store_o", "consumer", "rows", reads=["o", *(["states"] if states else [])], writes=["o"],
              waits=["o_staged"], loop=True, global_writes=["o", *(["ws_states"] if states else [])],
              note="Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows"
-                  + ("; S_c's rows likewise" if states else "")),
+                  + ("; S_c by one thread's bulk tensor stores" if states else "")),
         Step("state_out", "consumer", "wgmma_acc", global_writes=["ht"], note="the final state, if requested"),
     ]
     params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
     params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
-    params += [Param("ws_states", "ptr", "bf16", const=False)] if states else []
+    params += [Param("ws_states", "ptr", "bf16", const=False),
+               _tile_map("map_states", "ws_states", K, f"chunks * HV * {V}", "states")] if states else []
     # the roles share the register file by setmaxnreg quotas; a CTA of SPLIT_VALUE (one producer and one consumer
     # group, 256 threads) has 255 registers per thread at entry already, so it moves none
     quotas = slices == 1
