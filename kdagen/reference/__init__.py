@@ -4,6 +4,8 @@
 - `chunked(x, opt, chunk_size)`: the chunked forward (docs/math.md §4).
 - `chunked_backward(x, opt, do, dht, chunk_size)`: the hand-derived chunked backward (docs/math.md §7),
   split as the kernels are: recurrence_bwd (`chunk_delta_rule_bwd_k2`) then prepare_bwd prepare (`prepare_bwd`).
+- `blocks.branches`: one chunk's per-branch gradients by 16-row blocks (docs/math.md §7.10), the form a chunk-64
+  prepare_bwd computes.
 
 `x` is a dict of FLA's tensors by argument name; `opt` an `Options`.
 """
