@@ -1781,22 +1781,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       WgmmaFragA sa[K / 16];
     #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) sa[kk] = frag_of(S, kk);
-#line 15 "templates/skeleton.j2"
-      // ---- step states_out (consumer, wgmma_acc): a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c), staged ----
-#line 120 "templates/wgmma64/recurrence.cu.j2"
-      // the same bf16 pairs the products take (chunk_bwd recomputes with exactly this S_c), staged (a 64-column tile per
-      // 64 key columns, two stagings in turn) for the bulk tensor stores store_o issues after its barrier
-      bf16* const s_stage = s_states + (c % 2) * stride_states;
-      if (ws_states != nullptr) {
-    #pragma unroll
-        for (int kk = 0; kk < K / 16; ++kk)
-    #pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const int e = 8 * kk + 2 * r, col = wgmma_acc_col(t, e);
-            *swizzled_pair(s_stage + (col / 64) * ATOM, wgmma_acc_row(t, e), col % 64) = sa[kk].x[r];
-          }
-      }
-#line 133 "templates/wgmma64/recurrence.cu.j2"
       wgmma_zero(P);
       wgmma_zero(Q);
     #pragma unroll
@@ -1810,13 +1794,30 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
         if (!maps) wgmma_rs<0>(Q, sa[kk], k_major(q_decayed, kk), 1);
       }
       wgmma_commit();
+#line 15 "templates/skeleton.j2"
+      // ---- step states_out (consumer, wgmma_acc): a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c), staged ----
+#line 133 "templates/wgmma64/recurrence.cu.j2"
+      // the same bf16 pairs the products take (chunk_bwd recomputes with exactly this S_c), staged (a 64-column tile per
+      // 64 key columns, two stagings in turn) for the bulk tensor stores store_o issues after its barrier; written while
+      // the products run (the registers are only read)
+      bf16* const s_stage = s_states + (c % 2) * stride_states;
+      if (ws_states != nullptr) {
+    #pragma unroll
+        for (int kk = 0; kk < K / 16; ++kk)
+    #pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const int e = 8 * kk + 2 * r, col = wgmma_acc_col(t, e);
+            *swizzled_pair(s_stage + (col / 64) * ATOM, wgmma_acc_row(t, e), col % 64) = sa[kk].x[r];
+          }
+      }
+#line 147 "templates/wgmma64/recurrence.cu.j2"
       wgmma_wait<0>();
       wgmma_fence_operand(P);
       wgmma_fence_operand(Q);
 
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 151 "templates/wgmma64/recurrence.cu.j2"
+#line 152 "templates/wgmma64/recurrence.cu.j2"
       // P becomes Xᵀ in place (rows are value rows, columns tokens); vᵀ by ldmatrix.trans (rows_t), β by pairs.
       {
         const int q = t & 3;
@@ -1837,7 +1838,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 170 "templates/wgmma64/recurrence.cu.j2"
+#line 171 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1860,7 +1861,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 191 "templates/wgmma64/recurrence.cu.j2"
+#line 192 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1884,7 +1885,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 213 "templates/wgmma64/recurrence.cu.j2"
+#line 214 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
@@ -1893,7 +1894,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows; S_c by one thread's bulk tensor stores ----
-#line 220 "templates/wgmma64/recurrence.cu.j2"
+#line 221 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       if (!maps) {
@@ -1903,21 +1904,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
           const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
           o_stage[j * (VR + 8) + r] = __float2bfloat16_rn(Q.x[i]);
         }
-#line 230 "templates/wgmma64/recurrence.cu.j2"
+#line 231 "templates/wgmma64/recurrence.cu.j2"
         if (ws_states != nullptr) {
           fence_proxy_async();                 // S_c's staged pairs, before the bulk tensor stores read them
           if (t == 0) bulk_wait_read<0>();     // the previous chunk's stores have read the other staging
         }
-#line 235 "templates/wgmma64/recurrence.cu.j2"
+#line 236 "templates/wgmma64/recurrence.cu.j2"
         named_barrier_sync(1 + g, 128);        // barrier "o_staged": the tile is staged (and S_c's)
-#line 237 "templates/wgmma64/recurrence.cu.j2"
+#line 238 "templates/wgmma64/recurrence.cu.j2"
         if (ws_states != nullptr && t == 0) {
           const int at = (int)(((chunk0 + c) * HV + h) * V + v0);   // this group's rows of ws_states seen [.][K]
     #pragma unroll
           for (int a = 0; a < KA; ++a) tma_store_2d(&map_states, a * 64, at, s_stage + a * ATOM);
           bulk_commit();
         }
-#line 244 "templates/wgmma64/recurrence.cu.j2"
+#line 245 "templates/wgmma64/recurrence.cu.j2"
         for (int p = t; p < C * VR / 8; p += 128) {
           const int tok = p / (VR / 8), piece = p % (VR / 8);
           if (tok < L) {
@@ -1933,9 +1934,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 259 "templates/wgmma64/recurrence.cu.j2"
+#line 260 "templates/wgmma64/recurrence.cu.j2"
     if (ws_states != nullptr && t == 0) bulk_wait_read<0>();   // the last stores have read their staging
-#line 261 "templates/wgmma64/recurrence.cu.j2"
+#line 262 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1947,7 +1948,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 272 "templates/wgmma64/recurrence.cu.j2"
+#line 273 "templates/wgmma64/recurrence.cu.j2"
 }
 
 

@@ -1309,7 +1309,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       WgmmaFragA sa[K / 16];
     #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) sa[kk] = frag_of(S, kk);
-#line 133 "templates/wgmma64/recurrence.cu.j2"
       wgmma_zero(P);
       wgmma_zero(Q);
     #pragma unroll
@@ -1323,13 +1322,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
         if (!maps) wgmma_rs<0>(Q, sa[kk], k_major(q_decayed, kk), 1);
       }
       wgmma_commit();
+#line 147 "templates/wgmma64/recurrence.cu.j2"
       wgmma_wait<0>();
       wgmma_fence_operand(P);
       wgmma_fence_operand(Q);
 
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 151 "templates/wgmma64/recurrence.cu.j2"
+#line 152 "templates/wgmma64/recurrence.cu.j2"
       // P becomes Xᵀ in place (rows are value rows, columns tokens); vᵀ by ldmatrix.trans (rows_t), β by pairs.
       {
         const int q = t & 3;
@@ -1350,7 +1350,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 170 "templates/wgmma64/recurrence.cu.j2"
+#line 171 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1373,7 +1373,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 191 "templates/wgmma64/recurrence.cu.j2"
+#line 192 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1397,7 +1397,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 213 "templates/wgmma64/recurrence.cu.j2"
+#line 214 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
@@ -1406,7 +1406,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows; S_c by one thread's bulk tensor stores ----
-#line 220 "templates/wgmma64/recurrence.cu.j2"
+#line 221 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       if (!maps) {
@@ -1416,9 +1416,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
           const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
           o_stage[j * (VR + 8) + r] = __float2bfloat16_rn(Q.x[i]);
         }
-#line 235 "templates/wgmma64/recurrence.cu.j2"
+#line 236 "templates/wgmma64/recurrence.cu.j2"
         named_barrier_sync(1 + g, 128);        // barrier "o_staged": the tile is staged (and S_c's)
-#line 244 "templates/wgmma64/recurrence.cu.j2"
+#line 245 "templates/wgmma64/recurrence.cu.j2"
         for (int p = t; p < C * VR / 8; p += 128) {
           const int tok = p / (VR / 8), piece = p % (VR / 8);
           if (tok < L) {
@@ -1434,7 +1434,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 261 "templates/wgmma64/recurrence.cu.j2"
+#line 262 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1446,7 +1446,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 272 "templates/wgmma64/recurrence.cu.j2"
+#line 273 "templates/wgmma64/recurrence.cu.j2"
 }
 
 
