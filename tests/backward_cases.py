@@ -347,7 +347,7 @@ def chunk_reference_k2(case: Case, x: dict, do, dht) -> dict:
     dh = None if dht is None else state_in({"initial_state": as64(dht)}, case.opt)
     g = chunk_delta_rule_bwd_k2(p["q"], p["k"], x["v"], p["a"], p["beta"], scale_of(case.opt, case.K), h0, C,
                                 as64(do), dh, x.get("cu_seqlens"))
-    return {n: t.flatten(0, 1) if n != "dh0" else t for n, t in g.items()}
+    return {n: t.flatten(0, 1) if n != "dh0" else t for n, t in g.items() if n != "dh_chunks"}
 
 
 def call_options(opt: Options) -> dict:

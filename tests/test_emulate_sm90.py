@@ -271,8 +271,11 @@ extern "C" __global__ void __launch_bounds__(128) bulk_probe(const uint4* src, i
 
 // The reverse copy: `bytes` of a tile image (as a load of the map would lay it out) staged verbatim at a 1024-byte
 // aligned address, then one box stored at (c0, c1) by thread 0, committed and waited for.
+// late (emulator only: on a GPU a race): thread 0 zeroes the tile after the commit and before the wait, which the
+// emulator's store, reading its source as late as the hardware may, then writes.
 extern "C" __global__ void __launch_bounds__(128) tma_store_probe(const __grid_constant__ kdg::TensorMap map,
-                                                                  const uint4* image, int bytes, int c0, int c1) {
+                                                                  const uint4* image, int bytes, int c0, int c1,
+                                                                  int late) {
   __shared__ __align__(1024) unsigned char tile[TILE_MAX];
   stage(tile, image, bytes);
   kdg::fence_proxy_async();  // the generic stores, before the async proxy reads them
@@ -280,6 +283,8 @@ extern "C" __global__ void __launch_bounds__(128) tma_store_probe(const __grid_c
   if (threadIdx.x == 0) {
     kdg::tma_store_2d(&map, c0, c1, tile);
     kdg::bulk_commit();
+    if (late)
+      for (int i = 0; i < bytes; ++i) tile[i] = 0;
     kdg::bulk_wait_read<0>();
   }
 }
@@ -353,7 +358,7 @@ def signatures() -> list[tuple[str, list[str]]]:
                    ("tma_probe", ["kdg::TensorMap", "const int*", "unsigned char*", "int*"]),
                    ("mbarrier_tx_probe", ["kdg::TensorMap", "int", "int*", "int*"]),
                    ("bulk_probe", ["const uint4*", "int", "unsigned char*", "int*"]),
-                   ("tma_store_probe", ["kdg::TensorMap", "const uint4*", "int", "int", "int"]),
+                   ("tma_store_probe", ["kdg::TensorMap", "const uint4*", "int", "int", "int", "int"]),
                    ("stmatrix_probe", ["unsigned short*", "int"]),
                    ("named_barrier_probe", ["int", "unsigned*"]),
                    ("setmaxnreg_probe", ["int*"])]
@@ -551,22 +556,24 @@ TMA_STORE_CASES = {
 }
 
 
-def run_tma_store(module, device, encode, name, seed):
-    """(the tensor after the store, expected): a sentinel tensor, the box's elements written where inside it."""
+def run_tma_store(module, device, encode, name, seed, late=False):
+    """(the tensor after the store, expected): a sentinel tensor, the box's elements written where inside it (zeros
+    with `late`, the source rewritten before the wait: the emulator only)."""
     shape, box, span, coords = TMA_STORE_CASES[name]
     values = random_bf16((box[1], box[0]), seed)
+    written = torch.zeros_like(values) if late else values
     raw = bits(values).view(np.uint8).reshape(-1)
     image = swizzled(raw, 2 * box[0], span)
     tensor = torch.full(shape, -7.0, dtype=torch.bfloat16)
     expected = bits(tensor).copy()
     rows = slice(coords[1], min(shape[0], coords[1] + box[1]))
     cols = slice(coords[0], min(shape[1], coords[0] + box[0]))
-    expected[rows, cols] = bits(values)[:rows.stop - rows.start, :cols.stop - cols.start]
+    expected[rows, cols] = bits(written)[:rows.stop - rows.start, :cols.stop - cols.start]
     tensor = tensor.to(device)
     padded = np.zeros(-(-image.size // 16) * 16, np.uint8)
     padded[:image.size] = image
     module.launch("tma_store_probe", (1,), (128,), [encode(tensor, box, span), torch.from_numpy(padded).to(device),
-                                                    padded.size, coords[0], coords[1]])
+                                                    padded.size, coords[0], coords[1], int(late)])
     return bits(tensor), expected
 
 
@@ -684,6 +691,14 @@ def test_tma_store(emulated, name):
 
 
 @needs_emulation
+def test_a_store_reads_its_source_at_the_wait(emulated):
+    """The emulator performs a bulk store as late as the hardware may read its source: at the wait_group.read that
+    covers it, so a kernel that rewrites a staging buffer before that wait writes what it rewrote (wrong output)."""
+    got, expected = run_tma_store(emulated, "cpu", emulate.encode_tiled, "inside_swizzle128", seed=3, late=True)
+    assert not mismatches(got, expected, 0), "the store did not read its source at the wait"
+
+
+@needs_emulation
 @pytest.mark.parametrize("nbytes", [16, 4096, 8192])
 def test_bulk_copy(emulated, nbytes):
     got, expected = run_bulk(emulated, "cpu", nbytes, seed=nbytes)
@@ -798,6 +813,11 @@ MISUSE = {
                      128, "no wgmma.wait_group covered", [], "[]"),
     "bad_named_barrier_count": ('extern "C" __global__ void misuse() { kdg::named_barrier_sync(1, 100); }', 128,
                                 "multiple of 32", [], "[]"),
+    "store_never_waited": ('extern "C" __global__ void misuse(const __grid_constant__ kdg::TensorMap map) {\n'
+                           "  __shared__ __align__(1024) unsigned char tile[2048];\n"
+                           "  kdg::tma_store_2d(&map, 0, 0, tile);\n  kdg::bulk_commit();\n}",
+                           1, "exited with 1 bulk stores no cp.async.bulk.wait_group.read covered", ["kdg::TensorMap"],
+                           "[emulate.encode_tiled(torch.zeros(16, 64, dtype=torch.bfloat16), (64, 16))]"),
     "misaligned_tma_coordinate": ('extern "C" __global__ void misuse(const __grid_constant__ kdg::TensorMap map) {\n'
                                   "  __shared__ __align__(1024) unsigned char tile[2048];\n  __shared__ kdg::u64 bar;\n"
                                   "  kdg::mbarrier_init(&bar, 1);\n  kdg::tma_load_2d(tile, &map, 4, 0, &bar);\n}",

@@ -1,7 +1,7 @@
 """What the Hopper forward becomes in machine code: wgmma (HGMMA) and bulk tensor copies (UTMALDG) in the SASS,
 no local-memory traffic, and the register quotas the plan assigned (setmaxnreg) — read from cuobjdump where
 the toolkit has it (the device machine), skipped elsewhere; ptxas's report (registers, spills, stack) is
-checked wherever nvcc is."""
+checked wherever nvcc is, for the forward and for the backward kernels built so far."""
 from __future__ import annotations
 
 import re
@@ -17,29 +17,31 @@ from kdagen.plan import default_problem, make_plan, verify
 pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")]
 
 
-@pytest.fixture(scope="module", params=[("kda", 128), ("gdn", 64)])
+@pytest.fixture(scope="module", params=[("kda", 128, "forward"), ("gdn", 64, "forward"), ("kda", 128, "backward")])
 def unit(request):
-    op, head_dim = request.param
+    op, head_dim, direction = request.param
     problem = default_problem(op, head_dim=head_dim)
     plan = verify(make_plan(problem, family="wgmma64", directions=("forward",)))
-    return plan, render_unit(plan, problem.recurrence, "forward")
+    return plan, render_unit(plan, problem.recurrence, direction), direction
 
 
 def test_ptxas_report_matches_the_plan(unit):
     """No spills or stack, registers within the cap, and no wgmma the compiler had to serialise or fence on its
-    own (its C75xx remarks are "info", not warnings)."""
-    plan, source = unit
+    own (its C75xx remarks are "info", not warnings): the forward, and the backward kernels built so far."""
+    plan, source, direction = unit
     text, _ = nvcc_run(["-cubin", "-arch=sm_90a", "-Xptxas", "-v", "-Werror", "all-warnings"], source, ".cubin")
     assert "(C75" not in text, [line for line in text.splitlines() if "(C75" in line]
     report = parse_report(text)
-    for k in plan.kernels:
+    for k in plan.direction(direction):
         r = report[k.name]
         assert r.spill_stores == r.spill_loads == r.stack == 0, f"{k.name}: {r}"
         assert r.registers <= k.max_regs, f"{k.name}: {r.registers} registers > {k.max_regs}"
 
 
 def test_sass_has_wgmma_tma_and_the_quotas(unit):
-    plan, source = unit
+    plan, source, direction = unit
+    if direction != "forward":
+        pytest.skip("the recurrence's SASS: the forward unit")
     try:
         text = sass(source, "sm_90a")
     except NvccUnavailable as e:

@@ -13,7 +13,7 @@ from kdagen.ops.forward import call_config
 from kdagen.ops.launcher import poisoned
 from kdagen.reference import Options, chunk_delta_rule_bwd_k2, chunk_delta_rule_fwd, prologue
 from kdagen.reference.inputs import make_inputs
-from kdagen.reference.options import scale_of, state_in
+from kdagen.reference.options import scale_of, state_in, state_out
 
 C = 64
 # dS is an fp32 chain fed by bf16 workspaces: the forward's o bound, for each chunk's dh on its own (the last
@@ -22,8 +22,8 @@ BOUND = 0.005
 # against chain_steps, per chunk (row_errors): fp32 arithmetic, and in a few chunks a bf16 rounding of β⊙dX falling
 # the other way
 ORACLE_BOUND = (5e-5, 5e-4)
-# chunk_bwd against chunk_oracle, per row (row_errors): most rows to the hi + lo products' ~16 bits, a few moved by a bf16 rounding
-# that falls the other way (an operand handed to phase 2, or dv's own storage)
+# chunk_bwd against chunk_oracle, per row (row_errors): most rows to the hi + lo products' ~16 bits, a few moved by a
+# bf16 rounding that falls the other way (an operand handed to phase 2, or dv's own storage)
 CHUNK_BOUND = (3e-4, 1e-2)
 
 LB = dict(use_gate_in_kernel=True, lower_bound=-5.0, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
@@ -31,7 +31,8 @@ SOFTPLUS = dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_
 # name: (op, FLA options, make_inputs shape, dht given)
 CASES = {
     # per-channel decay, lower-bound gate; varlen with an empty and a length-1 sequence and one of two chunks; GVA 2
-    "kda_lb_varlen_gva2_k64": ("kda", LB, dict(H=1, G=2, K=64, V=64, cu_seqlens=[0, 0, 1, 90, 90, 101]), False),
+    # (a sequence of four chunks: the stores' two stagings each reused)
+    "kda_lb_varlen_gva2_k64": ("kda", LB, dict(H=1, G=2, K=64, V=64, cu_seqlens=[0, 0, 1, 201, 201, 212]), False),
     # per-head decay (GDN), K = V = 128 (two CTAs of 64 value rows), three chunks, the last partial
     "gdn_softplus_k128": ("gdn", SOFTPLUS, dict(T=150, H=1, K=128, V=128), True),
     # an unbounded per-channel gate (softplus), state_v_first, two rows of two chunks
@@ -69,7 +70,7 @@ def chain_steps(ws: dict, do: torch.Tensor, dht: torch.Tensor | None, shape: dic
     HV, K, V = f["ws_q_decayed"].shape[1], f["ws_q_decayed"].shape[-1], d_o.shape[-1]
     dht_core = (torch.zeros(len(spans_of(shape)), HV, K, V, dtype=torch.float64) if dht is None
                 else state_in({"initial_state": dht.double().cpu()}, opt))
-    expected, first_steps, firsts, row = [], [], [], 0
+    expected, first_steps, row = [], [], 0
     for n, (s, e) in enumerate(spans_of(shape)):
         count = -(-(e - s) // C)
         steps = []
@@ -93,15 +94,17 @@ def chain_steps(ws: dict, do: torch.Tensor, dht: torch.Tensor | None, shape: dic
 
 
 def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
-    """The wgmma64 forward (prepare) then the backward's kernels on `device` ("cpu": the emulator). Returns the
-    outputs (dh0 "grad_h0", the backward's workspaces "debug") and the checks' float64 values ("ref": the chunk-64
-    reference's dh per chunk and dh0; "steps": chain_steps; "chunks": how many there are)."""
+    """The wgmma64 forward keeping its workspaces (and once not keeping them), then the backward's kernels, on
+    `device` ("cpu": the emulator). Returns the outputs ("grad_h0", "dv", the backward's workspaces and S_c in
+    "debug"), whether o and the final state were bitwise those of the forward that keeps nothing ("kept_alike"),
+    "chunks" (how many), and the checks' float64 values: "ref" (the chunk-64 reference: dh per chunk, dh0, dv and the
+    states entering each chunk), "steps" (chain_steps) and "chunk" (chunk_oracle)."""
     op, options, shape, with_dht = spec
     opt = Options(op=op, **options)
     gen = torch.Generator().manual_seed(seed)
     x = make_inputs(opt, generator=gen, **shape)
-    dtypes = {"q": torch.bfloat16, "k": torch.bfloat16, "v": torch.bfloat16, "g": torch.bfloat16, "beta": torch.bfloat16}
-    xk = {n: t if n == "cu_seqlens" else t.to(dtypes.get(n, torch.float32)).to(device).contiguous() for n, t in x.items()}
+    bf = dict.fromkeys(("q", "k", "v", "g", "beta"), torch.bfloat16)
+    xk = {n: t if n == "cu_seqlens" else t.to(bf.get(n, torch.float32)).to(device).contiguous() for n, t in x.items()}
     xr = {n: t if n == "cu_seqlens" else t.double().cpu() for n, t in xk.items()}
     emulated = device == "cpu"
     call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
@@ -119,7 +122,11 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
     else:
         from kdagen.ops.config import load
         modules = {d: load(config, v.device, d) for d in ("forward", "backward")}
-    _, _, ws = fw.launch(plan, recurrence, modules["forward"], inputs, kcall.scalars, poison=True, keep=True)
+    o, ht, ws = fw.launch(plan, recurrence, modules["forward"], inputs, kcall.scalars, poison=True, keep=True)
+    # keeping S_c changes nothing else the forward computes
+    o_inference, ht_inference, _ = fw.launch(plan, recurrence, modules["forward"], inputs, kcall.scalars, poison=True,
+                                             keep=False)
+    kept_alike = torch.equal(o, o_inference) and torch.equal(ht, ht_inference)
     do = torch.randn(v.shape, generator=gen).to(torch.bfloat16).to(device)
     # dht small beside dO's share (or absent), so every chunk's dh is mostly the chain's own work
     dht = 0.1 * torch.randn(xk["initial_state"].shape, generator=gen).to(device) if with_dht else None
@@ -140,7 +147,7 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
     debug["dstate"] = dstate_of(debug)
     steps = chain_steps(ws, do, dht, shape, opt, debug["dstate"][:chunks], grads["initial_state"])
     return dict(opt=opt, grad_h0=grads["initial_state"], dv=grads["v"], debug=debug, ref=ref, chunks=chunks,
-                steps=steps, chunk=chunk_oracle(ws, debug["dstate"], v, do, shape, opt))
+                steps=steps, chunk=chunk_oracle(ws, debug["dstate"], v, do, shape, opt), kept_alike=kept_alike)
 
 
 # chunk_bwd's outputs (plan names) and chunk_oracle's keys
@@ -230,3 +237,53 @@ def dstate_errors(result: dict) -> tuple[list[float], tuple[float, float]]:
     else:
         got_all, expected_all = got.double().flatten(1), expected.flatten(1)
     return [rel(g, w) for g, w in zip(got, want)], row_errors(got_all, expected_all)
+
+
+# ---- the checks both test files make: each returns (a line of figures, the failures) -----------------------------
+
+DV_BOUND = 0.008     # dv against the float64 reference: the GPU tests' bound for dq, dk, dv
+
+
+def states_checks(result: dict) -> tuple[str, list[str]]:
+    """S_c (the forward keeping its workspaces) against the float64 states entering each chunk; the forward's o and
+    final state unchanged by keeping it."""
+    got = result["debug"]["ws_states"][:result["chunks"]]
+    errors = [rel(g, w) for g, w in zip(got, result["ref"]["states"])]
+    fails = [] if result["kept_alike"] else ["keeping S_c changed o or the final state"]
+    fails += ["NaN left in ws_states"] if torch.isnan(got).any() else []
+    fails += [f"S_c against float64 {max(errors):.2e}"] if not max(errors) <= BOUND else []
+    return f"S_c per chunk against float64 max {max(errors):.2e}", fails
+
+
+def dstate_checks(result: dict) -> tuple[str, list[str]]:
+    """dh per chunk against the reference and against its own steps; dh0."""
+    got = result["debug"]["dstate"][:result["chunks"]]
+    reference, exact = dstate_errors(result)
+    dh0 = rel(result["grad_h0"], state_out(result["ref"]["dh0"], result["opt"]))
+    fails = ["NaN left in dh (ws_dstate_hi + _lo) or dh0"] if torch.isnan(got).any() or \
+        torch.isnan(result["grad_h0"]).any() else []
+    fails += [f"dh against float64 {max(reference):.2e}"] if not max(reference) <= BOUND else []
+    fails += [f"dh against its own steps (90th percentile, max) {exact}"] \
+        if not (exact[0] <= ORACLE_BOUND[0] and exact[1] <= ORACLE_BOUND[1]) else []
+    fails += [f"dh0 {dh0:.2e}"] if not dh0 <= BOUND else []
+    return (f"dh per chunk against float64 max {max(reference):.2e}, against its own steps {exact[0]:.2e} (90th "
+            f"percentile) / {exact[1]:.2e}; dh0 {dh0:.2e}"), fails
+
+
+def chunk_checks(result: dict) -> tuple[str, list[str]]:
+    """chunk_bwd's outputs against chunk_oracle, per row; dv against the float64 reference."""
+    fails = [f"NaN left in {n}" for n in CHUNK_OUTPUTS if torch.isnan(result["debug"][n][:result["chunks"]]).any()]
+    errors = chunk_errors(result)
+    dv = rel(result["dv"], result["ref"]["dv"])
+    fails += [f"{n} against its float64 recomputation, per row (90th percentile / max) {a:.1e} / {b:.1e}"
+              for n, (a, b) in errors.items() if not (a <= CHUNK_BOUND[0] and b <= CHUNK_BOUND[1])]
+    fails += [f"dv against float64 {dv:.2e}"] if not dv <= DV_BOUND else []
+    return ("per row (90th percentile / max) " + ", ".join(f"{n} {a:.1e} / {b:.1e}" for n, (a, b) in errors.items())
+            + f"; dv against float64 {dv:.2e}"), fails
+
+
+def outputs(result: dict) -> dict:
+    """Everything the kernels wrote that two runs must give bit for bit."""
+    n = result["chunks"]
+    return {"S_c": result["debug"]["ws_states"][:n], "dh": result["debug"]["dstate"][:n], "dh0": result["grad_h0"],
+            "dv": result["dv"], **{w: result["debug"][w][:n] for w in CHUNK_OUTPUTS}}

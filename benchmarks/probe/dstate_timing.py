@@ -1,9 +1,9 @@
 """Device time of the backward's kernels, chunk 64 (wgmma64: the ones it has) beside chunk 16 (mma16), and of the
 forward's recurrence with and without the states a backward reads: `python benchmarks/probe/dstate_timing.py
-[BxTxHxD ...]` (default: the bench's long and 64-pair shapes). On the bench's KDA lower-bound inputs (uncut), each
-family's forward runs once keeping its workspaces, then its backward kernels ten times under torch.profiler;
-prints each kernel's mean device time and the serial dS chain's µs per chunk step (dstate_pass, dstate); for
-wgmma64 also the forward kernels of an inference call and of a call that keeps the workspaces. Writes
+[BxTxHxD ...]` (default: the two long bench shapes and 1×8192×64×128). On the bench's KDA lower-bound inputs
+(uncut), each family's forward runs once keeping its workspaces, then its backward kernels ten times under
+torch.profiler; prints each kernel's mean device time and the serial dS chain's µs per chunk step (dstate_pass,
+dstate); for wgmma64 also the forward kernels of an inference call and of a call that keeps the workspaces. Writes
 $OUT/dstate_timing.md when OUT is set."""
 from __future__ import annotations
 

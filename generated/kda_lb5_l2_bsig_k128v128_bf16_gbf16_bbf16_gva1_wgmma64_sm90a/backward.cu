@@ -1142,16 +1142,37 @@ __device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k) {
   return a;
 }
 
-// Element (k, v) of one (sequence, head) block of h0 / the final state.
-__device__ __forceinline__ long long state_index(int k, int v) {
-  return STATE_V_FIRST ? (long long)v * K + k : (long long)k * V + v;
+// K/16 register operands (the columns of a [64][K] accumulator as bf16 pairs) into K/64 swizzled 64-column tiles:
+// the staging a bulk tensor store of the [64][K] block reads.
+__device__ __forceinline__ void stage_frags(bf16* tiles, const WgmmaFragA (&f)[K / 16], int t) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int e = 8 * kk + 2 * r, col = wgmma_acc_col(t, e);
+      *swizzled_pair(tiles + (col / 64) * ATOM, wgmma_acc_row(t, e), col % 64) = f[kk].x[r];
+    }
+}
+
+// The same from the accumulator itself, rounded to bf16.
+__device__ __forceinline__ void stage_pairs(bf16* tiles, const WgmmaAcc<K>& d, int t) {
+#pragma unroll
+  for (int e = 0; e < K / 2; e += 2) {
+    const int col = wgmma_acc_col(t, e);
+    *swizzled_pair(tiles + (col / 64) * ATOM, wgmma_acc_row(t, e), col % 64) = pack_bf16(d.x[e], d.x[e + 1]);
+  }
+}
+
+// Element (k, v) of one (sequence, head) block of h0 / the final state, stored [V, K] when v_first.
+__device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
+  return v_first ? (long long)v * K + k : (long long)k * V + v;
 }
 #line 18 "templates/wgmma64/dstate.cu.j2"
 }  // namespace kdg_dstate
 
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1155 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1176 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1167,7 +1188,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     int N) {
 #line 22 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
-#line 1171 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1192 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216064 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1221,7 +1242,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1225 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1246 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1249,7 +1270,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1253 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1274 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 58 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1261,7 +1282,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     #pragma unroll
     for (int i = 0; i < K / 2; ++i) {
       const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
-      dS.x[i] = dht != nullptr ? dht[((long long)n * HV + h) * K * V + state_index(k, v0 + r)] : 0.f;
+      dS.x[i] = dht != nullptr ? dht[((long long)n * HV + h) * K * V + state_index(k, v0 + r, STATE_V_FIRST)] : 0.f;
     }
 
     for (int i = 0; i < num_chunks; ++i) {
@@ -1283,14 +1304,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       WgmmaFragA dh_hi[K / 16], dh_lo[K / 16], dOt[C / 16];
       bf16* const staged = s_dh_out + (i % 2) * stride_dh_out;
     #pragma unroll
-      for (int kk = 0; kk < K / 16; ++kk) {
-        frag_split(dS, kk, dh_hi[kk], dh_lo[kk]);
+      for (int kk = 0; kk < K / 16; ++kk) frag_split(dS, kk, dh_hi[kk], dh_lo[kk]);
+      stage_frags(staged, dh_hi, t);
+      stage_frags(staged + KA * ATOM, dh_lo, t);
     #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int e = 8 * kk + 2 * r, row = wgmma_acc_row(t, e), col = wgmma_acc_col(t, e);
-          *swizzled_pair(staged + (col / 64) * ATOM, row, col % 64) = dh_hi[kk].x[r];
-          *swizzled_pair(staged + (KA + col / 64) * ATOM, row, col % 64) = dh_lo[kk].x[r];
-        }
+      for (int kk = 0; kk < K / 16; ++kk) {
         wgmma_fence_operand(dh_hi[kk]);
         wgmma_fence_operand(dh_lo[kk]);
       }
@@ -1310,7 +1328,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
       // ---- step dvn (consumer, wgmma_acc): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ: dOᵀ by ldmatrix.trans, Mqk read N-major ----
-#line 111 "templates/wgmma64/dstate.cu.j2"
+#line 108 "templates/wgmma64/dstate.cu.j2"
       // Every register operand is written before wgmma_fence, so no product waits on another.
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
@@ -1333,8 +1351,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       wgmma_fence_operand(dVn);
 
 #line 15 "templates/skeleton.j2"
-      // ---- step dx (consumer, wgmma_acc): (β⊙dX)ᵀ = (dVnᵀ·A)⊙β: A read N-major, dVnᵀ split bf16 hi + lo ----
-#line 133 "templates/wgmma64/dstate.cu.j2"
+      // ---- step dx (consumer, wgmma_acc): dXᵀ = dVnᵀ·A: A read N-major, dVnᵀ split bf16 hi + lo ----
+#line 130 "templates/wgmma64/dstate.cu.j2"
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
@@ -1356,8 +1374,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       wgmma_fence_operand(dX);
 
 #line 15 "templates/skeleton.j2"
-      // ---- step dstate_update (consumer, wgmma_acc): dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed (both read N-major); the stage is released ----
-#line 154 "templates/wgmma64/dstate.cu.j2"
+      // ---- step dstate_update (consumer, wgmma_acc): dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed (both read N-major, β⊙dX formed here); the stage is released ----
+#line 151 "templates/wgmma64/dstate.cu.j2"
       // −(β⊙dX)ᵀ as the register operand: columns are tokens j, scaled by β_j
       WgmmaFragA nbdx[C / 16];
     #pragma unroll
@@ -1384,19 +1402,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate_out (consumer, wgmma_acc): dh0: dS after the first chunk (dht, or zero, for an empty sequence) ----
-#line 179 "templates/wgmma64/dstate.cu.j2"
+#line 176 "templates/wgmma64/dstate.cu.j2"
     if (t == 0) bulk_wait_read<0>();           // the last stores have read their staging before the CTA exits
     if (grad_h0 != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
         const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
-        grad_h0[((long long)n * HV + h) * K * V + state_index(k, v0 + r)] = dS.x[i];
+        grad_h0[((long long)n * HV + h) * K * V + state_index(k, v0 + r, STATE_V_FIRST)] = dS.x[i];
       }
     }
 
 #line 50 "templates/skeleton.j2"
   }
-#line 190 "templates/wgmma64/dstate.cu.j2"
+#line 187 "templates/wgmma64/dstate.cu.j2"
 }
 
 #line 4 "templates/wgmma64/chunk_bwd.cu.j2"
@@ -1415,7 +1433,6 @@ namespace kdg_chunk_bwd {
 using namespace kdg;
 constexpr int C = 64, K = 128, V = 128, KD = 128, DW = 128;
 constexpr int CONSUMERS = 2, VR = 64, KA = K / 64;
-constexpr bool STATE_V_FIRST = false;    // no h0 / final state here
 constexpr int SATOM = V * 64;            // elements of one 64-column tile of a [V][K] state tile
 #line 3 "templates/wgmma64/operands.cuh.j2"
 constexpr int SW = 128;              // the tiles' swizzle span (bytes): one row of 64 bf16
@@ -1470,12 +1487,33 @@ __device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k) {
   return a;
 }
 
-// Element (k, v) of one (sequence, head) block of h0 / the final state.
-__device__ __forceinline__ long long state_index(int k, int v) {
-  return STATE_V_FIRST ? (long long)v * K + k : (long long)k * V + v;
+// K/16 register operands (the columns of a [64][K] accumulator as bf16 pairs) into K/64 swizzled 64-column tiles:
+// the staging a bulk tensor store of the [64][K] block reads.
+__device__ __forceinline__ void stage_frags(bf16* tiles, const WgmmaFragA (&f)[K / 16], int t) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int e = 8 * kk + 2 * r, col = wgmma_acc_col(t, e);
+      *swizzled_pair(tiles + (col / 64) * ATOM, wgmma_acc_row(t, e), col % 64) = f[kk].x[r];
+    }
 }
 
-#line 23 "templates/wgmma64/chunk_bwd.cu.j2"
+// The same from the accumulator itself, rounded to bf16.
+__device__ __forceinline__ void stage_pairs(bf16* tiles, const WgmmaAcc<K>& d, int t) {
+#pragma unroll
+  for (int e = 0; e < K / 2; e += 2) {
+    const int col = wgmma_acc_col(t, e);
+    *swizzled_pair(tiles + (col / 64) * ATOM, wgmma_acc_row(t, e), col % 64) = pack_bf16(d.x[e], d.x[e + 1]);
+  }
+}
+
+// Element (k, v) of one (sequence, head) block of h0 / the final state, stored [V, K] when v_first.
+__device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
+  return v_first ? (long long)v * K + k : (long long)k * V + v;
+}
+
+#line 22 "templates/wgmma64/chunk_bwd.cu.j2"
 // An fp32 accumulator [64 token rows][N] to a row-major [C][N] output: rows past L (and, per `mask`, above the
 // diagonal: 0 keeps j ≤ i, 1 keeps j < i, −1 keeps all) zero; `sign` −1 negates.
 template <int N>
@@ -1509,7 +1547,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1513 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1551 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1530,9 +1568,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dMkk,
     float* __restrict__ ws_d_decay_total,
     float* __restrict__ ws_dbeta) {
-#line 56 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 55 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1536 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1574 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1570,7 +1608,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
   [[maybe_unused]] constexpr int ld_dbeta_part = 64;
   float* const s_dgT_part = reinterpret_cast<float*>(smem_raw + 217088);  // dgT_part [2 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_dgT_part = 128;
-#line 58 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 57 "templates/wgmma64/chunk_bwd.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS, "64-token chunks, 64-column tiles, 64 rows per group");
   constexpr u32 TX_BYTES = 180992;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
@@ -1593,13 +1631,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1597 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1635 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the chunk's bytes, then its boxes and copies (one stage: one chunk) ----
-#line 70 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 69 "templates/wgmma64/chunk_bwd.cu.j2"
     if (threadIdx.x == 0) {
       mbarrier_arrive_expect_tx(&bar_loaded[0], TX_BYTES);
       const int row = (int)(ws_ch * C), vrow = (int)(ws_ch * V);
@@ -1625,11 +1663,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1629 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1667 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
-#line 95 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 94 "templates/wgmma64/chunk_bwd.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread
     const int tc = threadIdx.x - 128;    // the thread among all consumers
@@ -1638,7 +1676,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step recompute (consumer, wgmma_acc): Pᵀ = vᵀ − Sᵀ·k_decayedᵀ, Xᵀ = β⊙Pᵀ, Vnᵀ = Xᵀ·Aᵀ (Xᵀ split bf16 hi + lo) ----
-#line 102 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 101 "templates/wgmma64/chunk_bwd.cu.j2"
     WgmmaAcc<C> P, X, Vn;
     wgmma_zero(P);
     wgmma_fence_operand(P);
@@ -1682,7 +1720,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn (consumer, wgmma_acc): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 144 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 143 "templates/wgmma64/chunk_bwd.cu.j2"
     WgmmaAcc<C> dVn, dX;
     {
       WgmmaFragA dOt[C / 16];
@@ -1714,7 +1752,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (consumer, wgmma_acc): dXᵀ = dVnᵀ·A (dVnᵀ split hi + lo); dv = β⊙dX; this warp's Σ_v dX⊙P ----
-#line 174 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 173 "templates/wgmma64/chunk_bwd.cu.j2"
     {
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1765,7 +1803,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step handoff (consumer, wgmma_acc): Xᵀ, Vnᵀ, dVnᵀ, (β⊙dX)ᵀ as bf16 [V][C] tiles (over v and k_to_end, whose readers are done); this thread's Σ_v S⊙dh ----
-#line 223 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 222 "templates/wgmma64/chunk_bwd.cu.j2"
     named_barrier_sync(1, 128 * CONSUMERS);    // barrier "tiles_free": v, k_to_end and Mqk are read by every group
     put_tile(s_XT + g * ATOM, X, t);
     put_tile(s_VnT + g * ATOM, Vn, t);
@@ -1788,7 +1826,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step sums (consumer, thread): the partials of Σ_v dX⊙P and of e^Γl⊙Σ_v S⊙dh added in a fixed order ----
-#line 244 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 243 "templates/wgmma64/chunk_bwd.cu.j2"
     if (tc < C) {
       float sum = 0.f;
       for (int w = 0; w < 4 * CONSUMERS; ++w) sum += s_dbeta_part[w * C + tc];
@@ -1804,7 +1842,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     if (g == 0) {
 #line 15 "templates/skeleton.j2"
       // ---- step c_chain (consumer, wgmma_acc): group 0: dMqk = tril₀(dO·Vnᵀ), dA = dVn·Xᵀ, T = dA·Aᵀ (dA split hi + lo), dMkk = −tril₋₁(Aᵀ·T) (T staged as bf16 hi + lo tiles) ----
-#line 258 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 257 "templates/wgmma64/chunk_bwd.cu.j2"
       WgmmaAcc<C> M, dA, Tm;
       wgmma_zero(M);
       wgmma_zero(dA);
@@ -1860,7 +1898,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     if (g == CONSUMERS - 1) {
 #line 15 "templates/skeleton.j2"
       // ---- step k_products (consumer, wgmma_acc): the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·(dh_hi + dh_lo)ᵀ, each [C][K] fp32 ----
-#line 312 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 311 "templates/wgmma64/chunk_bwd.cu.j2"
       WgmmaAcc<K> D;
       // dO·Sᵀ: (i, v) = dO[i][v]; (v, k) = Sᵀ[v][k]
       wgmma_zero(D);
@@ -1899,6 +1937,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 350 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 349 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 

@@ -1144,9 +1144,30 @@ __device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k) {
   return a;
 }
 
-// Element (k, v) of one (sequence, head) block of h0 / the final state.
-__device__ __forceinline__ long long state_index(int k, int v) {
-  return STATE_V_FIRST ? (long long)v * K + k : (long long)k * V + v;
+// K/16 register operands (the columns of a [64][K] accumulator as bf16 pairs) into K/64 swizzled 64-column tiles:
+// the staging a bulk tensor store of the [64][K] block reads.
+__device__ __forceinline__ void stage_frags(bf16* tiles, const WgmmaFragA (&f)[K / 16], int t) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int e = 8 * kk + 2 * r, col = wgmma_acc_col(t, e);
+      *swizzled_pair(tiles + (col / 64) * ATOM, wgmma_acc_row(t, e), col % 64) = f[kk].x[r];
+    }
+}
+
+// The same from the accumulator itself, rounded to bf16.
+__device__ __forceinline__ void stage_pairs(bf16* tiles, const WgmmaAcc<K>& d, int t) {
+#pragma unroll
+  for (int e = 0; e < K / 2; e += 2) {
+    const int col = wgmma_acc_col(t, e);
+    *swizzled_pair(tiles + (col / 64) * ATOM, wgmma_acc_row(t, e), col % 64) = pack_bf16(d.x[e], d.x[e + 1]);
+  }
+}
+
+// Element (k, v) of one (sequence, head) block of h0 / the final state, stored [V, K] when v_first.
+__device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
+  return v_first ? (long long)v * K + k : (long long)k * V + v;
 }
 #line 20 "templates/wgmma64/recurrence.cu.j2"
 }  // namespace kdg_recurrence
@@ -1154,7 +1175,7 @@ __device__ __forceinline__ long long state_index(int k, int v) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1158 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1179 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1171,7 +1192,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1175 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1196 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   // shared memory: 201728 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1240,7 +1261,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1244 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1265 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1269,7 +1290,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       }
     }
 
-#line 1273 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1294 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
@@ -1283,7 +1304,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     for (int i = 0; i < K / 2; ++i) {
       const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
       S.x[i] = from_identity ? (k == v0 + r ? 1.f : 0.f)
-             : h0 != nullptr && !maps ? h0[((long long)n * HV + h) * K * V + state_index(k, v0 + r)] : 0.f;
+             : h0 != nullptr && !maps ? h0[((long long)n * HV + h) * K * V + state_index(k, v0 + r, STATE_V_FIRST)] : 0.f;
     }
 
     for (int c = 0; c < num_chunks; ++c) {
@@ -1322,14 +1343,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
         if (!maps) wgmma_rs<0>(Q, sa[kk], k_major(q_decayed, kk), 1);
       }
       wgmma_commit();
-#line 147 "templates/wgmma64/recurrence.cu.j2"
+#line 139 "templates/wgmma64/recurrence.cu.j2"
       wgmma_wait<0>();
       wgmma_fence_operand(P);
       wgmma_fence_operand(Q);
 
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 152 "templates/wgmma64/recurrence.cu.j2"
+#line 144 "templates/wgmma64/recurrence.cu.j2"
       // P becomes Xᵀ in place (rows are value rows, columns tokens); vᵀ by ldmatrix.trans (rows_t), β by pairs.
       {
         const int q = t & 3;
@@ -1350,7 +1371,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 171 "templates/wgmma64/recurrence.cu.j2"
+#line 163 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1373,7 +1394,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 192 "templates/wgmma64/recurrence.cu.j2"
+#line 184 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1397,7 +1418,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 214 "templates/wgmma64/recurrence.cu.j2"
+#line 206 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
@@ -1406,7 +1427,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows; S_c by one thread's bulk tensor stores ----
-#line 221 "templates/wgmma64/recurrence.cu.j2"
+#line 213 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       if (!maps) {
@@ -1416,9 +1437,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
           const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
           o_stage[j * (VR + 8) + r] = __float2bfloat16_rn(Q.x[i]);
         }
-#line 236 "templates/wgmma64/recurrence.cu.j2"
+#line 228 "templates/wgmma64/recurrence.cu.j2"
         named_barrier_sync(1 + g, 128);        // barrier "o_staged": the tile is staged (and S_c's)
-#line 245 "templates/wgmma64/recurrence.cu.j2"
+#line 237 "templates/wgmma64/recurrence.cu.j2"
         for (int p = t; p < C * VR / 8; p += 128) {
           const int tok = p / (VR / 8), piece = p % (VR / 8);
           if (tok < L) {
@@ -1434,19 +1455,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 262 "templates/wgmma64/recurrence.cu.j2"
+#line 254 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
         const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
-        ht[((from_identity ? (long long)gridDim.x : 0) + n) * HV * K * V + (long long)h * K * V + state_index(k, v0 + r)] =
+        ht[((from_identity ? (long long)gridDim.x : 0) + n) * HV * K * V + (long long)h * K * V + state_index(k, v0 + r, STATE_V_FIRST)] =
             S.x[i];
       }
     }
 
 #line 50 "templates/skeleton.j2"
   }
-#line 273 "templates/wgmma64/recurrence.cu.j2"
+#line 265 "templates/wgmma64/recurrence.cu.j2"
 }
 
 

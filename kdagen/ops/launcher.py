@@ -223,7 +223,7 @@ class Schedule:
         """The tensor arguments of a forward call's kernels other than o and ht: its inputs under the kernels'
         names, the sequence layout, and null pointers for what only a backward reads when nothing is kept."""
         return {**input_values(x, self.value), **self.layout_tensors(sized, x.get("cu_seqlens"), device),
-                **({} if keep else dict.fromkeys(sized.kept_only))}
+                **({} if keep else dict.fromkeys(sized.kept_only, NOT_KEPT))}
 
     def layout_tensors(self, sized: Sized, cu_seqlens, device) -> dict:
         """The kernel arguments that locate sequences and chunks on the device, cu_seqlens and chunk_offsets, only
@@ -276,10 +276,7 @@ def tensor_map(layout: tuple, tensor: torch.Tensor):
     driver's on a GPU, the CPU emulator's otherwise)."""
     name, box, swizzle, dims, strides = layout
     if tensor is None:
-        # a kept-only workspace of a call that keeps nothing: the kernel tests the workspace's pointer (null) and
-        # never uses the map, so zeros stand in for it
-        from ..runtime.tensormap import TENSOR_MAP_BYTES, TensorMap
-        return TensorMap(bytes(TENSOR_MAP_BYTES))
+        raise ValueError(f"tensor map of {name!r}: the tensor is absent")
     if tensor.is_cuda:
         from ..runtime.tensormap import encode_tiled
     else:
@@ -287,13 +284,28 @@ def tensor_map(layout: tuple, tensor: torch.Tensor):
     return encode_tiled(tensor, box, swizzle, dims, strides)
 
 
+class _NotKept:
+    """The value of a kept-only workspace in a call that keeps nothing: its pointer parameters get null, its tensor
+    maps zeros (the kernels test the pointer and never use the map)."""
+
+    def __repr__(self):
+        return "NOT_KEPT"
+
+
+NOT_KEPT = _NotKept()
+
+
 def kernel_args(params: tuple, values: dict, direction: str, kernel_name: str) -> list:
     """Kernel arguments in the plan's parameter order, by name (tensor maps encoded from their tensors)."""
+    from ..runtime.tensormap import TENSOR_MAP_BYTES, TensorMap
     out = []
     for kind, key, name, layout in params:
         if key not in values:
             raise KeyError(f"{direction}: no value for parameter {name!r} of kernel {kernel_name}")
         v = values[key]
+        if v is NOT_KEPT:
+            out.append(TensorMap(bytes(TENSOR_MAP_BYTES)) if kind == "tensor_map" else None)
+            continue
         out.append(v if kind in _AS_IS else f32(float(v)) if kind == "f32" else i64(int(v)) if kind == "i64"
                    else tensor_map(layout, v))
     return out
@@ -314,7 +326,8 @@ def launch_sized(sized: Sized, module, device, tensors: dict, workspaces: "Works
     if bound is None:
         run_kernels(sized.launches, module, {**tensors, **workspaces.tensors(), **scalars, **sized.scalars}, direction)
         return
-    bound({**{k: 0 if t is None else t.data_ptr() for k, t in tensors.items()}, **workspaces.addresses(), **scalars})
+    bound({**{k: 0 if t is None or t is NOT_KEPT else t.data_ptr() for k, t in tensors.items()},
+           **workspaces.addresses(), **scalars})
 
 
 def bindable(launches, sizes: dict) -> bool:

@@ -71,7 +71,8 @@ class Role:
 @dataclass
 class Barrier:
     """A synchronisation object. kind: "mbarrier" (shared-memory, phase parity), "named" (bar.sync id),
-    "cta" (__syncthreads). `arrivals` lists (role, unit) with unit "thread" | "warp" | "elected";
+    "cta" (__syncthreads). `arrivals` lists (role, unit) with unit "thread" | "warp" | "elected" | "group" (the
+    threads of one warp group of the role, the others not taking part);
     `count` must equal what those arrivals add up to (per copy: a named barrier with `copies` > 1 is one
     hardware barrier per warp group of its role, ids id .. id + copies − 1). `stages` > 1 makes an array (one per pipeline
     stage); each completes `phases_per_iter` times per loop iteration."""

@@ -178,9 +178,10 @@ def _barriers(k: Kernel) -> list[str]:
                 out.append(f"{where}: barrier {b.name!r} expects arrivals from unknown role {role!r}")
                 continue
             r = roles[role]
-            expected += {"thread": r.threads, "warp": r.threads // WARP, "elected": 1}.get(unit, -10 ** 9)
-            if unit not in ("thread", "warp", "elected"):
-                out.append(f"{where}: barrier {b.name!r} arrival unit {unit!r} is not thread/warp/elected")
+            expected += {"thread": r.threads, "warp": r.threads // WARP, "elected": 1,
+                         "group": 4 * WARP}.get(unit, -10 ** 9)
+            if unit not in ("thread", "warp", "elected", "group"):
+                out.append(f"{where}: barrier {b.name!r} arrival unit {unit!r} is not thread/warp/elected/group")
         if b.copies < 1 or (b.copies > 1 and b.kind != "named") or expected % b.copies:
             out.append(f"{where}: barrier {b.name!r} has {b.copies} copies; only a named barrier has copies, one per "
                        f"warp group of its arriving role")

@@ -218,6 +218,10 @@ inline int max(int a, int b) { return a > b ? a : b; }
 
 namespace kdg_emu {
 
+// Bulk stores this thread issued that no wait_group.read has performed yet (sm90_ptx.cuh): a thread that exits with
+// any would leave the hardware reading shared memory the CTA has released.
+inline thread_local int bulk_stores_pending = 0;
+
 // Run body on a grid of blocks of `threads` threads (blocks one after another).
 inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, unsigned smem_bytes,
                    const std::function<void()>& body) {
@@ -236,6 +240,9 @@ inline void launch(unsigned gx, unsigned gy, unsigned gz, unsigned threads, unsi
             threadIdx = make_uint3(t, 0, 0);
             blockIdx = make_uint3(x, y, z);
             body();
+            if (bulk_stores_pending)
+              fail("thread %u exited with %d bulk stores no cp.async.bulk.wait_group.read covered", t,
+                   bulk_stores_pending);
             b.warps[warp_id].bar.arrive_and_drop();  // an exited thread no longer holds others back
             b.cta.arrive_and_drop();
           });

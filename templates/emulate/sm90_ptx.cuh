@@ -49,33 +49,48 @@ inline unsigned char* swizzled(unsigned char* dst, u32 offset, u32 swizzle) {
   return dst + offset + ((long long)(a ^ (((a >> 7) & (swizzle / 16 - 1)) << 4)) - (long long)a);
 }
 
-inline void tma_load_emulated(void* dst, const void* map, const int* coords, int rank, u64* bar) {
-  TensorMapEmulated m;
-  std::memcpy(&m, map, sizeof m);
-  if (std::memcmp(m.magic, "KDGT", 4) != 0)
-    kdg_emu::fail("cp.async.bulk.tensor: not a tensor map of the emulator (encode it with emulate.encode_tiled)");
-  if ((int)m.rank != rank) kdg_emu::fail("cp.async.bulk.tensor.%dd with a tensor map of rank %u", rank, m.rank);
-  if (smem_addr(dst) % 128) kdg_emu::fail("cp.async.bulk.tensor: shared destination %p is not 128-byte aligned", dst);
-  if ((long long)coords[0] * m.elem_bytes % 16)  // an illegal-instruction fault on the GPU
-    kdg_emu::fail("cp.async.bulk.tensor: innermost coordinate %d x %u bytes is not a multiple of 16 bytes", coords[0],
-                  m.elem_bytes);
+// Every element of a box: visit(its shared byte — each box row taking a whole swizzle span when swizzled, the
+// swizzle applied to the shared address — and its global address, 0 outside the tensor); returns the element count.
+template <typename Visit>
+inline u64 box_walk(const TensorMapEmulated& m, const int* coords, int rank, unsigned char* tile, Visit visit) {
   u64 elems = 1;
   for (int i = 0; i < rank; ++i) elems *= m.box[i];
-  auto* out = static_cast<unsigned char*>(dst);
-  const u32 pitch = m.swizzle ? m.swizzle : m.box[0] * m.elem_bytes;  // a swizzled box row fills its span
+  const u32 pitch = m.swizzle ? m.swizzle : m.box[0] * m.elem_bytes;
   for (u64 n = 0; n < elems; ++n) {
-    u64 rest = n, src = m.address;
+    u64 rest = n, at = m.address;
     bool inside = true;
     for (int i = 0; i < rank; ++i) {
       const long long c = (long long)coords[i] + (long long)(rest % m.box[i]);
       rest /= m.box[i];
       inside = inside && c >= 0 && c < (long long)m.dims[i];
-      src += (u64)c * m.strides[i];
+      at += (u64)c * m.strides[i];
     }
-    unsigned char* to = swizzled(out, (u32)(n / m.box[0] * pitch + n % m.box[0] * m.elem_bytes), m.swizzle);
-    if (inside) std::memcpy(to, reinterpret_cast<const void*>(src), m.elem_bytes);
-    else std::memset(to, 0, m.elem_bytes);
+    visit(swizzled(tile, (u32)(n / m.box[0] * pitch + n % m.box[0] * m.elem_bytes), m.swizzle), inside ? at : 0);
   }
+  return elems;
+}
+
+// The map a bulk tensor copy (either way) is given, checked as the hardware would fault: the emulator's encoding,
+// the instruction's rank, a 128-byte aligned shared tile, an innermost coordinate on a 16-byte boundary.
+inline TensorMapEmulated tma_checked(const void* map, int rank, const void* tile, int c0) {
+  TensorMapEmulated m;
+  std::memcpy(&m, map, sizeof m);
+  if (std::memcmp(m.magic, "KDGT", 4) != 0)
+    kdg_emu::fail("cp.async.bulk.tensor: not a tensor map of the emulator (encode it with emulate.encode_tiled)");
+  if ((int)m.rank != rank) kdg_emu::fail("cp.async.bulk.tensor.%dd with a tensor map of rank %u", rank, m.rank);
+  if (smem_addr(tile) % 128) kdg_emu::fail("cp.async.bulk.tensor: shared tile %p is not 128-byte aligned", tile);
+  if ((long long)c0 * m.elem_bytes % 16)  // an illegal-instruction fault on the GPU
+    kdg_emu::fail("cp.async.bulk.tensor: innermost coordinate %d x %u bytes is not a multiple of 16 bytes", c0,
+                  m.elem_bytes);
+  return m;
+}
+
+inline void tma_load_emulated(void* dst, const void* map, const int* coords, int rank, u64* bar) {
+  const TensorMapEmulated m = tma_checked(map, rank, dst, coords[0]);
+  const u64 elems = box_walk(m, coords, rank, static_cast<unsigned char*>(dst), [&](unsigned char* at, u64 src) {
+    if (src) std::memcpy(at, reinterpret_cast<const void*>(src), m.elem_bytes);
+    else std::memset(at, 0, m.elem_bytes);
+  });
   mbarrier_update(bar, 0, -(long long)(elems * m.elem_bytes), "cp.async.bulk.tensor complete_tx");
 }
 
@@ -95,18 +110,6 @@ __device__ __forceinline__ void ptx_tma_load_4d(void* dst, const void* map, int 
   tma_load_emulated(dst, map, c, 4, bar);
 }
 
-// The global byte address of a box element inside the tensor, or 0 (outside: a store skips it).
-inline u64 tma_element(const TensorMapEmulated& m, const int* coords, int rank, u64 n) {
-  u64 rest = n, at = m.address;
-  for (int i = 0; i < rank; ++i) {
-    const long long c = (long long)coords[i] + (long long)(rest % m.box[i]);
-    rest /= m.box[i];
-    if (c < 0 || c >= (long long)m.dims[i]) return 0;
-    at += (u64)c * m.strides[i];
-  }
-  return at;
-}
-
 struct BulkStore {
   TensorMapEmulated map;
   int coords[5];
@@ -117,31 +120,20 @@ inline thread_local std::vector<BulkStore> bulk_open;                   // issue
 inline thread_local std::vector<std::vector<BulkStore>> bulk_groups;    // committed, oldest first
 
 inline void bulk_store_execute(const BulkStore& st) {
-  const TensorMapEmulated& m = st.map;
-  u64 elems = 1;
-  for (int i = 0; i < st.rank; ++i) elems *= m.box[i];
-  const u32 pitch = m.swizzle ? m.swizzle : m.box[0] * m.elem_bytes;
-  for (u64 n = 0; n < elems; ++n) {
-    const u64 at = tma_element(m, st.coords, st.rank, n);
-    if (at) std::memcpy(reinterpret_cast<void*>(at),
-                        swizzled(st.src, (u32)(n / m.box[0] * pitch + n % m.box[0] * m.elem_bytes), m.swizzle),
-                        m.elem_bytes);
-  }
+  box_walk(st.map, st.coords, st.rank, st.src, [&](unsigned char* from, u64 at) {
+    if (at) std::memcpy(reinterpret_cast<void*>(at), from, st.map.elem_bytes);   // outside the tensor: not written
+  });
 }
 
 __device__ __forceinline__ void ptx_tma_store_2d(const void* map, int c0, int c1, const void* src) {
   BulkStore st{};
-  std::memcpy(&st.map, map, sizeof st.map);
-  if (std::memcmp(st.map.magic, "KDGT", 4) != 0 || st.map.rank != 2)
-    kdg_emu::fail("cp.async.bulk.tensor.2d (store): not a rank-2 tensor map of the emulator");
-  if (smem_addr(src) % 128) kdg_emu::fail("cp.async.bulk.tensor (store): shared source %p is not 128-byte aligned", src);
-  if ((long long)c0 * st.map.elem_bytes % 16)
-    kdg_emu::fail("cp.async.bulk.tensor (store): innermost coordinate %d is not a multiple of 16 bytes", c0);
+  st.map = tma_checked(map, 2, src, c0);
   st.coords[0] = c0;
   st.coords[1] = c1;
   st.rank = 2;
   st.src = static_cast<unsigned char*>(const_cast<void*>(src));
   bulk_open.push_back(st);
+  ++kdg_emu::bulk_stores_pending;
 }
 
 __device__ __forceinline__ void ptx_bulk_commit_group() {
@@ -152,7 +144,10 @@ __device__ __forceinline__ void ptx_bulk_commit_group() {
 template <int N>
 __device__ __forceinline__ void ptx_bulk_wait_group_read() {
   while ((int)bulk_groups.size() > N) {
-    for (const BulkStore& st : bulk_groups.front()) bulk_store_execute(st);
+    for (const BulkStore& st : bulk_groups.front()) {
+      bulk_store_execute(st);
+      --kdg_emu::bulk_stores_pending;
+    }
     bulk_groups.erase(bulk_groups.begin());
   }
 }

@@ -137,7 +137,7 @@ class Family:
             (problem.arch in self.archs, f"arch {problem.arch} (it emits {', '.join(self.archs)})"),
             (problem.K in self.head_dims and problem.V in self.head_dims,
              f"K={problem.K}, V={problem.V} (it has kernels for head dims {self.head_dims})"),
-            (not missing, f"no {' or '.join(missing)} kernels (it plans {', '.join(self.directions)})"),
+            (not missing, f"it serves {' and '.join(self.directions)} calls, not {' or '.join(missing)}"),
         ]
         for ok, why in checks:
             if not ok:

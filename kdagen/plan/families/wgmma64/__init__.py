@@ -4,9 +4,10 @@ whose consumer warp groups run wgmma with the state in registers. Ranked below m
 calls with few (sequence, head) pairs, where its 64-token chain steps (≈ 42 ns per token against mma16's ≈ 63
 on the H200) outweigh its costlier prepare. docs/kernels.md §3.
 
-Its backward is being built (docs/kernels.md §4): the plan holds the kernels that exist (the serial dS chain,
-`dstate`), rendered into the backward unit and tested, but the family serves forward calls only (`directions`)
-until every gradient has its kernel: calls that need gradients run mma16.
+Its backward is being built (docs/kernels.md §4): the plan holds the kernels that exist (the serial dS chain
+`dstate` and the chunk-parallel `chunk_bwd`; the recurrence keeps S_c for them), rendered into the backward unit
+and tested, but the family serves forward calls only (`directions`) until every gradient has its kernel (prepare_bwd
+at chunk 64 is next): calls that need gradients run mma16.
 """
 from __future__ import annotations
 

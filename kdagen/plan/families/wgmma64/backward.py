@@ -10,9 +10,12 @@ for the whole sequence and, per chunk, in the transposed form (value rows are wg
   dXᵀ  = dVnᵀ·A                         dVnᵀ as bf16 hi + lo
   dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed
 
-Before a chunk's step it writes dh, the gradient of the state leaving the chunk (as dhᵀ [V, K], bf16 hi + lo), to
-ws_dstate_hi / _lo: what the chunk-parallel gradient kernels read, so that nothing but this chain is serial. After
-the first chunk, dh0.
+Before a chunk's step it hands dh, the gradient of the state leaving the chunk (dhᵀ [V, K], bf16 hi + lo), to
+ws_dstate_hi / _lo by bulk tensor stores; after the first chunk, dh0.
+
+chunk_bwd — everything else of the chunk's backward, chunk-parallel: one CTA per (chunk, value head) from S_c (the
+forward's ws_states) and dh, mma16's recurrence_bwd outputs (docs/math.md §7.3–7.4) at chunk 64 on wgmma. So the
+only serial kernel is the chain.
 """
 from __future__ import annotations
 
@@ -20,7 +23,8 @@ from dataclasses import dataclass
 
 from ...model import Barrier, Buffer, Kernel, Param, Pipeline, Role, Step, Workspace, kernel_options
 from ..base import seq_params
-from .forward import CHUNK, CONSUMER_REGS, PRODUCER_REGS, STAGES, V_ROWS, _tile_map, chunk_ring, decay_width, ring_maps
+from .forward import (CHUNK, CONSUMER_REGS, PRODUCER_REGS, STAGES, V_ROWS, chunk_ring, decay_width, ring_maps,
+                      rows_map, tile_map)
 
 CHAIN_RING = ("q_decayed", "k_decayed", "k_to_end", "A", "Mqk", "dO", "decay_total", "beta")
 CHAIN_WORKSPACES = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "ws_decay_total", "ws_beta"]
@@ -71,23 +75,24 @@ def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list
              global_reads=[*CHAIN_WORKSPACES, "dout"],
              note="one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies"),
         Step("dstate_in", "consumer", "wgmma_acc", global_reads=["dht"], note="dSᵀ rows of this group from dht or 0"),
-        Step("dh_out", "consumer", "wgmma_acc", writes=["dh_out"], reads=["dh_out"], global_writes=["ws_dstate_hi", "ws_dstate_lo"],
+        Step("dh_out", "consumer", "wgmma_acc", writes=["dh_out"], reads=["dh_out"],
+             global_writes=["ws_dstate_hi", "ws_dstate_lo"],
              waits=["dh_staged", "ready"], loop=True,
              note="dhᵀ, the gradient of the state leaving the chunk, split bf16 hi + lo: the dvn step's register "
                   "operands, and staged for one thread's bulk tensor stores into ws_dstate_hi / _lo"),
         Step("dvn", "consumer", "wgmma_acc", reads=["dO", "Mqk", "k_to_end"], loop=True,
              note="dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ: dOᵀ by ldmatrix.trans, Mqk read N-major"),
-        Step("dx", "consumer", "wgmma_acc", reads=["A", "beta"], loop=True,
-             note="(β⊙dX)ᵀ = (dVnᵀ·A)⊙β: A read N-major, dVnᵀ split bf16 hi + lo"),
-        Step("dstate_update", "consumer", "wgmma_acc", reads=["decay_total", "q_decayed", "k_decayed"],
+        Step("dx", "consumer", "wgmma_acc", reads=["A"], loop=True,
+             note="dXᵀ = dVnᵀ·A: A read N-major, dVnᵀ split bf16 hi + lo"),
+        Step("dstate_update", "consumer", "wgmma_acc", reads=["beta", "decay_total", "q_decayed", "k_decayed"],
              arrives=["free"], loop=True,
-             note="dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed (both read N-major); the stage is "
-                  "released"),
+             note="dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed (both read N-major, β⊙dX formed "
+                  "here); the stage is released"),
         Step("dstate_out", "consumer", "wgmma_acc", global_writes=["grad_h0"],
              note="dh0: dS after the first chunk (dht, or zero, for an empty sequence)"),
     ]
     params = ring_maps(K, V, "dO", "dout") + [Param(n, "ptr", dtypes[n]) for n in ("ws_decay_total", "ws_beta")]
-    params += [_tile_map(f"map_dh_{part}", f"ws_dstate_{part}", K, f"chunks * HV * {V}", "dh_out")
+    params += [tile_map(f"map_dh_{part}", f"ws_dstate_{part}", K, f"chunks * HV * {V}", "dh_out")
                for part in ("hi", "lo")]
     params += [Param("dht", "ptr", "f32"), Param("grad_h0", "ptr", "f32", const=False), *seq_params(varlen)]
     return Kernel(
@@ -105,7 +110,6 @@ def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list
                             copy="tma")],
         steps=steps, params=params, options=Dstate64Options(slices, STAGES, state_layout, varlen, dw),
         note="head-parallel, chunks in reverse: the backward's only serial pass, dS in fp32 registers")
-
 
 
 @kernel_options
@@ -147,14 +151,13 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
               Buffer("dbeta_part", (4 * consumers, C), "f32"), Buffer("dgT_part", (128 * consumers // K, K), "f32")]
     rows = "chunks * HV * 64"
     vrows = f"chunks * HV * {V}"
-    params = [_tile_map("map_k_decayed", "ws_k_decayed", K, rows, "k_decayed"),
-              _tile_map("map_k_to_end", "ws_k_to_end", K, rows, "k_to_end"),
-              _tile_map("map_A", "ws_A", C, rows, "A"), _tile_map("map_Mqk", "ws_Mqk", C, rows, "Mqk"),
-              *[m for m in ring_maps(K, V, "v", "v") if m.name == "map_v"],
-              *[m for m in ring_maps(K, V, "dO", "dout") if m.name == "map_dO"],
-              _tile_map("map_ST", "ws_states", K, vrows, "ST"),
-              _tile_map("map_dh_hi", "ws_dstate_hi", K, vrows, "dh_hi"),
-              _tile_map("map_dh_lo", "ws_dstate_lo", K, vrows, "dh_lo"),
+    params = [tile_map("map_k_decayed", "ws_k_decayed", K, rows, "k_decayed"),
+              tile_map("map_k_to_end", "ws_k_to_end", K, rows, "k_to_end"),
+              tile_map("map_A", "ws_A", C, rows, "A"), tile_map("map_Mqk", "ws_Mqk", C, rows, "Mqk"),
+              rows_map(V, "v", "v"), rows_map(V, "dO", "dout"),
+              tile_map("map_ST", "ws_states", K, vrows, "ST"),
+              tile_map("map_dh_hi", "ws_dstate_hi", K, vrows, "dh_hi"),
+              tile_map("map_dh_lo", "ws_dstate_lo", K, vrows, "dh_lo"),
               Param("ws_beta", "ptr", "f32"), Param("ws_decay_total", "ptr", "f32"),
               *seq_params(varlen), Param("grad_v", "ptr", "bf16", const=False),
               *[Param(n, "ptr", "f32", const=False) for n in CHUNK_GRADS]]
@@ -194,10 +197,10 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
         barriers=[Barrier("loaded", "mbarrier", 1, [("producer", "elected")], ["consumer"], tx_bytes=tx,
                           note="arrive.expect_tx by the elected producer thread; one phase (one chunk)"),
                   Barrier("tiles_free", "named", 128 * consumers, [("consumer", "thread")], ["consumer"], id=1,
-                          note="every group's phase-1 reads of v, k_to_end and Mqk are done"),
+                          note="every group's phase-1 reads of k_to_end are done (its tile g becomes (β⊙dX)ᵀ's)"),
                   Barrier("handoff", "named", 128 * consumers, [("consumer", "thread")], ["consumer"], id=2,
                           note="the handed tiles and partial sums are written (and fenced for the async proxy)"),
-                  Barrier("t_staged", "named", 128, [("consumer", "thread")], ["consumer"], id=3, copies=consumers,
-                          note="one per consumer group; group 0's: T staged for Aᵀ·T (the others run no C×C chain)")],
+                  Barrier("t_staged", "named", 128, [("consumer", "group")], ["consumer"], id=3,
+                          note="consumer group 0 alone (the one running the C×C chain): T staged for Aᵀ·T")],
         pipelines=[], steps=steps, params=params, options=ChunkBwd64Options(consumers, varlen, dw),
         note="chunk-parallel: one CTA per (chunk, value head); surplus CTAs of the chunk upper bound exit")

@@ -63,7 +63,7 @@ def decay_width(KD: int) -> int:
     return max(KD, DECAY_TOTAL_MIN)
 
 
-def forward_workspaces(K: int, KD: int, backward: bool = True) -> list[Workspace]:
+def forward_workspaces(K: int, KD: int, backward: bool) -> list[Workspace]:
     """prepare -> recurrence (and, planned with a `backward`, its dstate and chunk_bwd), per (64-token chunk, value
     head); rows >= the chunk's length are zero."""
     C = CHUNK
@@ -186,7 +186,7 @@ class Recurrence64Options:
 def keeps_states(V: int) -> bool:
     """Whether the recurrence can write S_c for the backward: its staging fits beside the ring only in a CTA of
     one consumer group (SPLIT_VALUE, the default, or V = 64); the family plans a backward only then."""
-    return (V // V_ROWS if SPLIT_VALUE else 1) == V // V_ROWS
+    return SPLIT_VALUE or V == V_ROWS
 
 
 RING = ("q_decayed", "k_decayed", "k_to_end", "A", "Mqk", "v", "decay_total", "beta")
@@ -202,7 +202,7 @@ CONSUMER_REGS = 232
 V_ROWS = 64                  # wgmma's M: the value rows a consumer warp group owns
 
 
-def _tile_map(name: str, tensor: str, K: int, rows: str, buffer: str) -> Param:
+def tile_map(name: str, tensor: str, K: int, rows: str, buffer: str) -> Param:
     """A [rows][K] bf16 workspace seen as 2-D boxes of 64 rows × 64 columns (one 128-byte swizzle span)."""
     from ...model import TensorMapSpec
     return Param(name, "tensor_map", "bf16",
@@ -222,18 +222,23 @@ def chunk_ring(K: int, dw: int, consumers: int, rows: str) -> list[Buffer]:
             Buffer("decay_total", (dw,), "f32", stages=STAGES), Buffer("beta", (C,), "f32", stages=STAGES)]
 
 
-def ring_maps(K: int, V: int, rows: str, tensor: str) -> list[Param]:
-    """The tensor maps of chunk_ring's boxes: the workspace tiles, and `rows` from the token tensor `tensor`
-    ([B·T, HV, V] seen 3-D as [V, HV, T], a box of 64 value columns × 1 head × 64 tokens)."""
+def rows_map(V: int, rows: str, tensor: str) -> Param:
+    """The tensor map of a token tensor's value rows (v, dO: [B·T, HV, V] seen 3-D as [V, HV, T]), a box of 64 value
+    columns × 1 head × 64 tokens into the buffer `rows`."""
     from ...model import TensorMapSpec
+    return Param(f"map_{rows}", "tensor_map", "bf16",
+                 tensor_map=TensorMapSpec(tensor=tensor, dtype="bf16", dims=[V, "HV", "T"], strides=[V, f"HV * {V}"],
+                                          box=[V_ROWS, 1, CHUNK], swizzle=128, buffer=rows))
+
+
+def ring_maps(K: int, V: int, rows: str, tensor: str) -> list[Param]:
+    """The tensor maps of chunk_ring's boxes: the workspace tiles, and `rows` from the token tensor `tensor`."""
     C, ws_rows = CHUNK, "chunks * HV * 64"
-    return [_tile_map("map_q_decayed", "ws_q_decayed", K, ws_rows, "q_decayed"),
-            _tile_map("map_k_decayed", "ws_k_decayed", K, ws_rows, "k_decayed"),
-            _tile_map("map_k_to_end", "ws_k_to_end", K, ws_rows, "k_to_end"),
-            _tile_map("map_A", "ws_A", C, ws_rows, "A"), _tile_map("map_Mqk", "ws_Mqk", C, ws_rows, "Mqk"),
-            Param(f"map_{rows}", "tensor_map", "bf16",
-                  tensor_map=TensorMapSpec(tensor=tensor, dtype="bf16", dims=[V, "HV", "T"], strides=[V, f"HV * {V}"],
-                                           box=[V_ROWS, 1, C], swizzle=128, buffer=rows))]
+    return [tile_map("map_q_decayed", "ws_q_decayed", K, ws_rows, "q_decayed"),
+            tile_map("map_k_decayed", "ws_k_decayed", K, ws_rows, "k_decayed"),
+            tile_map("map_k_to_end", "ws_k_to_end", K, ws_rows, "k_to_end"),
+            tile_map("map_A", "ws_A", C, ws_rows, "A"), tile_map("map_Mqk", "ws_Mqk", C, ws_rows, "Mqk"),
+            rows_map(V, rows, tensor)]
 
 
 def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
@@ -262,6 +267,9 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
              note="Sᵀ rows of this warp group from h0 or 0 (recurrence_maps: 0, or I in the second half of the grid)"),
         Step("state_products", "consumer", "wgmma_acc", reads=["k_decayed", "q_decayed"], waits=["ready"], loop=True,
              note="Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16)"),
+        *([Step("states_out", "consumer", "wgmma_acc", writes=["states"], loop=True,
+                note="a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c), staged")]
+          if states else []),
         Step("delta", "consumer", "wgmma_acc", reads=["v", "beta"], loop=True, note="Xᵀ = β⊙(vᵀ − Pᵀ)"),
         Step("solve", "consumer", "wgmma_acc", reads=["A"], loop=True,
              note="Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo"),
@@ -269,9 +277,6 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
              note="Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
         Step("update", "consumer", "wgmma_acc", reads=["k_to_end", "decay_total"], arrives=["free"], loop=True,
              note="Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released"),
-        *([Step("states_out", "consumer", "wgmma_acc", writes=["states"], loop=True,
-                note="a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c), staged")]
-          if states else []),
         Step("store_o", "consumer", "rows", reads=["o", *(["states"] if states else [])], writes=["o"],
              waits=["o_staged"], loop=True, global_writes=["o", *(["ws_states"] if states else [])],
              note="Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows"
@@ -281,7 +286,7 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
     params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
     params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
     params += [Param("ws_states", "ptr", "bf16", const=False),
-               _tile_map("map_states", "ws_states", K, f"chunks * HV * {V}", "states")] if states else []
+               tile_map("map_states", "ws_states", K, f"chunks * HV * {V}", "states")] if states else []
     # the roles share the register file by setmaxnreg quotas; a CTA of SPLIT_VALUE (one producer and one consumer
     # group, 256 threads) has 255 registers per thread at entry already, so it moves none
     quotas = slices == 1
@@ -297,7 +302,9 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
                   Barrier("free", "mbarrier", 128 * consumers, [("consumer", "thread")], ["producer"], stages=STAGES),
                   Barrier("o_staged", "named", 128, [("consumer", "thread")], ["consumer"], id=1, copies=consumers,
                           note="one per consumer warp group: O staged (two tiles in turn, so no second barrier "
-                               "before a tile is rewritten)")],
+                               "before a tile is rewritten)" + ("; with S_c kept, its staging too, and the issuing "
+                                                               "thread's wait for the stores of the chunk before to "
+                                                               "have read theirs" if states else ""))],
         pipelines=[Pipeline("chunk_ring", STAGES, "producer", ["consumer"], "ready", "free", list(RING), copy="tma")],
         steps=steps, params=params,
         options=Recurrence64Options(consumers, slices, STAGES, state_layout, varlen, dw, states),
