@@ -53,6 +53,13 @@ def spans_of(shape: dict) -> list[tuple[int, int]]:
     return [(cu[i], cu[i + 1]) for i in range(len(cu) - 1)] if cu else [(b * T, (b + 1) * T) for b in range(B)]
 
 
+def chunk_rows(x: torch.Tensor, t0: int, L: int) -> torch.Tensor:
+    """Tokens [t0, t0 + L) of a [tokens, HV, V] tensor as one chunk, head-major [HV, C, V], rows past L zero."""
+    out = torch.zeros(x.shape[1], C, x.shape[2], dtype=torch.float64)
+    out[:, :L] = x[t0:t0 + L].transpose(0, 1)
+    return out
+
+
 def chain_steps(ws: dict, do: torch.Tensor, dht: torch.Tensor | None, shape: dict, opt, dstate: torch.Tensor,
                 dh0: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each of dstate's chunk steps recomputed in float64 from the kernel's own input to it: (expected, got) over
@@ -75,8 +82,7 @@ def chain_steps(ws: dict, do: torch.Tensor, dht: torch.Tensor | None, shape: dic
         for c in range(count):
             w = {name: t[row + c] for name, t in f.items()}           # [HV, ...]
             L = min(C, e - s - c * C)
-            dO = torch.zeros(HV, C, V, dtype=torch.float64)
-            dO[:, :L] = d_o[s + c * C:s + c * C + L].transpose(0, 1)
+            dO = chunk_rows(d_o, s + c * C, L)
             dh = got[row + c]
             dVn = w["ws_Mqk"].transpose(1, 2) @ dO + w["ws_k_to_end"] @ dh
             bdX = (w["ws_beta"][..., None] * (w["ws_A"].transpose(1, 2) @ dVn)).to(torch.bfloat16).double()
@@ -160,7 +166,7 @@ def chunk_oracle(ws: dict, dstate: torch.Tensor, v: torch.Tensor, do: torch.Tens
     f = {n: ws[n].double().cpu() for n in ("ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "ws_beta",
                                            "ws_decay_total", "ws_states")}
     d_o, vv = (t.reshape(-1, *t.shape[-2:]).double().cpu() for t in (do, v))     # [tokens, HV, V]
-    HV, K, V = f["ws_states"].shape[1], f["ws_states"].shape[-1], vv.shape[-1]
+    K = f["ws_states"].shape[-1]
     bf = lambda x: x.to(torch.bfloat16).double()                                   # noqa: E731
     out = {n: [] for n in CHUNK_OUTPUTS}
     dv = torch.zeros_like(vv)
@@ -169,8 +175,7 @@ def chunk_oracle(ws: dict, dstate: torch.Tensor, v: torch.Tensor, do: torch.Tens
         for c in range(-(-(e - s) // C)):
             w = {name: t[row] for name, t in f.items()}
             t0, L = s + c * C, min(C, e - s - c * C)
-            dO, Vm = torch.zeros(2, HV, C, V, dtype=torch.float64)
-            dO[:, :L], Vm[:, :L] = d_o[t0:t0 + L].transpose(0, 1), vv[t0:t0 + L].transpose(0, 1)
+            dO, Vm = chunk_rows(d_o, t0, L), chunk_rows(vv, t0, L)
             S, dh = w["ws_states"].transpose(1, 2), dstate[row].double().cpu().transpose(1, 2)     # [HV, K, V]
             A, beta = w["ws_A"], w["ws_beta"][..., None]
             P = Vm - w["ws_k_decayed"] @ S
