@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from kdagen.codegen import emulate
-from wgmma64_backward_cases import CASES, chunk_checks, dstate_checks, run_case, states_checks
+from wgmma64_backward_cases import CASES, chunk_checks, dstate_checks, grads_checks, run_case, states_checks
 
 pytestmark = pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
 
@@ -18,7 +18,8 @@ def case(request):
     return request.param, run_case(CASES[request.param], seed=13)
 
 
-@pytest.mark.parametrize("checks", [states_checks, dstate_checks, chunk_checks], ids=["states", "dstate", "chunk_bwd"])
+@pytest.mark.parametrize("checks", [states_checks, dstate_checks, chunk_checks, grads_checks],
+                         ids=["states", "dstate", "chunk_bwd", "grads"])
 def test_against_float64(case, checks):
     name, result = case
     figures, fails = checks(result)

@@ -11,7 +11,7 @@ from kdagen.ops import forward as fw
 from kdagen.ops.api import kernel_call, make_call
 from kdagen.ops.forward import call_config
 from kdagen.ops.launcher import poisoned
-from kdagen.reference import Options, chunk_delta_rule_bwd_k2, chunk_delta_rule_fwd, prologue
+from kdagen.reference import Options, chunk_delta_rule_bwd_k2, chunk_delta_rule_fwd, chunked_backward, prologue
 from kdagen.reference.inputs import make_inputs
 from kdagen.reference.options import scale_of, state_in, state_out
 
@@ -150,8 +150,10 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
     debug["ws_states"] = ws["ws_states"]
     debug["dstate"] = dstate_of(debug)
     steps = chain_steps(ws, do, dht, shape, opt, debug["dstate"][:chunks], grads["initial_state"])
+    ref_grads = chunked_backward(xr, opt, do.double().cpu(), None if dht is None else dht.double().cpu(), C)
     return dict(opt=opt, grad_h0=grads["initial_state"], dv=grads["v"], debug=debug, ref=ref, chunks=chunks,
-                steps=steps, chunk=chunk_oracle(ws, debug["dstate"], v, do, shape, opt), kept_alike=kept_alike)
+                steps=steps, chunk=chunk_oracle(ws, debug["dstate"], v, do, shape, opt), kept_alike=kept_alike,
+                grads=grads, ref_grads=ref_grads)
 
 
 # chunk_bwd's outputs (plan names) and chunk_oracle's keys
@@ -285,8 +287,33 @@ def chunk_checks(result: dict) -> tuple[str, list[str]]:
             + f"; dv against float64 {dv:.2e}"), fails
 
 
+# every gradient against the float64 reference: the bounds of the backward's GPU tests
+GRAD_BOUND = {"q": 0.008, "k": 0.008, "v": 0.008}
+GRAD_BOUND_REST = 0.02
+
+
+def grads_checks(result: dict) -> tuple[str, list[str]]:
+    """Every input gradient the op returns (prepare_bwd's and param_reduce's, dv, dh0) against the float64
+    reference at chunk 64; no NaN left."""
+    errors, fails = {}, []
+    for name, want in result["ref_grads"].items():
+        got = result["grads"].get(name)
+        if want is None:
+            fails += [f"{name}: a gradient where the reference has none"] if got is not None else []
+            continue
+        if got is None or tuple(got.shape) != tuple(want.shape):
+            fails.append(f"{name}: {None if got is None else tuple(got.shape)} for {tuple(want.shape)}")
+            continue
+        errors[name] = rel(got, want)
+        bound = GRAD_BOUND.get(name, GRAD_BOUND_REST)
+        fails += [f"NaN left in d{name}"] if torch.isnan(got.float()).any() else []
+        fails += [f"d{name} against float64 {errors[name]:.2e} (bound {bound})"] if not errors[name] <= bound else []
+    return "against float64: " + ", ".join(f"d{n} {e:.2e}" for n, e in errors.items()), fails
+
+
 def outputs(result: dict) -> dict:
     """Everything the kernels wrote that two runs must give bit for bit."""
     n = result["chunks"]
-    return {"S_c": result["debug"]["ws_states"][:n], "dh": result["debug"]["dstate"][:n], "dh0": result["grad_h0"],
-            "dv": result["dv"], **{w: result["debug"][w][:n] for w in CHUNK_OUTPUTS}}
+    return {"S_c": result["debug"]["ws_states"][:n], "dh": result["debug"]["dstate"][:n],
+            **{f"d{name}": g for name, g in result["grads"].items() if g is not None},
+            **{w: result["debug"][w][:n] for w in CHUNK_OUTPUTS}}

@@ -14,7 +14,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wgmma64_backward_cases import GPU_CASES, chunk_checks, dstate_checks, outputs, run_case, states_checks  # noqa: E402
+from wgmma64_backward_cases import (GPU_CASES, chunk_checks, dstate_checks, grads_checks, outputs, run_case,  # noqa: E402
+                                    states_checks)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
               pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability() < (9, 0),
@@ -28,7 +29,8 @@ def runs(request):
         run_case(GPU_CASES[request.param], seed, device="cuda")
 
 
-@pytest.mark.parametrize("checks", [states_checks, dstate_checks, chunk_checks], ids=["states", "dstate", "chunk_bwd"])
+@pytest.mark.parametrize("checks", [states_checks, dstate_checks, chunk_checks, grads_checks],
+                         ids=["states", "dstate", "chunk_bwd", "grads"])
 def test_against_float64(runs, checks):
     name, seed, first, _ = runs
     figures, fails = checks(first)

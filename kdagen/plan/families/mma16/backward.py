@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model import WARP, Barrier, Buffer, Kernel, Param, Role, Step, Workspace, kernel_options
-from ..base import Facts, grad_param, input_param, scalar_param
+from ..base import Facts, grad_param, prepare_bwd_io
 from .forward import BLOCK_CHUNKS, BLOCK_SLOTS, PAD
 
 PREPARE_BWD_LANES_PER_ROW = 16       # prepare_bwd: 16 lanes share a token row, K/16 channels each
@@ -95,6 +95,7 @@ class PrepareBwdOptions:
 class ReduceOptions:
     head_params: list        # [{"name": ..., "row": bool}] in parameter order (blockIdx.y)
     rows: int
+    chunks: str              # the number of chunks that exist, as a C expression of the kernel's parameters
 
 
 def backward_workspaces(C: int, K: int, V: int, head_params: list[tuple[str, bool]]) -> list[Workspace]:
@@ -267,14 +268,11 @@ def prepare_bwd(*, C: int, K: int, f: Facts) -> Kernel:
     threads = C * PREPARE_BWD_LANES_PER_ROW
     KD, decay_kind, head_params = f.KD, f.decay_kind, f.head_params
     scalar = decay_kind == "scalar"
-    token_grads = [Param(grad_param(n), "ptr", p.dtype, const=False) for p in f.leaves
-                   for n in f.token_inputs if p.name == input_param(n)]
+    params, qk, qk_grads = prepare_bwd_io(f, RECURRENCE_GRADS)
     buffers = [Buffer("q_hat", (C, K), "f32"), Buffer("k_hat", (C, K), "f32"), Buffer("gamma", (C, KD), "f32"),
                *([Buffer("F", (C, C), "f32")] if scalar else []), Buffer("dMqk", (C, C), "f32"),
                Buffer("dMkk", (C, C), "f32"), Buffer("beta", (C,), "f32"), Buffer("dgc", (C, K), "f32"),
                Buffer("kbr", (C, K), "f32")]
-    qk = [input_param(n) for n in f.qk_inputs]
-    qk_grads = [p.name for p in token_grads if p.name[len("grad_"):] in qk]
     steps = [
         Step("prologue_qk", "all", "row", writes=["q_hat", "k_hat"], global_reads=qk,
              note="emitted: q̂, k̂ of the q/k head (rows >= L zero)"),
@@ -293,7 +291,7 @@ def prepare_bwd(*, C: int, K: int, f: Facts) -> Kernel:
         Step("reverse_cumsum", "all", "column", reads=["dgc", "kbr"], writes=["dgc"], waits=["sync"], loop=True,
              global_reads=["ws_d_decay_total"], note="d_decay = suffix sum in the chunk + d_decay_total + Σ_rows k̂⊙b_kr"),
         Step("adjoint_v", "all", "row", reads=["dgc"], waits=["sync"], loop=True,
-             global_writes=[p.name for p in token_grads if p.name not in qk_grads],
+             global_writes=[p.name for p in params if p.name.startswith("grad_") and p.name not in qk_grads],
              note="emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms)"),
     ]
     for name, _ in head_params:
@@ -303,9 +301,6 @@ def prepare_bwd(*, C: int, K: int, f: Facts) -> Kernel:
                        global_writes=[f"ws_part_{name}"], note="the chunk's rows summed in row order")]
     steps.append(Step("adjoint_qk", "all", "row", reads=["q_hat", "k_hat"], global_writes=qk_grads,
                       note="emitted: the q/k adjoint (L2 norm) after the GVA sum of dq̂, dk̂"))
-    params = f.leaves + [Param(scalar_param(s), "f32") for s in f.scalars]
-    params += [Param(n, "ptr", "f32") for n in RECURRENCE_GRADS]
-    params += token_grads + [Param(f"ws_part_{n}", "ptr", "f32", const=False) for n, _ in head_params]
     params += [Param("cu_seqlens", "ptr", "i64"), Param("chunk_offsets", "ptr", "i32"), Param("N", "i32"),
                Param("H", "i32"), Param("G", "i32")]
     phases = 5 + scalar + 2 * len(head_params)
@@ -321,9 +316,11 @@ def prepare_bwd(*, C: int, K: int, f: Facts) -> Kernel:
         note="token-parallel over (chunk, q/k head); loops over the G value heads of the group; surplus CTAs exit"))
 
 
-def param_reduce(*, K: int, head_params: list[tuple[str, bool]]) -> Kernel:
+def param_reduce(*, K: int, head_params: list[tuple[str, bool]], seq: list[Param] | None = None,
+                 chunk: int = 0) -> Kernel:
     """Each head parameter's per-chunk partials summed over chunks in a fixed order: one launch, blockIdx.y
-    picks the parameter, 32 parameter elements per CTA."""
+    picks the parameter, 32 parameter elements per CTA. `seq`: how the family's kernels find sequences
+    (base.seq_params; chunks of `chunk` tokens), mma16's packed-batch offsets when None."""
     threads = REDUCE_ROWS * WARP
     width = f"HV * {K}" if any(row for _, row in head_params) else "HV"
     grads = [grad_param(n) for n, _ in head_params]
@@ -333,12 +330,18 @@ def param_reduce(*, K: int, head_params: list[tuple[str, bool]]) -> Kernel:
                   note="row 0 adds the 8 row sums in order")]
     params = [Param(f"ws_part_{n}", "ptr", "f32") for n, _ in head_params]
     params += [Param(g, "ptr", "f32", const=False) for g in grads]
-    params += [Param("chunk_offsets", "ptr", "i32"), Param("N", "i32"), Param("HV", "i32")]
+    if seq is None:
+        seq, chunks = [Param("chunk_offsets", "ptr", "i32"), Param("N", "i32")], "chunk_offsets[N]"
+    else:
+        names = {p.name for p in seq}
+        chunks = "chunk_offsets[N]" if "chunk_offsets" in names else f"N * ((T + {chunk - 1}) / {chunk})"
+    params += [*seq, Param("HV", "i32")]
     return _at_cap(Kernel(
         name="param_reduce", kind="param_reduce", template="mma16/param_reduce.cu.j2", direction="backward",
         grid=[f"({width} + {WARP - 1}) // {WARP}", str(len(head_params))], threads=threads, min_ctas_per_sm=1,
         roles=[Role("all", (0, REDUCE_ROWS), work=[s.name for s in steps])],
         buffers=[Buffer("rows", (REDUCE_ROWS, WARP), "f32")], barriers=[_sync(threads, 1, "rows written")],
         pipelines=[], steps=steps, params=params,
-        options=ReduceOptions([{"name": n, "grad": grad_param(n), "row": row} for n, row in head_params], REDUCE_ROWS),
+        options=ReduceOptions([{"name": n, "grad": grad_param(n), "row": row} for n, row in head_params], REDUCE_ROWS,
+                              chunks),
         note="deterministic: per-chunk partials summed in chunk order, no atomics"))

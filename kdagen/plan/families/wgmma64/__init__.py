@@ -12,7 +12,8 @@ at chunk 64 is next): calls that need gradients run mma16.
 from __future__ import annotations
 
 from ...problem import Problem
-from ..base import Family, Planned, facts
+from ..base import Family, Planned, facts, seq_params
+from ..mma16 import backward as mma16_backward
 from . import backward, forward
 
 
@@ -28,10 +29,15 @@ class Wgmma64(Family):
         # the backward's kernels read S_c, which the recurrence writes only in a CTA of one consumer group
         grads = forward.keeps_states(problem.V)
         ws = forward.forward_workspaces(K, f.KD, grads)
-        ws += [forward.states_workspace(K, problem.V), *backward.backward_workspaces(K, problem.V)] if grads else []
+        ws += [forward.states_workspace(K, problem.V),
+               *backward.backward_workspaces(K, problem.V, f.head_params)] if grads else []
         common = dict(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen, state_layout=problem.state_layout, ws=ws)
         kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws), forward.recurrence(**common)]
-        kernels += [backward.dstate(**common), backward.chunk_bwd(**common)] if grads else []
+        if grads:
+            kernels += [backward.dstate(**common), backward.chunk_bwd(**common),
+                        backward.prepare_bwd(K=K, varlen=problem.varlen, f=f)]
+            kernels += [mma16_backward.param_reduce(K=K, head_params=f.head_params, seq=seq_params(problem.varlen),
+                                                    chunk=forward.CHUNK)] if f.head_params else []
         lo, hi = f.decay_interval
         diagonal = forward.diagonal_form(f)
         how = {"scalar": "one factor per pair, 2^(γi−γj) ≤ 1 on raw tensor-core products (γ in fp32), any bound",
@@ -44,6 +50,6 @@ class Wgmma64(Family):
 
 
 FAMILY = Wgmma64(name="wgmma64", chunk=forward.CHUNK, archs=("sm_90a",), head_dims=(64, 128),
-                 directions=("forward",), headers=("common", "sm80", "sm90"), priority=-1, few_pairs_priority=1,
+                 directions=("forward", "backward"), headers=("common", "sm80", "sm90"), priority=-1, few_pairs_priority=1,
                  summary="chunk 64, bulk tensor copies into an mbarrier ring, wgmma consumer warp groups with "
                          "setmaxnreg quotas; sm_90a, forward (its backward being built)")

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model import Barrier, Buffer, Kernel, Param, Pipeline, Role, Step, Workspace, kernel_options
-from ..base import seq_params
-from .forward import (CHUNK, CONSUMER_REGS, PRODUCER_REGS, STAGES, V_ROWS, chunk_ring, decay_width, ring_maps,
+from ..base import Facts, prepare_bwd_io, seq_params
+from .forward import (BLOCK, CHUNK, CONSUMER_REGS, PRODUCER_REGS, STAGES, V_ROWS, chunk_ring, decay_width, ring_maps,
                       rows_map, tile_map)
 
 CHAIN_RING = ("q_decayed", "k_decayed", "k_to_end", "A", "Mqk", "dO", "decay_total", "beta")
@@ -44,12 +44,15 @@ CHUNK_GRADS = ("ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end", "ws_dMqk", "
                "ws_dbeta")
 
 
-def backward_workspaces(K: int, V: int) -> list[Workspace]:
-    """dstate -> chunk_bwd -> (prepare_bwd, to come). dh, the gradient of the state leaving each chunk (dht, or zero,
+def backward_workspaces(K: int, V: int, head_params: list[tuple[str, bool]]) -> list[Workspace]:
+    """dstate -> chunk_bwd -> prepare_bwd -> param_reduce (head_params: (name, has a K row)). dh, the gradient of the state leaving each chunk (dht, or zero,
     for a sequence's last), goes as dhᵀ [V, K] in bf16 hi + lo (dh ≈ hi + lo to ~16 bits): fp32's bytes in the form
     the products that read it take — bf16 operand tiles a bulk tensor copy loads, nothing to convert. chunk_bwd's
     outputs are those of mma16's recurrence_bwd (docs/math.md §7.4) at chunk 64, fp32."""
-    C, to = CHUNK, []
+    C, to = CHUNK, ["prepare_bwd"]
+    parts = [Workspace(f"ws_part_{name}", ("chunks", "HV", K) if row else ("chunks", "HV"), "f32", "prepare_bwd",
+                       ["param_reduce"], f"this chunk's rows of d{name}, summed in a fixed order")
+             for name, row in head_params]
     return [*(Workspace(f"ws_dstate_{part}", ("chunks", "HV", V, K), "bf16", "dstate", ["chunk_bwd"],
                         f"dhᵀ, bf16 {part} part") for part in ("hi", "lo")),
             Workspace("ws_d_q_decayed", ("chunks", "HV", C, K), "f32", "chunk_bwd", to, "dO·Sᵀ"),
@@ -58,7 +61,7 @@ def backward_workspaces(K: int, V: int) -> list[Workspace]:
             Workspace("ws_dMqk", ("chunks", "HV", C, C), "f32", "chunk_bwd", to, "tril₀(dO·Vnᵀ)"),
             Workspace("ws_dMkk", ("chunks", "HV", C, C), "f32", "chunk_bwd", to, "−tril₋₁(Aᵀ·dA·Aᵀ), dA = dVn·Xᵀ"),
             Workspace("ws_d_decay_total", ("chunks", "HV", K), "f32", "chunk_bwd", to, "e^Γl⊙rowsum(S⊙dh)"),
-            Workspace("ws_dbeta", ("chunks", "HV", C), "f32", "chunk_bwd", to, "Σ_v dX⊙(v − k_decayed·S)")]
+            Workspace("ws_dbeta", ("chunks", "HV", C), "f32", "chunk_bwd", to, "Σ_v dX⊙(v − k_decayed·S)"), *parts]
 
 
 def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
@@ -204,3 +207,88 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
                           note="consumer group 0 alone (the one running the C×C chain): T staged for Aᵀ·T")],
         pipelines=[], steps=steps, params=params, options=ChunkBwd64Options(consumers, varlen, dw),
         note="chunk-parallel: one CTA per (chunk, value head); surplus CTAs of the chunk upper bound exit")
+
+
+PREPARE_BWD_THREADS = 256
+PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per token row, 16 rows per pass
+
+
+@kernel_options
+@dataclass
+class PrepareBwd64Options:
+    lanes_per_row: int       # emitted blocks: lanes per token row (16 rows per pass, C / 16 passes)
+    kpt: int                 # emitted blocks: channels per lane
+    parts: int               # branch steps: threads per channel, each over whole 16-row blocks
+    decay_kind: str
+    varlen: bool
+
+
+def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
+    """Token-parallel, one CTA per (64-token chunk, q/k head), its G value heads in a loop: chunk_bwd's products
+    to input gradients (docs/math.md §7.5–7.10). The contractions with e^(Γi−Γj) run by 16-row blocks (math.md
+    §7.10) on CUDA cores, a thread per (channel, block): every factor a product of per-token decays ≤ 1 (running
+    products of α inside a block, the block totals between blocks), one exponential per token and channel, any
+    decay. The emitted prologue and its adjoint run on the row mapping of mma16's kernel, in passes of 16 rows."""
+    C, NB, threads = CHUNK, CHUNK // BLOCK, PREPARE_BWD_THREADS
+    parts = threads // K
+    params, qk, qk_grads = prepare_bwd_io(f, CHUNK_GRADS)
+    params += seq_params(varlen)
+    head_params = f.head_params
+    rows = threads // PREPARE_BWD_LANES_PER_ROW
+    assert len(head_params) * rows <= C, "each head parameter stages its row partials in a slice of Q's tile"
+    buffers = [Buffer("q_hat", (C, K), "f32"), Buffer("k_hat", (C, K), "f32"),
+               Buffer("P", (C, K), "f32"), Buffer("Q", (C, K), "f32"), Buffer("dgc", (C, K), "f32"),
+               Buffer("dMqk", (C, C), "f32"), Buffer("dMkk", (C, C), "f32"), Buffer("beta", (C,), "f32"),
+               Buffer("T", (NB, K), "f32"), Buffer("block_dgc", (NB, K), "f32"), Buffer("block_kbr", (NB, K), "f32"),
+               Buffer("kR_part", (C, K // 32), "f32")]
+    seq = [p.name for p in seq_params(varlen) if p.kind == "ptr"]
+    steps = [
+        Step("prologue_qk", "all", "row", writes=["q_hat", "k_hat"], global_reads=qk + seq,
+             note="emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero)"),
+        Step("prologue_v", "all", "row", writes=["P", "beta"], waits=["sync"], loop=True,
+             global_reads=[p.name for p in f.leaves if p.name not in qk],
+             note="emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β"),
+        Step("load_grads", "all", "thread", writes=["dMqk", "dMkk"], global_reads=["ws_dMqk", "ws_dMkk"], loop=True),
+        Step("block_factors", "all", "column_blocks", reads=["P"], writes=["P", "Q", "T"], waits=["sync"], loop=True,
+             note="per (channel, own block): α = e^a (kept in registers), P_i = Π α down the block (in place), "
+                  "Q_j = Π α after j up the block, the block total T"),
+        Step("branch_grads", "all", "column_blocks",
+             reads=["P", "Q", "T", "q_hat", "k_hat", "dMqk", "dMkk", "beta"],
+             writes=["dgc", "block_dgc", "block_kbr", "kR_part"], waits=["sync"], loop=True,
+             global_reads=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
+             note="b_q, R, b_ki of the own blocks (blocks before and after as products with factors ≤ 1, the "
+                  "diagonal one by running products of α); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; "
+                  "block sums of dgc and k̂⊙b_kr; Σ over each warp's channels of k̂⊙R"),
+        Step("reverse_cumsum", "all", "column_blocks", reads=["dgc", "block_dgc", "block_kbr"], writes=["dgc"],
+             waits=["sync"], loop=True, global_reads=["ws_d_decay_total"],
+             note="d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + Σ_rows k̂⊙b_kr"),
+        Step("adjoint_v", "all", "row", reads=["dgc", "kR_part"], writes=["Q"] if head_params else [],
+             waits=["sync"], loop=True, global_reads=["ws_dbeta"],
+             global_writes=[p.name for p in params if p.name.startswith("grad_") and p.name not in qk_grads],
+             note="emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = "
+                  "chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows "
+                  "into a 16-row slice of Q's tile"),
+    ]
+    if head_params:
+        steps.append(Step("param_sums", "all", "column", reads=["Q"], waits=["sync"], loop=True,
+                          global_writes=[f"ws_part_{n}" for n, _ in head_params],
+                          note="each head parameter's 16 row partials added in row order: the chunk's partial"))
+    steps += [
+        Step("seeds", "all", "column_blocks", writes=["dgc", "Q"], waits=["sync"],
+             note="the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q"),
+        Step("adjoint_qk", "all", "row", reads=["q_hat", "k_hat", "dgc", "Q"], waits=["sync"], global_writes=qk_grads,
+             note="emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂"),
+    ]
+    phases = 5 + bool(head_params)
+    return Kernel(
+        name="prepare_bwd", kind="prepare_bwd", template="wgmma64/prepare_bwd.cu.j2", direction="backward",
+        grid=["chunks", "H"], threads=threads, min_ctas_per_sm=1,
+        roles=[Role("all", (0, threads // 32), work=[s.name for s in steps], regs=255)], buffers=buffers,
+        barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=phases,
+                          note="__syncthreads per value head: loop top, a and the grads loaded, block factors, branch "
+                               "grads, d_decay" + (", the parameter rows" if head_params else "") +
+                               "; twice after the loop (the seeds)")],
+        pipelines=[], steps=steps, params=params,
+        options=PrepareBwd64Options(PREPARE_BWD_LANES_PER_ROW, K // PREPARE_BWD_LANES_PER_ROW, parts,
+                                    f.decay_kind, varlen),
+        note="token-parallel over (chunk, q/k head); loops over the G value heads of the group; surplus CTAs exit")
