@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import fcntl
 import functools
 import hashlib
+import os
 import shutil
 import struct
 import subprocess
@@ -25,6 +27,7 @@ import torch
 
 from ..paths import templates_dir
 from ..plan.model import Plan, param_ctype
+from ..runtime import env as runtime_env
 from ..runtime.launch import pack_args
 from ..runtime.tensormap import TensorMap, tiled_layout
 from .render import header_files, render_kernel
@@ -98,26 +101,46 @@ def host_source(plan: Plan, recurrence, kernels) -> str:
 
 
 @functools.cache
-def _build_dir() -> Path:
-    """This process's own directory (removed at exit): concurrent test processes never share files."""
+def _private_dir() -> Path:
+    """This process's own directory (removed at exit), where the shared one cannot be written."""
     work = Path(tempfile.mkdtemp(prefix="kdagen-emulate-"))
     atexit.register(shutil.rmtree, work, ignore_errors=True)
     return work
 
 
+def _build_dir() -> Path:
+    """Where compiled units live: emulate/ under the kernel cache's root (KDAGEN_CACHE_DIR), shared by processes —
+    a unit is named by the digest of everything its compile reads, so a name never changes meaning."""
+    shared = runtime_env.cache_dir() / "emulate"
+    try:
+        shared.mkdir(parents=True, exist_ok=True)
+        tempfile.NamedTemporaryFile(dir=shared, prefix=".probe-").close()
+        return shared
+    except OSError:
+        return _private_dir()
+
+
 @functools.cache
 def _compile(source: str) -> ctypes.CDLL:
+    """The unit compiled for the host, once per content: processes that need the same unit (a multi-rank test's
+    ranks and their parent) wait on one file lock while the first compiles it."""
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         raise EmulationUnavailable("no host C++ compiler (g++) on PATH")
-    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
-    src, lib = _build_dir() / f"{digest}.cpp", _build_dir() / f"{digest}.so"
-    src.write_text(source)
-    cmd = [cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", f"-I{_cuda_include()}",
-           str(src), "-o", str(lib)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode:
-        raise RuntimeError(f"host compile of the emulated kernels failed ({src}):\n{res.stderr[-4000:]}")
+    flags = ["-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", f"-I{_cuda_include()}"]
+    digest = hashlib.sha256("\0".join([source, str(Path(cxx).resolve()), *flags]).encode()).hexdigest()[:24]
+    work = _build_dir()
+    lib = work / f"{digest}.so"
+    with open(work / f"{digest}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not lib.exists():
+            src, tmp = work / f"{digest}.{os.getpid()}.cpp", work / f"{digest}.{os.getpid()}.so"
+            src.write_text(source)
+            res = subprocess.run([cxx, *flags, str(src), "-o", str(tmp)], capture_output=True, text=True)
+            if res.returncode:
+                raise RuntimeError(f"host compile of the emulated kernels failed ({src}):\n{res.stderr[-4000:]}")
+            src.unlink()
+            os.replace(tmp, lib)
     return ctypes.CDLL(str(lib))
 
 

@@ -1,6 +1,7 @@
 """The KDAGEN_* environment variables, read at each call so a test or a user can change them at run time.
 
-KDAGEN_CACHE_DIR   cubin cache root (default $XDG_CACHE_HOME/kdagen, i.e. ~/.cache/kdagen)
+KDAGEN_CACHE_DIR   cubin cache root (default $XDG_CACHE_HOME/kdagen, i.e. ~/.cache/kdagen); the CPU emulator
+                   keeps its host builds in emulate/ there
 KDAGEN_ARCH        compile for this arch instead of the device's (sm_90a | sm_80); works without a GPU
 KDAGEN_DISABLE_JIT 1: never compile; a kernel missing from the cache is an error
 KDAGEN_VERBOSE     1: print kdagen's log (compiles, cache reads, NVRTC logs) on stderr; the same records always go
