@@ -263,6 +263,7 @@ extern "C" __global__ void __launch_bounds__(128) bulk_probe(const uint4* src, i
   }
   __syncthreads();
   if (threadIdx.x == 0) {
+    kdg::prefetch_l2(src, bytes);        // a hint: the copy below must read the same bytes either way
     kdg::mbarrier_arrive_expect_tx(&bar, bytes);
     kdg::bulk_load(tile, src, bytes, &bar);
   }
@@ -818,6 +819,8 @@ MISUSE = {
                            "  kdg::tma_store_2d(&map, 0, 0, tile);\n  kdg::bulk_commit();\n}",
                            1, "exited with 1 bulk stores no cp.async.bulk.wait_group.read covered", ["kdg::TensorMap"],
                            "[emulate.encode_tiled(torch.zeros(16, 64, dtype=torch.bfloat16), (64, 16))]"),
+    "misaligned_prefetch": ('extern "C" __global__ void misuse(const float* p) { kdg::prefetch_l2(p + 1, 64); }', 1,
+                            "cp.async.bulk.prefetch.L2", ["const float*"], "[torch.zeros(64)]"),
     "misaligned_tma_coordinate": ('extern "C" __global__ void misuse(const __grid_constant__ kdg::TensorMap map) {\n'
                                   "  __shared__ __align__(1024) unsigned char tile[2048];\n  __shared__ kdg::u64 bar;\n"
                                   "  kdg::mbarrier_init(&bar, 1);\n  kdg::tma_load_2d(tile, &map, 4, 0, &bar);\n}",

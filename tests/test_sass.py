@@ -1,7 +1,8 @@
 """What the Hopper forward becomes in machine code: wgmma (HGMMA) and bulk tensor copies (UTMALDG) in the SASS,
 no local-memory traffic, and the register quotas the plan assigned (setmaxnreg) — read from cuobjdump where
 the toolkit has it (the device machine), skipped elsewhere; ptxas's report (registers, spills, stack) is
-checked wherever nvcc is, for the forward and for the backward kernels built so far."""
+checked wherever nvcc is, for the forward and for the backward (prepare_bwd in both its forms: tensor cores for the
+lower-bound gate and GDN, CUDA cores for a gate without a bound)."""
 from __future__ import annotations
 
 import re
@@ -13,21 +14,26 @@ from kdagen.codegen import render_unit
 from kdagen.codegen.nvcc import NvccUnavailable, parse_report, sass
 from kdagen.codegen.nvcc import _run as nvcc_run
 from kdagen.plan import default_problem, make_plan, verify
+from kdagen.plan.configs import problem_from_options
+from kdagen.reference.options import Options
 
 pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")]
 
 
-@pytest.fixture(scope="module", params=[("kda", 128, "forward"), ("gdn", 64, "forward"), ("kda", 128, "backward")])
+@pytest.fixture(scope="module", params=[("kda", 128, "forward"), ("gdn", 64, "forward"), ("kda", 128, "backward"),
+                                        ("gdn", 128, "backward"), ("kda_softplus", 128, "backward")])
 def unit(request):
     op, head_dim, direction = request.param
-    problem = default_problem(op, head_dim=head_dim)
-    plan = verify(make_plan(problem, family="wgmma64", directions=("forward",)))
+    problem = (problem_from_options(Options(op="kda", use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True),
+                                    K=head_dim, V=head_dim, arch="sm_90a") if op == "kda_softplus"
+               else default_problem(op, head_dim=head_dim))
+    plan = verify(make_plan(problem, family="wgmma64", directions=(direction,)))
     return plan, render_unit(plan, problem.recurrence, direction), direction
 
 
 def test_ptxas_report_matches_the_plan(unit):
     """No spills or stack, registers within the cap, and no wgmma the compiler had to serialise or fence on its
-    own (its C75xx remarks are "info", not warnings): the forward, and the backward kernels built so far."""
+    own (its C75xx remarks are "info", not warnings): the forward and the backward."""
     plan, source, direction = unit
     text, _ = nvcc_run(["-cubin", "-arch=sm_90a", "-Xptxas", "-v", "-Werror", "all-warnings"], source, ".cubin")
     assert "(C75" not in text, [line for line in text.splitlines() if "(C75" in line]

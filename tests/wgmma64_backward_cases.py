@@ -36,6 +36,8 @@ CASES = {
                                       dict(H=1, G=2, K=64, V=64, cu_seqlens=[0, 0, 1, 150, 150, 161]), False),
     # per-head decay (GDN), K = V = 128 (two CTAs of 64 value rows), three chunks, the last partial; dht
     "gdn_softplus_k128": ("gdn", SOFTPLUS, dict(T=150, H=1, K=128, V=128), True),
+    # per-channel decay with no bound: prepare_bwd's CUDA-core form (running products in the diagonal blocks)
+    "kda_softplus_k64": ("kda", SOFTPLUS, dict(T=100, H=2, K=64, V=64), True),
 }
 # larger shapes for the device
 GPU_CASES = {

@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (backward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form factored
-// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 216064 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 204032 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
+// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 216064 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 213760 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -232,6 +232,12 @@ __device__ __forceinline__ void ptx_tma_load_4d(void* dst, const void* map, int 
 __device__ __forceinline__ void ptx_bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+
+// A hint: `bytes` of global memory at p (both multiples of 16) fetched into L2 ahead of plain loads that will read
+// them; nothing to wait for, nothing written.
+__device__ __forceinline__ void ptx_prefetch_l2(const void* p, u32 bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" :: "l"(p), "r"(bytes) : "memory");
 }
 
 // Shared -> global: one box of a tensor map from a shared tile (laid out as a load of the same map writes it),
@@ -715,6 +721,21 @@ __device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const F
   ptx_mma_1688_tf32(d.x, a.x, b.x);
 }
 
+// x ≈ big + small, both tf32: small carries the next 11 bits. Products formed as big·big' + big·small' +
+// small·big' ("3xTF32") keep close to fp32 accuracy on the tf32 tensor cores.
+__device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
+  big = ptx_cvt_tf32(x);
+  small = ptx_cvt_tf32(x - __uint_as_float(big));
+}
+
+// d += (ab + as)·(bb + bs), dropping only as·bs.
+__device__ __forceinline__ void mma_1688_tf32x3(FragC& d, const FragA8& ab, const FragA8& as, const FragB8& bb,
+                                                const FragB8& bs) {
+  mma_1688_tf32(d, as, bb);
+  mma_1688_tf32(d, ab, bs);
+  mma_1688_tf32(d, ab, bb);
+}
+
 // Row (0..15) and column (0..7) of accumulator element i (0..3) held by this lane.
 __device__ __forceinline__ int frag_c_row(int lane, int i) { return (lane >> 2) + ((i >> 1) << 3); }
 __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
@@ -1058,6 +1079,10 @@ __device__ __forceinline__ void bulk_commit() { ptx_bulk_commit_group(); }
 template <int N>
 __device__ __forceinline__ void bulk_wait_read() { ptx_bulk_wait_group_read<N>(); }
 
+// Ask L2 for `bytes` (a multiple of 16) of global memory at p (16-byte aligned) that plain loads will read later:
+// one thread issues it, nobody waits for it.
+__device__ __forceinline__ void prefetch_l2(const void* p, u32 bytes) { ptx_prefetch_l2(p, bytes); }
+
 // `bytes` (a multiple of 16) from src to dst, both 16-byte aligned, completing them on bar.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
   ptx_bulk_load(dst, src, bytes, bar);
@@ -1172,7 +1197,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1176 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1201 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1188,7 +1213,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     int N) {
 #line 22 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
-#line 1192 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1217 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216064 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1242,7 +1267,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1246 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1271 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1270,7 +1295,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1274 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1299 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 58 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1547,7 +1572,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1551 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1576 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1570,7 +1595,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dbeta) {
 #line 55 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1574 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1599 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1631,7 +1656,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1635 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1660 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1663,7 +1688,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1667 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1692 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
@@ -1940,13 +1965,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 349 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 6 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 11 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
-// grid (chunks upper bound, H q/k heads), 256 threads (role "all"). Two mappings:
+// grid (chunks upper bound, H q/k heads), 256 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
-//   column_blocks  channel d = tid % K, part p = tid / K owning the 16-row blocks p, p + PARTS, ...: every
-//           contraction with e^(Γi−Γj) runs down a channel, so a thread holds whole blocks of one channel.
+//   column_blocks  channel d = tid % K, part p = tid / K owning the 16-row blocks p, p + PARTS, ...;
+#line 17 "templates/wgmma64/prepare_bwd.cu.j2"
+//   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row; the contractions are 3xTF32
+//           mma.m16n8k8 products of 16-row blocks (contractions "mma": the diagonal form "factored").
+#line 22 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
 // Per value head, with P_i = e^(Γi − Γ_in(I)), Q_j = e^(Γ_out(J) − Γj), T_I the block totals and
 // B_IJ = Π_{J<M<I} T_M (all ≤ 1: products of per-token decays), for the rows i of an own block I:
@@ -1959,12 +1987,15 @@ using namespace kdg;
 
 constexpr int C = 64, B = 16, NB = C / B, K = 128, G = 1, THREADS = 256;
 constexpr int LPR = 16, KPT = 8, ROWS = THREADS / LPR, PASSES = C / ROWS;
-constexpr int PARTS = 2, OWN = NB / PARTS, WARPS_PER_PART = K / 32;
-constexpr bool DECAY_PER_CHANNEL = true;
+constexpr int PARTS = 2, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
+#line 39 "templates/wgmma64/prepare_bwd.cu.j2"
+constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
+static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
+#line 43 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -1972,7 +2003,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1976 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2007 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1994,55 +2025,71 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 37 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 50 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2000 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-  // shared memory: 204032 B, dynamic (above the static limit)
+#line 2031 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+  // shared memory: 213760 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
-  float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_q_hat = 128;
-  float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 32768);  // k_hat [64 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_k_hat = 128;
-  float* const s_P = reinterpret_cast<float*>(smem_raw + 65536);  // P [64 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_P = 128;
-  float* const s_Q = reinterpret_cast<float*>(smem_raw + 98304);  // Q [64 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_Q = 128;
-  float* const s_dgc = reinterpret_cast<float*>(smem_raw + 131072);  // dgc [64 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_dgc = 128;
-  float* const s_dMqk = reinterpret_cast<float*>(smem_raw + 163840);  // dMqk [64 x 64] f32, ld 64
-  [[maybe_unused]] constexpr int ld_dMqk = 64;
-  float* const s_dMkk = reinterpret_cast<float*>(smem_raw + 180224);  // dMkk [64 x 64] f32, ld 64
-  [[maybe_unused]] constexpr int ld_dMkk = 64;
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 196608);  // beta [64] f32, ld 64
-  float* const s_T = reinterpret_cast<float*>(smem_raw + 196864);  // T [4 x 128] f32, ld 128
+  float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 136
+  [[maybe_unused]] constexpr int ld_q_hat = 136;
+  float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 34816);  // k_hat [64 x 128] f32, ld 136
+  [[maybe_unused]] constexpr int ld_k_hat = 136;
+  float* const s_P = reinterpret_cast<float*>(smem_raw + 69632);  // P [64 x 128] f32, ld 136
+  [[maybe_unused]] constexpr int ld_P = 136;
+  float* const s_Q = reinterpret_cast<float*>(smem_raw + 104448);  // Q [64 x 128] f32, ld 136
+  [[maybe_unused]] constexpr int ld_Q = 136;
+  float* const s_dgc = reinterpret_cast<float*>(smem_raw + 139264);  // dgc [64 x 128] f32, ld 136
+  [[maybe_unused]] constexpr int ld_dgc = 136;
+  float* const s_dMqk = reinterpret_cast<float*>(smem_raw + 174080);  // dMqk [64 x 64] f32, ld 68
+  [[maybe_unused]] constexpr int ld_dMqk = 68;
+  float* const s_dMkk = reinterpret_cast<float*>(smem_raw + 191488);  // dMkk [64 x 64] f32, ld 68
+  [[maybe_unused]] constexpr int ld_dMkk = 68;
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 208896);  // beta [64] f32, ld 64
+  float* const s_T = reinterpret_cast<float*>(smem_raw + 209152);  // T [4 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_T = 128;
-  float* const s_block_dgc = reinterpret_cast<float*>(smem_raw + 198912);  // block_dgc [4 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_block_dgc = 128;
-  float* const s_block_kbr = reinterpret_cast<float*>(smem_raw + 200960);  // block_kbr [4 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_block_kbr = 128;
-  float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 203008);  // kR_part [64 x 4] f32, ld 4
-  [[maybe_unused]] constexpr int ld_kR_part = 4;
-#line 39 "templates/wgmma64/prepare_bwd.cu.j2"
-  static_assert(ld_q_hat == K && ld_k_hat == K && ld_P == K && ld_Q == K && ld_dgc == K && ld_dMqk == C &&
-                ld_dMkk == C, "row strides: the plan's tiles are unpadded");
+  float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 211200);  // kR_part [64 x 8] f32, ld 8
+  [[maybe_unused]] constexpr int ld_kR_part = 8;
+  float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 213248);  // kbr_total [128] f32, ld 128
+#line 52 "templates/wgmma64/prepare_bwd.cu.j2"
+  constexpr int LDT = ld_q_hat, LDM = ld_dMqk, KRP = ld_kR_part;  // [C][K] and [C][C] row pitches; kR partials
+  static_assert(ld_k_hat == LDT && ld_P == LDT && ld_Q == LDT && ld_dgc == LDT && ld_dMkk == LDM && LDM % 4 == 0,
+                "one pitch per tile shape; 16-byte rows");
   const int c = blockIdx.x, jh = blockIdx.y, H = gridDim.y, HV = H * G;  // jh: the q/k head
   ChunkAt at;                                        // the grid is an upper bound on the chunk count
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
   const int d = tid % K, part = tid / K;                            // column_blocks mapping
+#line 61 "templates/wgmma64/prepare_bwd.cu.j2"
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
+#line 63 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
+  // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
+#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
+  if (tid == 0) {
+    for (int gi = 0; gi < G; ++gi) {
+      const long long ws = (long long)c * HV + jh * G + gi;
+      kdg::prefetch_l2(ws_dMqk + ws * C * C, C * C * 4);
+      kdg::prefetch_l2(ws_dMkk + ws * C * C, C * C * 4);
+      kdg::prefetch_l2(ws_d_q_decayed + ws * C * K, C * K * 4);
+      kdg::prefetch_l2(ws_d_k_decayed + ws * C * K, C * K * 4);
+      kdg::prefetch_l2(ws_d_k_to_end + ws * C * K, C * K * 4);
+    }
+  }
+
+#line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 51 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll 1
+#line 2086 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#pragma unroll
+#line 81 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2046 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2093 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2077,15 +2124,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_7[j];
-#line 58 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 87 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
-      s_q_hat[i * K + d0 + e] = valid ? qh_out[e] : 0.f;
-      s_k_hat[i * K + d0 + e] = valid ? kh_out[e] : 0.f;
+      s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
+      s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-  float dq_sum[OWN][B] = {}, dk_sum[OWN][B] = {};     // column_blocks: dq̂, dk̂ of the own rows, over value heads
+#line 94 "templates/wgmma64/prepare_bwd.cu.j2"
+  kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
+#pragma unroll
+  for (int I = 0; I < NB; ++I)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      kdg::frag_zero(dq_sum[I][nt]);
+      kdg::frag_zero(dk_sum[I][nt]);
+    }
 
+#line 106 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
@@ -2094,13 +2150,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
-#line 73 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll 1
+#line 2154 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#pragma unroll
+#line 114 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2104 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2161 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2141,201 +2198,263 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) a_out[j] = n_mul_4[j];
       const float beta_out = n_sigmoid_8;
-#line 80 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
-        s_P[i * K + d0 + e] = valid ? a_out[e] : 0.f;
+        s_P[i * LDT + d0 + e] = valid ? a_out[e] : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
+#line 127 "templates/wgmma64/prepare_bwd.cu.j2"
     }
 #line 15 "templates/skeleton.j2"
-    // ---- step load_grads (all, thread) ----
-#line 86 "templates/wgmma64/prepare_bwd.cu.j2"
-    for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {
-      *reinterpret_cast<float4*>(&s_dMqk[idx]) = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
-      *reinterpret_cast<float4*>(&s_dMkk[idx]) = *reinterpret_cast<const float4*>(&ws_dMkk[ws * C * C + idx]);
+    // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁ ----
+#line 129 "templates/wgmma64/prepare_bwd.cu.j2"
+    for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i, masked
+      const int i = idx / C, j = idx % C;
+      float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
+      float4 mk = *reinterpret_cast<const float4*>(&ws_dMkk[ws * C * C + idx]);
+      float* q4 = &mq.x;
+      float* k4 = &mk.x;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        q4[u] = j + u <= i ? q4[u] : 0.f;
+        k4[u] = j + u < i ? k4[u] : 0.f;
+      }
+      *reinterpret_cast<float4*>(&s_dMqk[i * LDM + j]) = mq;
+      *reinterpret_cast<float4*>(&s_dMkk[i * LDM + j]) = mk;
     }
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step block_factors (all, column_blocks): per (channel, own block): α = e^a (kept in registers), P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T ----
-#line 93 "templates/wgmma64/prepare_bwd.cu.j2"
-    float alpha[OWN][B];                             // α = e^a of the own blocks, for their running products
+    // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T ----
+#line 149 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
       const int r0 = (part + o * PARTS) * B;
-      float run = 1.f;
+      float al[B], run = 1.f;
 #pragma unroll
       for (int r = 0; r < B; ++r) {                 // P down the block, in place of a
-        alpha[o][r] = exp2f(s_P[(r0 + r) * K + d] * LOG2E);
-        run *= alpha[o][r];
-        s_P[(r0 + r) * K + d] = run;
+        al[r] = exp2f(s_P[(r0 + r) * LDT + d] * LOG2E);
+        run *= al[r];
+        s_P[(r0 + r) * LDT + d] = run;
+#line 161 "templates/wgmma64/prepare_bwd.cu.j2"
       }
-      s_T[(part + o * PARTS) * K + d] = run;
+      s_T[(part + o * PARTS) * ld_T + d] = run;
       run = 1.f;
 #pragma unroll
       for (int r = B - 1; r >= 0; --r) {            // Q up the block: the decays after row r
-        s_Q[(r0 + r) * K + d] = run;
-        run *= alpha[o][r];
+        s_Q[(r0 + r) * LDT + d] = run;
+        run *= al[r];
       }
     }
+#line 185 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step branch_grads (all, column_blocks): b_q, R, b_ki of the own blocks (blocks before and after as products with factors ≤ 1, the diagonal one by running products of α); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; block sums of dgc and k̂⊙b_kr; Σ over each warp's channels of k̂⊙R ----
-#line 115 "templates/wgmma64/prepare_bwd.cu.j2"
-    float Tb[NB];
+    // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row: b_q, R, b_ki as 3xTF32 products of 16-row blocks (key side k̂·Q·B_IJ or, on the diagonal, k̂/P; rows × P; likewise b_ki); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
+#line 190 "templates/wgmma64/prepare_bwd.cu.j2"
+    // The decay between blocks J < I at channel ch: B_IJ = Π_{J<M<I} T_M ≤ 1
+    auto between = [&](int I, int J, int ch) {
+      float b = 1.f;
+      for (int M = J + 1; M < I; ++M) b *= s_T[M * ld_T + ch];
+      return b;
+    };
+#line 197 "templates/wgmma64/prepare_bwd.cu.j2"
+    // A fragment (16×8, split into tf32 big + small) of a C×C tile: rows r0 + g (+8), columns c0 + t (+4); with
+    // `trans` the tile read transposed (element (r, c) = M[c][r]); `row_scale` multiplies by its entry at M's row
+    auto load_a = [&](const float* M, int r0, int c0, bool trans, const float* row_scale, kdg::FragA8& big,
+                      kdg::FragA8& small) {
 #pragma unroll
-    for (int M = 0; M < NB; ++M) Tb[M] = s_T[M * K + d];
+      for (int e = 0; e < 4; ++e) {
+        const int r = r0 + g + 8 * (e & 1), cc = c0 + t + 4 * (e >> 1);
+        const int mi = trans ? cc : r, mj = trans ? r : cc;
+        const float x = M[mi * LDM + mj] * (row_scale ? row_scale[mi] : 1.f);
+        kdg::split_tf32(x, big.x[e], small.x[e]);
+      }
+    };
+    auto split_b = [](float x0, float x1, kdg::FragB8& big, kdg::FragB8& small) {
+      kdg::split_tf32(x0, big.x[0], small.x[0]);
+      kdg::split_tf32(x1, big.x[1], small.x[1]);
+    };
+    kdg::FragC bki[NB][NT];
 #pragma unroll
-    for (int o = 0; o < OWN; ++o) {
-      const int I = part + o * PARTS, r0 = I * B;
-      float bq[B], R[B], bki[B];
+    for (int J = 0; J < NB; ++J)
 #pragma unroll
-      for (int r = 0; r < B; ++r) bq[r] = R[r] = bki[r] = 0.f;
-      // blocks J < I: key side k̂_j Q_j B_IJ, then the rows' P_i
-      float between = 1.f;
+      for (int nt = 0; nt < NT; ++nt) kdg::frag_zero(bki[J][nt]);
+    // b_ki of row block J: Σ_{I ≥ J} dMqk[I,J]ᵀ·(scale·q̂_I ⊙ f) + (β⊙dMkk)[I,J]ᵀ·(k̂_I ⊙ f), row factor f = P_i·B_IJ
+    // (I > J) or 1/Q_i (I = J); then × Q_j
+#pragma unroll
+    for (int J = 0; J < NB; ++J) {
 #pragma unroll 1
-      for (int J = I - 1; J >= 0; --J) {
-#pragma unroll 1
-        for (int j = J * B; j < J * B + B; j += 4) {
-          float ka[4];
+      for (int I = J; I < NB; ++I) {
 #pragma unroll
-          for (int u = 0; u < 4; ++u) ka[u] = s_k_hat[(j + u) * K + d] * s_Q[(j + u) * K + d] * between;
+        for (int ks = 0; ks < 2; ++ks) {
+          const int c0 = I * B + 8 * ks;
+          kdg::FragA8 aqb, aqs, akb, aks;
+          load_a(s_dMqk, J * B, c0, true, nullptr, aqb, aqs);
+          load_a(s_dMkk, J * B, c0, true, s_beta, akb, aks);
 #pragma unroll
-          for (int r = 0; r < B; ++r) {
-            const float4 mq = *reinterpret_cast<const float4*>(&s_dMqk[(r0 + r) * C + j]);
-            const float4 mk = *reinterpret_cast<const float4*>(&s_dMkk[(r0 + r) * C + j]);
-            bq[r] = fmaf(mq.w, ka[3], fmaf(mq.z, ka[2], fmaf(mq.y, ka[1], fmaf(mq.x, ka[0], bq[r]))));
-            R[r] = fmaf(mk.w, ka[3], fmaf(mk.z, ka[2], fmaf(mk.y, ka[1], fmaf(mk.x, ka[0], R[r]))));
+          for (int nt = 0; nt < NT; ++nt) {
+            const int ch = ch0 + 8 * nt + g;
+            float xq[2], xk[2];
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int i = c0 + t + 4 * hh;
+#line 240 "templates/wgmma64/prepare_bwd.cu.j2"
+              const float f = I > J ? s_P[i * LDT + ch] * between(I, J, ch) : 1.f / s_Q[i * LDT + ch];
+#line 242 "templates/wgmma64/prepare_bwd.cu.j2"
+              xq[hh] = core_scale * s_q_hat[i * LDT + ch] * f;
+              xk[hh] = s_k_hat[i * LDT + ch] * f;
+            }
+            kdg::FragB8 qb, qs, kb, kss;
+            split_b(xq[0], xq[1], qb, qs);
+            split_b(xk[0], xk[1], kb, kss);
+            kdg::mma_1688_tf32x3(bki[J][nt], aqb, aqs, qb, qs);
+            kdg::mma_1688_tf32x3(bki[J][nt], akb, aks, kb, kss);
           }
         }
-        between *= Tb[J];
       }
+#line 254 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
-      for (int r = 0; r < B; ++r) {
-        const float p = s_P[(r0 + r) * K + d];
-        bq[r] *= p;
-        R[r] *= p;
-      }
-      // blocks I' > I: row side P_i B_I'I, then the columns' Q_j
-      between = 1.f;
-#pragma unroll 1
-      for (int I2 = I + 1; I2 < NB; ++I2) {
-#pragma unroll 1
-        for (int i = I2 * B; i < I2 * B + B; ++i) {
-          const float e = s_P[i * K + d] * between;
-          const float qs = core_scale * s_q_hat[i * K + d] * e, ks = s_beta[i] * s_k_hat[i * K + d] * e;
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int c4 = 0; c4 < B; c4 += 4) {
-            const float4 mq = *reinterpret_cast<const float4*>(&s_dMqk[i * C + r0 + c4]);
-            const float4 mk = *reinterpret_cast<const float4*>(&s_dMkk[i * C + r0 + c4]);
-            bki[c4] = fmaf(mk.x, ks, fmaf(mq.x, qs, bki[c4]));
-            bki[c4 + 1] = fmaf(mk.y, ks, fmaf(mq.y, qs, bki[c4 + 1]));
-            bki[c4 + 2] = fmaf(mk.z, ks, fmaf(mq.z, qs, bki[c4 + 2]));
-            bki[c4 + 3] = fmaf(mk.w, ks, fmaf(mq.w, qs, bki[c4 + 3]));
-          }
-        }
-        between *= Tb[I2];
-      }
-      // the diagonal block: F_ij = Π_{j<t≤i} α_t, walked from j = i down (exact for any decay)
-      float kd_[B], qs_[B], ks_[B];
-#pragma unroll
-      for (int r = 0; r < B; ++r) {
-        bki[r] *= s_Q[(r0 + r) * K + d];
-        kd_[r] = s_k_hat[(r0 + r) * K + d];
-        qs_[r] = core_scale * s_q_hat[(r0 + r) * K + d];
-        ks_[r] = s_beta[r0 + r] * kd_[r];
-      }
-#pragma unroll
-      for (int i = 0; i < B; ++i) {
-        float F = 1.f;
-#pragma unroll
-        for (int j = i; j >= 0; --j) {
-          const float mq = s_dMqk[(r0 + i) * C + r0 + j], mk = j < i ? s_dMkk[(r0 + i) * C + r0 + j] : 0.f;
-          const float kf = kd_[j] * F;
-          bq[i] = fmaf(mq, kf, bq[i]);
-          R[i] = fmaf(mk, kf, R[i]);
-          bki[j] = fmaf(F, fmaf(mq, qs_[i], mk * ks_[i]), bki[j]);
-          F *= alpha[o][j];
-        }
-      }
-      // the rows' gradients; dgc into its tile, the block's sums of dgc and k̂⊙b_kr, and Σ_warp k̂⊙R per row
-      float into = 1.f, after = 1.f;
-#pragma unroll
-      for (int M = 0; M < NB; ++M) {
-        if (M < I) into *= Tb[M];
-        if (M > I) after *= Tb[M];
-      }
-      float sum_dgc = 0.f, sum_kbr = 0.f;
-#pragma unroll
-      for (int r = 0; r < B; ++r) {
-        const int i = r0 + r;
-        const bool valid = i < L;
-        const long long at = (ws * C + i) * K + d;
-        const float E = into * s_P[i * K + d], Rend = s_Q[i * K + d] * after;
-        const float qv = s_q_hat[i * K + d], kv = kd_[r];
-        const float b_q = valid ? core_scale * (E * ws_d_q_decayed[at] + bq[r]) : 0.f;
-        const float b_kd = valid ? E * ws_d_k_decayed[at] + s_beta[i] * R[r] : 0.f;
-        const float b_kr = valid ? Rend * ws_d_k_to_end[at] : 0.f;
-        const float b_ki = valid ? bki[r] : 0.f;
-        dq_sum[o][r] += b_q;
-        dk_sum[o][r] += b_kd + b_ki + b_kr;
-        const float dgc = qv * b_q + kv * (b_kd - b_ki - b_kr);
-        s_dgc[i * K + d] = dgc;
-        sum_dgc += dgc;
-        sum_kbr += kv * b_kr;
-        const float kR = warp_sum(valid ? kv * R[r] : 0.f);
-        if ((tid & 31) == 0) s_kR_part[i * ld_kR_part + d / 32] = kR;
-      }
-      s_block_dgc[I * K + d] = sum_dgc;
-      s_block_kbr[I * K + d] = sum_kbr;
+        for (int e = 0; e < 4; ++e)
+          bki[J][nt].x[e] *= s_Q[(J * B + kdg::frag_c_row(lane, e)) * LDT + ch0 + 8 * nt + kdg::frag_c_col(lane, e)];
+#line 260 "templates/wgmma64/prepare_bwd.cu.j2"
     }
-    __syncthreads();
+    // row block by row block (b_q and R of one block live at a time): b_q, R, then the own elements' gradients and
+    // dgc; Σ_rows k̂⊙b_kr per channel and Σ over the warp's channels of k̂⊙R per row
+    float kbr[NT][2] = {};
+#pragma unroll
+    for (int I = 0; I < NB; ++I) {
+      // b_q, R of row block I: Σ_{J ≤ I} dM[I,J]·(k̂_J ⊙ key factor), key factor Q_j·B_IJ (J < I) or 1/P_j (J = I);
+      // then × P_i (rows)
+      kdg::FragC bq[NT], R[NT];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        kdg::frag_zero(bq[nt]);
+        kdg::frag_zero(R[nt]);
+      }
+#pragma unroll 1
+      for (int J = 0; J <= I; ++J) {              // (a loop: only the fragments of one block pair live at once)
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+          const int c0 = J * B + 8 * ks;
+          kdg::FragA8 aqb, aqs, akb, aks;
+          load_a(s_dMqk, I * B, c0, false, nullptr, aqb, aqs);
+          load_a(s_dMkk, I * B, c0, false, nullptr, akb, aks);
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const int ch = ch0 + 8 * nt + g;
+            float x[2];
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+              const int j = c0 + t + 4 * hh;
+#line 292 "templates/wgmma64/prepare_bwd.cu.j2"
+              x[hh] = s_k_hat[j * LDT + ch] * (J < I ? s_Q[j * LDT + ch] * between(I, J, ch) : 1.f / s_P[j * LDT + ch]);
+#line 294 "templates/wgmma64/prepare_bwd.cu.j2"
+            }
+            kdg::FragB8 bb, bs;
+            split_b(x[0], x[1], bb, bs);
+            kdg::mma_1688_tf32x3(bq[nt], aqb, aqs, bb, bs);
+            kdg::mma_1688_tf32x3(R[nt], akb, aks, bb, bs);
+          }
+        }
+      }
+#line 303 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float p = s_P[(I * B + kdg::frag_c_row(lane, e)) * LDT + ch0 + 8 * nt + kdg::frag_c_col(lane, e)];
+          bq[nt].x[e] *= p;
+          R[nt].x[e] *= p;
+        }
+#line 312 "templates/wgmma64/prepare_bwd.cu.j2"
+      float kR_rows[2] = {0.f, 0.f};
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
+          const bool valid = i < L;
+          float into = 1.f, after = 1.f;
+#pragma unroll
+          for (int M = 0; M < NB; ++M) {
+            if (M < I) into *= s_T[M * ld_T + ch];
+            if (M > I) after *= s_T[M * ld_T + ch];
+          }
+          const long long at = (ws * C + i) * K + ch;
+          const float E = into * s_P[i * LDT + ch], Rend = s_Q[i * LDT + ch] * after;
+          const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
+          const float b_q = valid ? core_scale * (E * ws_d_q_decayed[at] + bq[nt].x[e]) : 0.f;
+          const float b_kd = valid ? E * ws_d_k_decayed[at] + s_beta[i] * R[nt].x[e] : 0.f;
+          const float b_kr = valid ? Rend * ws_d_k_to_end[at] : 0.f;
+          const float b_ki = valid ? bki[I][nt].x[e] : 0.f;
+          dq_sum[I][nt].x[e] += b_q;
+          dk_sum[I][nt].x[e] += b_kd + b_ki + b_kr;
+          s_dgc[i * LDT + ch] = qv * b_q + kv * (b_kd - b_ki - b_kr);
+          kbr[nt][e & 1] += kv * b_kr;
+          kR_rows[e >> 1] += valid ? kv * R[nt].x[e] : 0.f;
+        }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {               // the four lanes of a row (t), in a fixed tree
+        float x = kR_rows[hh];
+        x += __shfl_xor_sync(0xffffffffu, x, 1);
+        x += __shfl_xor_sync(0xffffffffu, x, 2);
+        if (t == 0) s_kR_part[(I * B + g + 8 * hh) * KRP + warp] = x;
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int cc = 0; cc < 2; ++cc) {               // the eight row groups (g) of a column, in a fixed tree
+        float x = kbr[nt][cc];
+        x += __shfl_xor_sync(0xffffffffu, x, 4);
+        x += __shfl_xor_sync(0xffffffffu, x, 8);
+        x += __shfl_xor_sync(0xffffffffu, x, 16);
+        if (g == 0) s_kbr_total[ch0 + 8 * nt + 2 * t + cc] = x;
+      }
+    __syncwarp();                                    // the warp's dgc columns and totals are written
 
 #line 15 "templates/skeleton.j2"
-    // ---- step reverse_cumsum (all, column_blocks): d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 225 "templates/wgmma64/prepare_bwd.cu.j2"
-    {
-      float total = ws_d_decay_total[ws * K + d];
-#pragma unroll
-      for (int M = 0; M < NB; ++M) total += s_block_kbr[M * K + d];
-#pragma unroll
-      for (int o = 0; o < OWN; ++o) {
-        const int I = part + o * PARTS, r0 = I * B;
-        float rev = 0.f;
-        for (int M = NB - 1; M > I; --M) rev += s_block_dgc[M * K + d];
-#pragma unroll
-        for (int r = B - 1; r >= 0; --r) {
-          rev += s_dgc[(r0 + r) * K + d];
-          s_dgc[(r0 + r) * K + d] = rev + total;
-        }
+    // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
+#line 359 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (lane < CW) {
+      const int ch = ch0 + lane;
+      const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
+      float rev = 0.f;
+      for (int i = C - 1; i >= 0; --i) {
+        rev += s_dgc[i * LDT + ch];
+        s_dgc[i * LDT + ch] = rev + total;
       }
     }
+#line 496 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 245 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 500 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 245 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 500 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 247 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll 1
+#line 2441 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#pragma unroll
+#line 503 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
       float kR = 0.f;
 #pragma unroll
-      for (int w = 0; w < WARPS_PER_PART; ++w) kR += s_kR_part[i * ld_kR_part + w];
+      for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 257 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 512 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
-      for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * K + d0 + e];
-#line 269 "templates/wgmma64/prepare_bwd.cu.j2"
+      for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
+#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2339 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2458 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2434,63 +2553,67 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         #pragma unroll
         for (int j = 0; j < KPT; ++j) d_dt_bias[j] = n_grad_dt_bias[j];
         const float d_A_log = n_grad_A_log;
-#line 274 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 529 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
-#line 276 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 531 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 281 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 536 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 284 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 539 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 287 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 542 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 290 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 545 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 293 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 548 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
-    for (int e = 0; e < KPT; ++e) s_Q[(0 * ROWS + tid / LPR) * K + d0 + e] = part_dt_bias[e];
-#line 296 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * K] = part_A_log;
-#line 299 "templates/wgmma64/prepare_bwd.cu.j2"
+    for (int e = 0; e < KPT; ++e) s_Q[(0 * ROWS + tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
+#line 551 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
+#line 554 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 303 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 558 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
-      for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * K + col];
+      for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 309 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 564 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
-      for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * K];
+      for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 317 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 572 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
-  // ---- step seeds (all, column_blocks): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 320 "templates/wgmma64/prepare_bwd.cu.j2"
+  // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
+#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
+#line 577 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
-  for (int o = 0; o < OWN; ++o) {
-    const int r0 = (part + o * PARTS) * B;
+  for (int I = 0; I < NB; ++I)
 #pragma unroll
-    for (int r = 0; r < B; ++r) {
-      s_dgc[(r0 + r) * K + d] = dq_sum[o][r];
-      s_Q[(r0 + r) * K + d] = dk_sum[o][r];
-    }
-  }
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int at = (I * B + kdg::frag_c_row(lane, e)) * LDT + ch0 + 8 * nt + kdg::frag_c_col(lane, e);
+        s_dgc[at] = dq_sum[I][nt].x[e];
+        s_Q[at] = dk_sum[I][nt].x[e];
+      }
+#line 598 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 333 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll 1
+#line 2615 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#pragma unroll
+#line 602 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2498,16 +2621,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float seed_query[KPT], seed_key[KPT];
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
-      seed_query[e] = s_dgc[i * K + d0 + e];
-      seed_key[e] = s_Q[i * K + d0 + e];
+      seed_query[e] = s_dgc[i * LDT + d0 + e];
+      seed_key[e] = s_Q[i * LDT + d0 + e];
     }
-#line 2505 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2628 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
-    for (int e = 0; e < KPT; ++e) given_l2norm_6[e] = s_q_hat[i * K + d0 + e];
+    for (int e = 0; e < KPT; ++e) given_l2norm_6[e] = s_q_hat[i * ld_q_hat + d0 + e];
     float given_l2norm_7[KPT];
-    for (int e = 0; e < KPT; ++e) given_l2norm_7[e] = s_k_hat[i * K + d0 + e];
+    for (int e = 0; e < KPT; ++e) given_l2norm_7[e] = s_k_hat[i * ld_k_hat + d0 + e];
     // const_21: const
     const float n_const_21 = 1e-06f;
     // d_key: seed
@@ -2614,13 +2737,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 346 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 614 "templates/wgmma64/prepare_bwd.cu.j2"
     if (valid) {
-#line 348 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 616 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 348 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 616 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 350 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 618 "templates/wgmma64/prepare_bwd.cu.j2"
     }
   }
 }
@@ -2634,7 +2757,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2638 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2761 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2643,7 +2766,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2647 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2770 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -68,7 +68,7 @@ def backward_prologue(r, ctypes: dict) -> dict:
         for node, tile in ((ops["query"], "q_hat"), (ops["key"], "k_hat")):
             if node in block.given:
                 lines += [f"float given_{node}[KPT];",
-                          f"for (int e = 0; e < KPT; ++e) given_{node}[e] = s_{tile}[i * K + d0 + e];"]
+                          f"for (int e = 0; e < KPT; ++e) given_{node}[e] = s_{tile}[i * ld_{tile} + d0 + e];"]
         return "\n".join(lines)
 
     scale = r.graph.nodes[ops["scale"]]

@@ -152,6 +152,13 @@ __device__ __forceinline__ void ptx_bulk_wait_group_read() {
   }
 }
 
+// A hint with no effect on memory: only its operands are checked.
+__device__ __forceinline__ void ptx_prefetch_l2(const void* p, u32 bytes) {
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 || bytes % 16 || bytes == 0)
+    kdg_emu::fail("cp.async.bulk.prefetch.L2: %p, %u bytes: address and size must be non-zero multiples of 16", p,
+                  bytes);
+}
+
 __device__ __forceinline__ void ptx_bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
   if (smem_addr(dst) % 16 || reinterpret_cast<std::uintptr_t>(src) % 16 || bytes % 16)
     kdg_emu::fail("cp.async.bulk: %p <- %p, %u bytes: addresses and size must be multiples of 16", dst, src, bytes);

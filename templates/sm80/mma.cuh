@@ -63,6 +63,21 @@ __device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const F
   ptx_mma_1688_tf32(d.x, a.x, b.x);
 }
 
+// x ≈ big + small, both tf32: small carries the next 11 bits. Products formed as big·big' + big·small' +
+// small·big' ("3xTF32") keep close to fp32 accuracy on the tf32 tensor cores.
+__device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
+  big = ptx_cvt_tf32(x);
+  small = ptx_cvt_tf32(x - __uint_as_float(big));
+}
+
+// d += (ab + as)·(bb + bs), dropping only as·bs.
+__device__ __forceinline__ void mma_1688_tf32x3(FragC& d, const FragA8& ab, const FragA8& as, const FragB8& bb,
+                                                const FragB8& bs) {
+  mma_1688_tf32(d, as, bb);
+  mma_1688_tf32(d, ab, bs);
+  mma_1688_tf32(d, ab, bb);
+}
+
 // Row (0..15) and column (0..7) of accumulator element i (0..3) held by this lane.
 __device__ __forceinline__ int frag_c_row(int lane, int i) { return (lane >> 2) + ((i >> 1) << 3); }
 __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }

@@ -69,6 +69,12 @@ __device__ __forceinline__ void ptx_bulk_load(void* dst, const void* src, u32 by
                :: "r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(bar)) : "memory");
 }
 
+// A hint: `bytes` of global memory at p (both multiples of 16) fetched into L2 ahead of plain loads that will read
+// them; nothing to wait for, nothing written.
+__device__ __forceinline__ void ptx_prefetch_l2(const void* p, u32 bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" :: "l"(p), "r"(bytes) : "memory");
+}
+
 // Shared -> global: one box of a tensor map from a shared tile (laid out as a load of the same map writes it),
 // committed into the issuing thread's bulk groups; elements outside the tensor are not written.
 __device__ __forceinline__ void ptx_tma_store_2d(const void* map, int c0, int c1, const void* src) {

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from ...model import Barrier, Buffer, Kernel, Param, Pipeline, Role, Step, Workspace, kernel_options
 from ..base import Facts, prepare_bwd_io, seq_params
-from .forward import (BLOCK, CHUNK, CONSUMER_REGS, PRODUCER_REGS, STAGES, V_ROWS, chunk_ring, decay_width, ring_maps,
-                      rows_map, tile_map)
+from .forward import (BLOCK, CHUNK, CONSUMER_REGS, PRODUCER_REGS, STAGES, V_ROWS, chunk_ring, decay_width,
+                      diagonal_form, ring_maps, rows_map, tile_map)
 
 CHAIN_RING = ("q_decayed", "k_decayed", "k_to_end", "A", "Mqk", "dO", "decay_total", "beta")
 CHAIN_WORKSPACES = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "ws_decay_total", "ws_beta"]
@@ -45,10 +45,11 @@ CHUNK_GRADS = ("ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end", "ws_dMqk", "
 
 
 def backward_workspaces(K: int, V: int, head_params: list[tuple[str, bool]]) -> list[Workspace]:
-    """dstate -> chunk_bwd -> prepare_bwd -> param_reduce (head_params: (name, has a K row)). dh, the gradient of the state leaving each chunk (dht, or zero,
-    for a sequence's last), goes as dhᵀ [V, K] in bf16 hi + lo (dh ≈ hi + lo to ~16 bits): fp32's bytes in the form
-    the products that read it take — bf16 operand tiles a bulk tensor copy loads, nothing to convert. chunk_bwd's
-    outputs are those of mma16's recurrence_bwd (docs/math.md §7.4) at chunk 64, fp32."""
+    """dstate -> chunk_bwd -> prepare_bwd -> param_reduce (head_params: (name, has a K row)). dh, the gradient of
+    the state leaving each chunk (dht, or zero, for a sequence's last), goes as dhᵀ [V, K] in bf16 hi + lo (dh ≈ hi
+    + lo to ~16 bits): fp32's bytes in the form the products that read it take — bf16 operand tiles a bulk tensor
+    copy loads, nothing to convert. chunk_bwd's outputs are those of mma16's recurrence_bwd (docs/math.md §7.4) at
+    chunk 64, fp32."""
     C, to = CHUNK, ["prepare_bwd"]
     parts = [Workspace(f"ws_part_{name}", ("chunks", "HV", K) if row else ("chunks", "HV"), "f32", "prepare_bwd",
                        ["param_reduce"], f"this chunk's rows of d{name}, summed in a fixed order")
@@ -211,6 +212,8 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
 
 PREPARE_BWD_THREADS = 256
 PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per token row, 16 rows per pass
+TILE_PAD = 8                     # [C][K] tiles: rows K + 8 floats apart, so a tf32 B fragment meets no bank twice
+PAIR_PAD = 4                     # [C][C] tiles: rows C + 4 floats apart (tf32 A fragments conflict-free)
 
 
 @kernel_options
@@ -218,77 +221,123 @@ PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per
 class PrepareBwd64Options:
     lanes_per_row: int       # emitted blocks: lanes per token row (16 rows per pass, C / 16 passes)
     kpt: int                 # emitted blocks: channels per lane
-    parts: int               # branch steps: threads per channel, each over whole 16-row blocks
+    contractions: str        # "mma": tensor cores, a warp per K/8 channels; "fma": CUDA cores, a thread per channel
+    parts: int               # "fma": threads per channel, each over whole 16-row blocks
     decay_kind: str
+    diagonal: str            # forward.diagonal_form: how the diagonal blocks' pair factors are formed
     varlen: bool
+
+
+def contractions_of(diagonal: str) -> str:
+    """The diagonal blocks' factors decide where the contractions run. "factored" (a per-channel decay bounded so
+    that 1/P and 1/Q stay finite over 16 rows) and "scalar" (one factor per pair, folded into dMqk and dMkk)
+    let every block be a tensor-core product; "running" (any per-channel decay) needs running products of α
+    inside the diagonal blocks, which the CUDA-core form does per channel."""
+    return "fma" if diagonal == "running" else "mma"
 
 
 def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     """Token-parallel, one CTA per (64-token chunk, q/k head), its G value heads in a loop: chunk_bwd's products
     to input gradients (docs/math.md §7.5–7.10). The contractions with e^(Γi−Γj) run by 16-row blocks (math.md
-    §7.10) on CUDA cores, a thread per (channel, block): every factor a product of per-token decays ≤ 1 (running
-    products of α inside a block, the block totals between blocks), one exponential per token and channel, any
-    decay. The emitted prologue and its adjoint run on the row mapping of mma16's kernel, in passes of 16 rows."""
+    §7.10) with every factor ≤ 1 off the diagonal blocks — the key side k̂_j·Q_j·B_IJ, the rows P_i — and, inside
+    them, the form forward.diagonal_form chose: on tensor cores (3xTF32, fp32-like) where it allows, else on CUDA
+    cores by running products of α (docs/kernels.md §4.4). The emitted prologue and its adjoint run on the row
+    mapping of mma16's kernel, in passes of 16 rows."""
     C, NB, threads = CHUNK, CHUNK // BLOCK, PREPARE_BWD_THREADS
+    warps = threads // 32
     parts = threads // K
+    diagonal = diagonal_form(f)
+    mma = contractions_of(diagonal) == "mma"
+    scalar = f.decay_kind == "scalar"
     params, qk, qk_grads = prepare_bwd_io(f, CHUNK_GRADS)
     params += seq_params(varlen)
     head_params = f.head_params
     rows = threads // PREPARE_BWD_LANES_PER_ROW
     assert len(head_params) * rows <= C, "each head parameter stages its row partials in a slice of Q's tile"
-    buffers = [Buffer("q_hat", (C, K), "f32"), Buffer("k_hat", (C, K), "f32"),
-               Buffer("P", (C, K), "f32"), Buffer("Q", (C, K), "f32"), Buffer("dgc", (C, K), "f32"),
-               Buffer("dMqk", (C, C), "f32"), Buffer("dMkk", (C, C), "f32"), Buffer("beta", (C,), "f32"),
-               Buffer("T", (NB, K), "f32"), Buffer("block_dgc", (NB, K), "f32"), Buffer("block_kbr", (NB, K), "f32"),
-               Buffer("kR_part", (C, K // 32), "f32")]
+    tile = dict(ld=K + TILE_PAD)
+    buffers = [Buffer("q_hat", (C, K), "f32", **tile), Buffer("k_hat", (C, K), "f32", **tile),
+               Buffer("P", (C, K), "f32", **tile), Buffer("Q", (C, K), "f32", **tile),
+               Buffer("dgc", (C, K), "f32", **tile),
+               Buffer("dMqk", (C, C), "f32", ld=C + PAIR_PAD), Buffer("dMkk", (C, C), "f32", ld=C + PAIR_PAD),
+               Buffer("beta", (C,), "f32"), Buffer("T", (NB, K), "f32"),
+               Buffer("kR_part", (C, warps if mma else K // 32), "f32")]
+    buffers += ([Buffer("kbr_total", (K,), "f32")] + ([Buffer("gamma", (C,), "f32")] if scalar else []) if mma else
+                [Buffer("block_dgc", (NB, K), "f32"), Buffer("block_kbr", (NB, K), "f32")])
     seq = [p.name for p in seq_params(varlen) if p.kind == "ptr"]
     steps = [
+        Step("prefetch", "all", "thread0",
+             note="one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not "
+                  "waited for): the later plain loads meet L2"),
         Step("prologue_qk", "all", "row", writes=["q_hat", "k_hat"], global_reads=qk + seq,
              note="emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero)"),
-        Step("prologue_v", "all", "row", writes=["P", "beta"], waits=["sync"], loop=True,
-             global_reads=[p.name for p in f.leaves if p.name not in qk],
+        Step("prologue_v", "all", "row", writes=["P", "beta", *(["gamma"] if mma and scalar else [])], waits=["sync"],
+             loop=True, global_reads=[p.name for p in f.leaves if p.name not in qk],
              note="emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β"),
-        Step("load_grads", "all", "thread", writes=["dMqk", "dMkk"], global_reads=["ws_dMqk", "ws_dMkk"], loop=True),
+        Step("load_grads", "all", "thread", writes=["dMqk", "dMkk"], global_reads=["ws_dMqk", "ws_dMkk"], loop=True,
+             note="masked to tril₀ and tril₋₁"),
         Step("block_factors", "all", "column_blocks", reads=["P"], writes=["P", "Q", "T"], waits=["sync"], loop=True,
-             note="per (channel, own block): α = e^a (kept in registers), P_i = Π α down the block (in place), "
-                  "Q_j = Π α after j up the block, the block total T"),
-        Step("branch_grads", "all", "column_blocks",
-             reads=["P", "Q", "T", "q_hat", "k_hat", "dMqk", "dMkk", "beta"],
-             writes=["dgc", "block_dgc", "block_kbr", "kR_part"], waits=["sync"], loop=True,
-             global_reads=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
-             note="b_q, R, b_ki of the own blocks (blocks before and after as products with factors ≤ 1, the "
-                  "diagonal one by running products of α); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; "
-                  "block sums of dgc and k̂⊙b_kr; Σ over each warp's channels of k̂⊙R"),
-        Step("reverse_cumsum", "all", "column_blocks", reads=["dgc", "block_dgc", "block_kbr"], writes=["dgc"],
-             waits=["sync"], loop=True, global_reads=["ws_d_decay_total"],
-             note="d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + Σ_rows k̂⊙b_kr"),
+             note="per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the "
+                  "block, the block total T" + ("; Γ, the per-head cumsum" if mma and scalar else "")),
+    ]
+    if mma:
+        if scalar:
+            steps.append(Step("pair_factors", "all", "thread", reads=["gamma"], writes=["dMqk", "dMkk"],
+                              waits=["sync"], loop=True,
+                              note="a per-head decay: dMqk, dMkk × e^(Γi−Γj) ≤ 1, every block then a plain product"))
+        steps += [
+            Step("branch_grads", "all", "warp_channels",
+                 reads=["P", "Q", "T", "q_hat", "k_hat", "dMqk", "dMkk", "beta"],
+                 writes=["dgc", "kR_part", "kbr_total"], waits=["sync"], loop=True,
+                 global_reads=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
+                 note="warp w, channels [w·K/8, (w+1)·K/8) of every row: b_q, R, b_ki as 3xTF32 products of 16-row "
+                      "blocks (key side k̂·Q·B_IJ or, on the diagonal, k̂/P; rows × P; likewise b_ki); b_kd, b_kr; "
+                      "dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels "
+                      "of k̂⊙R"),
+            Step("reverse_cumsum", "all", "warp_channels", reads=["dgc", "kbr_total"], writes=["dgc"], loop=True,
+                 global_reads=["ws_d_decay_total"],
+                 note="lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr")]
+    else:
+        steps += [
+            Step("branch_grads", "all", "column_blocks",
+                 reads=["P", "Q", "T", "q_hat", "k_hat", "dMqk", "dMkk", "beta"],
+                 writes=["dgc", "block_dgc", "block_kbr", "kR_part"], waits=["sync"], loop=True,
+                 global_reads=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
+                 note="b_q, R, b_ki of the own blocks (blocks before and after by FMA with factors ≤ 1, the "
+                      "diagonal one by running products of α); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; "
+                      "block sums of dgc and k̂⊙b_kr; Σ over each warp's channels of k̂⊙R"),
+            Step("reverse_cumsum", "all", "column_blocks", reads=["dgc", "block_dgc", "block_kbr"], writes=["dgc"],
+                 waits=["sync"], loop=True, global_reads=["ws_d_decay_total"],
+                 note="d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + "
+                      "Σ_rows k̂⊙b_kr")]
+    steps.append(
         Step("adjoint_v", "all", "row", reads=["dgc", "kR_part"], writes=["Q"] if head_params else [],
              waits=["sync"], loop=True, global_reads=["ws_dbeta"],
              global_writes=[p.name for p in params if p.name.startswith("grad_") and p.name not in qk_grads],
              note="emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = "
                   "chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows "
-                  "into a 16-row slice of Q's tile"),
-    ]
+                  "into a 16-row slice of Q's tile"))
     if head_params:
         steps.append(Step("param_sums", "all", "column", reads=["Q"], waits=["sync"], loop=True,
                           global_writes=[f"ws_part_{n}" for n, _ in head_params],
                           note="each head parameter's 16 row partials added in row order: the chunk's partial"))
     steps += [
-        Step("seeds", "all", "column_blocks", writes=["dgc", "Q"], waits=["sync"],
+        Step("seeds", "all", "warp_channels" if mma else "column_blocks", writes=["dgc", "Q"], waits=["sync"],
              note="the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q"),
         Step("adjoint_qk", "all", "row", reads=["q_hat", "k_hat", "dgc", "Q"], waits=["sync"], global_writes=qk_grads,
              note="emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂"),
     ]
-    phases = 5 + bool(head_params)
+    # per value head: loop top, a and the grads loaded, block factors, (pair factors,) branch grads (fma: and d_decay)
+    phases = 4 + (mma and scalar) + (not mma) + bool(head_params)
     return Kernel(
         name="prepare_bwd", kind="prepare_bwd", template="wgmma64/prepare_bwd.cu.j2", direction="backward",
         grid=["chunks", "H"], threads=threads, min_ctas_per_sm=1,
-        roles=[Role("all", (0, threads // 32), work=[s.name for s in steps], regs=255)], buffers=buffers,
+        roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=255)], buffers=buffers,
         barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=phases,
-                          note="__syncthreads per value head: loop top, a and the grads loaded, block factors, branch "
-                               "grads, d_decay" + (", the parameter rows" if head_params else "") +
-                               "; twice after the loop (the seeds)")],
+                          note="__syncthreads per value head: loop top, a and the grads loaded, block factors, "
+                               + ("pair factors, " if mma and scalar else "") + "branch grads"
+                               + ("" if mma else ", d_decay") + (", the parameter rows" if head_params else "")
+                               + "; twice after the loop (the seeds)")],
         pipelines=[], steps=steps, params=params,
-        options=PrepareBwd64Options(PREPARE_BWD_LANES_PER_ROW, K // PREPARE_BWD_LANES_PER_ROW, parts,
-                                    f.decay_kind, varlen),
+        options=PrepareBwd64Options(PREPARE_BWD_LANES_PER_ROW, K // PREPARE_BWD_LANES_PER_ROW,
+                                    contractions_of(diagonal), parts, f.decay_kind, diagonal, varlen),
         note="token-parallel over (chunk, q/k head); loops over the G value heads of the group; surplus CTAs exit")
