@@ -2083,7 +2083,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
 #line 2086 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll
+#pragma unroll 1
 #line 81 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
@@ -2146,18 +2146,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
     const long long ws = (long long)c * HV + h;     // this (chunk, value head) in the workspaces
+#line 111 "templates/wgmma64/prepare_bwd.cu.j2"
+    const float* const d_qd = ws_d_q_decayed + ws * C * K;
+    const float* const d_kd = ws_d_k_decayed + ws * C * K;
+    const float* const d_kr = ws_d_k_to_end + ws * C * K;
+#line 115 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
-#line 2154 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll
-#line 114 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 2159 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#pragma unroll 1
+#line 119 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2161 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2166 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2198,16 +2203,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) a_out[j] = n_mul_4[j];
       const float beta_out = n_sigmoid_8;
-#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 125 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_P[i * LDT + d0 + e] = valid ? a_out[e] : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
-#line 127 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 132 "templates/wgmma64/prepare_bwd.cu.j2"
     }
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁ ----
-#line 129 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 134 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i, masked
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2226,7 +2231,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T ----
-#line 149 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 154 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
       const int r0 = (part + o * PARTS) * B;
@@ -2236,7 +2241,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         al[r] = exp2f(s_P[(r0 + r) * LDT + d] * LOG2E);
         run *= al[r];
         s_P[(r0 + r) * LDT + d] = run;
-#line 161 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 166 "templates/wgmma64/prepare_bwd.cu.j2"
       }
       s_T[(part + o * PARTS) * ld_T + d] = run;
       run = 1.f;
@@ -2246,19 +2251,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         run *= al[r];
       }
     }
-#line 185 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 190 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row: b_q, R, b_ki as 3xTF32 products of 16-row blocks (key side k̂·Q·B_IJ or, on the diagonal, k̂/P; rows × P; likewise b_ki); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 190 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 195 "templates/wgmma64/prepare_bwd.cu.j2"
     // The decay between blocks J < I at channel ch: B_IJ = Π_{J<M<I} T_M ≤ 1
     auto between = [&](int I, int J, int ch) {
       float b = 1.f;
       for (int M = J + 1; M < I; ++M) b *= s_T[M * ld_T + ch];
       return b;
     };
-#line 197 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 202 "templates/wgmma64/prepare_bwd.cu.j2"
     // A fragment (16×8, split into tf32 big + small) of a C×C tile: rows r0 + g (+8), columns c0 + t (+4); with
     // `trans` the tile read transposed (element (r, c) = M[c][r]); `row_scale` multiplies by its entry at M's row
     auto load_a = [&](const float* M, int r0, int c0, bool trans, const float* row_scale, kdg::FragA8& big,
@@ -2275,23 +2280,29 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       kdg::split_tf32(x0, big.x[0], small.x[0]);
       kdg::split_tf32(x1, big.x[1], small.x[1]);
     };
-    kdg::FragC bki[NB][NT];
-#pragma unroll
-    for (int J = 0; J < NB; ++J)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) kdg::frag_zero(bki[J][nt]);
-    // b_ki of row block J: Σ_{I ≥ J} dMqk[I,J]ᵀ·(scale·q̂_I ⊙ f) + (β⊙dMkk)[I,J]ᵀ·(k̂_I ⊙ f), row factor f = P_i·B_IJ
-    // (I > J) or 1/Q_i (I = J); then × Q_j
-#pragma unroll
-    for (int J = 0; J < NB; ++J) {
+    // Row block by row block, a loop (the kernel's code stays small: it runs from the instruction cache): block I's
+    // b_ki, b_q and R, then its elements. The GVA sums of block I are dq_sum[0], dk_sum[0], rotated after each block
+    // so that every register index is a constant.
+    float kbr[NT][2] = {};
 #pragma unroll 1
-      for (int I = J; I < NB; ++I) {
+    for (int I = 0; I < NB; ++I) {
+      kdg::FragC bq[NT], R[NT], bki[NT];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        kdg::frag_zero(bq[nt]);
+        kdg::frag_zero(R[nt]);
+        kdg::frag_zero(bki[nt]);
+      }
+      // b_ki of rows I: Σ_{I2 ≥ I} dMqk[I2,I]ᵀ·(scale·q̂ ⊙ f) + (β⊙dMkk)[I2,I]ᵀ·(k̂ ⊙ f) over the rows of I2, row factor
+      // f = P_i·B_(I2,I) (I2 > I) or 1/Q_i (I2 = I); then × Q_j
+#pragma unroll 1
+      for (int I2 = I; I2 < NB; ++I2) {
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
-          const int c0 = I * B + 8 * ks;
+          const int c0 = I2 * B + 8 * ks;
           kdg::FragA8 aqb, aqs, akb, aks;
-          load_a(s_dMqk, J * B, c0, true, nullptr, aqb, aqs);
-          load_a(s_dMkk, J * B, c0, true, s_beta, akb, aks);
+          load_a(s_dMqk, I * B, c0, true, nullptr, aqb, aqs);
+          load_a(s_dMkk, I * B, c0, true, s_beta, akb, aks);
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             const int ch = ch0 + 8 * nt + g;
@@ -2299,43 +2310,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               const int i = c0 + t + 4 * hh;
-#line 240 "templates/wgmma64/prepare_bwd.cu.j2"
-              const float f = I > J ? s_P[i * LDT + ch] * between(I, J, ch) : 1.f / s_Q[i * LDT + ch];
-#line 242 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 251 "templates/wgmma64/prepare_bwd.cu.j2"
+              const float f = I2 > I ? s_P[i * LDT + ch] * between(I2, I, ch) : __fdividef(1.f, s_Q[i * LDT + ch]);
+#line 253 "templates/wgmma64/prepare_bwd.cu.j2"
               xq[hh] = core_scale * s_q_hat[i * LDT + ch] * f;
               xk[hh] = s_k_hat[i * LDT + ch] * f;
             }
             kdg::FragB8 qb, qs, kb, kss;
             split_b(xq[0], xq[1], qb, qs);
             split_b(xk[0], xk[1], kb, kss);
-            kdg::mma_1688_tf32x3(bki[J][nt], aqb, aqs, qb, qs);
-            kdg::mma_1688_tf32x3(bki[J][nt], akb, aks, kb, kss);
+            kdg::mma_1688_tf32x3(bki[nt], aqb, aqs, qb, qs);
+            kdg::mma_1688_tf32x3(bki[nt], akb, aks, kb, kss);
           }
         }
       }
-#line 254 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          bki[J][nt].x[e] *= s_Q[(J * B + kdg::frag_c_row(lane, e)) * LDT + ch0 + 8 * nt + kdg::frag_c_col(lane, e)];
-#line 260 "templates/wgmma64/prepare_bwd.cu.j2"
-    }
-    // row block by row block (b_q and R of one block live at a time): b_q, R, then the own elements' gradients and
-    // dgc; Σ_rows k̂⊙b_kr per channel and Σ over the warp's channels of k̂⊙R per row
-    float kbr[NT][2] = {};
-#pragma unroll
-    for (int I = 0; I < NB; ++I) {
-      // b_q, R of row block I: Σ_{J ≤ I} dM[I,J]·(k̂_J ⊙ key factor), key factor Q_j·B_IJ (J < I) or 1/P_j (J = I);
-      // then × P_i (rows)
-      kdg::FragC bq[NT], R[NT];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        kdg::frag_zero(bq[nt]);
-        kdg::frag_zero(R[nt]);
-      }
+      // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·(k̂_J ⊙ key factor), key factor Q_j·B_IJ (J < I) or 1/P_j (J = I); then × P_i
+#line 266 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
-      for (int J = 0; J <= I; ++J) {              // (a loop: only the fragments of one block pair live at once)
+      for (int J = 0; J <= I; ++J) {
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
           const int c0 = J * B + 8 * ks;
@@ -2349,9 +2341,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               const int j = c0 + t + 4 * hh;
-#line 292 "templates/wgmma64/prepare_bwd.cu.j2"
-              x[hh] = s_k_hat[j * LDT + ch] * (J < I ? s_Q[j * LDT + ch] * between(I, J, ch) : 1.f / s_P[j * LDT + ch]);
-#line 294 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 284 "templates/wgmma64/prepare_bwd.cu.j2"
+              x[hh] = s_k_hat[j * LDT + ch] * (J < I ? s_Q[j * LDT + ch] * between(I, J, ch) : __fdividef(1.f, s_P[j * LDT + ch]));
+#line 286 "templates/wgmma64/prepare_bwd.cu.j2"
             }
             kdg::FragB8 bb, bs;
             split_b(x[0], x[1], bb, bs);
@@ -2360,42 +2352,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
           }
         }
       }
-#line 303 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float p = s_P[(I * B + kdg::frag_c_row(lane, e)) * LDT + ch0 + 8 * nt + kdg::frag_c_col(lane, e)];
-          bq[nt].x[e] *= p;
-          R[nt].x[e] *= p;
-        }
-#line 312 "templates/wgmma64/prepare_bwd.cu.j2"
+      // the elements of rows I: b_q, b_kd, b_ki, b_kr; dq̂, dk̂ sums; dgc; Σ_rows k̂⊙b_kr and Σ_channels k̂⊙R partials
       float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+      for (int nt = 0; nt < NT; ++nt) {
+        float into[2] = {1.f, 1.f}, after[2] = {1.f, 1.f};   // Π_{M<I} T_M and Π_{M>I} T_M at the two columns
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc)
+          for (int M = 0; M < NB; ++M) {
+            const float tm = s_T[M * ld_T + ch0 + 8 * nt + 2 * t + cc];
+            into[cc] *= M < I ? tm : 1.f;
+            after[cc] *= M > I ? tm : 1.f;
+          }
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
-          float into = 1.f, after = 1.f;
-#pragma unroll
-          for (int M = 0; M < NB; ++M) {
-            if (M < I) into *= s_T[M * ld_T + ch];
-            if (M > I) after *= s_T[M * ld_T + ch];
-          }
-          const long long at = (ws * C + i) * K + ch;
-          const float E = into * s_P[i * LDT + ch], Rend = s_Q[i * LDT + ch] * after;
+          const int at = i * K + ch;                  // in this (chunk, head)'s [C][K] gradients
+          const float p = s_P[i * LDT + ch], q = s_Q[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-          const float b_q = valid ? core_scale * (E * ws_d_q_decayed[at] + bq[nt].x[e]) : 0.f;
-          const float b_kd = valid ? E * ws_d_k_decayed[at] + s_beta[i] * R[nt].x[e] : 0.f;
-          const float b_kr = valid ? Rend * ws_d_k_to_end[at] : 0.f;
-          const float b_ki = valid ? bki[I][nt].x[e] : 0.f;
-          dq_sum[I][nt].x[e] += b_q;
-          dk_sum[I][nt].x[e] += b_kd + b_ki + b_kr;
+#line 316 "templates/wgmma64/prepare_bwd.cu.j2"
+          const float bq_i = bq[nt].x[e] * p, R_i = R[nt].x[e] * p, bki_i = bki[nt].x[e] * q;
+#line 318 "templates/wgmma64/prepare_bwd.cu.j2"
+          const float E = into[e & 1] * p, Rend = q * after[e & 1];
+          const float b_q = valid ? core_scale * (E * d_qd[at] + bq_i) : 0.f;
+          const float b_kd = valid ? E * d_kd[at] + s_beta[i] * R_i : 0.f;
+          const float b_kr = valid ? Rend * d_kr[at] : 0.f;
+          const float b_ki = valid ? bki_i : 0.f;
+          dq_sum[0][nt].x[e] += b_q;
+          dk_sum[0][nt].x[e] += b_kd + b_ki + b_kr;
           s_dgc[i * LDT + ch] = qv * b_q + kv * (b_kd - b_ki - b_kr);
           kbr[nt][e & 1] += kv * b_kr;
-          kR_rows[e >> 1] += valid ? kv * R[nt].x[e] : 0.f;
+          kR_rows[e >> 1] += valid ? kv * R_i : 0.f;
         }
+      }
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {               // the four lanes of a row (t), in a fixed tree
         float x = kR_rows[hh];
@@ -2403,6 +2393,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         x += __shfl_xor_sync(0xffffffffu, x, 2);
         if (t == 0) s_kR_part[(I * B + g + 8 * hh) * KRP + warp] = x;
       }
+#pragma unroll
+      for (int b = 0; b + 1 < NB; ++b)               // rotate: block I + 1's sums to index 0
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const kdg::FragC q0 = dq_sum[b][nt], k0 = dk_sum[b][nt];
+          dq_sum[b][nt] = dq_sum[b + 1][nt];
+          dk_sum[b][nt] = dk_sum[b + 1][nt];
+          dq_sum[b + 1][nt] = q0;
+          dk_sum[b + 1][nt] = k0;
+        }
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -2418,7 +2418,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 359 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 361 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2428,18 +2428,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 496 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 510 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 500 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 514 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 500 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 514 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
 #line 2441 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll
-#line 503 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 1
+#line 517 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2448,11 +2448,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 512 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 526 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
       {
 #line 2458 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
@@ -2553,49 +2553,49 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         #pragma unroll
         for (int j = 0; j < KPT; ++j) d_dt_bias[j] = n_grad_dt_bias[j];
         const float d_A_log = n_grad_A_log;
-#line 529 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 543 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
-#line 531 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 545 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 536 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 550 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 539 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 553 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 542 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 556 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 545 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 559 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 548 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 562 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) s_Q[(0 * ROWS + tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 551 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 565 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 554 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 568 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 558 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 572 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 564 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 578 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 572 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 586 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 589 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 577 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2606,14 +2606,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_Q[at] = dk_sum[I][nt].x[e];
       }
-#line 598 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 612 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
 #line 2615 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll
-#line 602 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 1
+#line 616 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2737,13 +2737,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 614 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 628 "templates/wgmma64/prepare_bwd.cu.j2"
     if (valid) {
-#line 616 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 630 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 616 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 630 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 618 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 632 "templates/wgmma64/prepare_bwd.cu.j2"
     }
   }
 }
