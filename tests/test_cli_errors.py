@@ -21,7 +21,7 @@ CASES = [
     ("bad-arch", ["plan", "--arch", "sm_70"], {}, 2, "sm_70"),
     ("bad-family", ["plan", "--family", "wgmma32"], {}, 2, "family 'wgmma32': known families are"),
     ("bad-family-env", ["plan"], {"KDAGEN_FAMILY": "wgmma32"}, 2, "KDAGEN_FAMILY='wgmma32': known families are"),
-    ("family-cannot-plan", ["plan", "--family", "wgmma64"], {}, 1, "it serves forward calls, not backward"),
+    ("family-cannot-plan", ["plan", "--family", "wgmma64", "--arch", "sm_80"], {}, 1, "arch sm_80 (it emits sm_90a)"),
     ("bad-options", ["plan", "--allow-neg-eigval"], {}, 2, "allow_neg_eigval=True requires"),
     ("gdn-lower-bound", ["plan", "--op", "gdn", "--lower-bound", "-5", "--use-gate-in-kernel"], {}, 2,
      "lower_bound"),

@@ -482,15 +482,17 @@ def test_only_pointers_floats_and_sizes_are_prepared():
     (dict(B=1, T=40, H=17), False, "mma16"),               # 17 pairs: the cheaper prepare
     (dict(cu_seqlens=[0, 9, 30], H=8), False, "wgmma64"),  # varlen: N·HV = 16
     (dict(cu_seqlens=[0, 9, 30, 31], H=8), False, "mma16"),  # 24
-    (dict(B=2, T=40, H=2), True, "mma16"),                 # a training call: wgmma64 has no backward
+    (dict(B=2, T=40, H=2), True, "mma16"),                 # a training call on 4 pairs: mma16 (its cut)
+    (dict(B=4, T=40, H=4), True, "wgmma64"),               # a training call on 16 pairs: the chunk-64 backward
     (dict(B=4, T=40, H=16, D=128), False, "wgmma64"),      # head dim 128: up to 64 pairs
     (dict(B=5, T=40, H=13, D=128), False, "mma16"),        # 65
 ])
-def test_an_inference_call_with_few_pairs_runs_the_long_chunk_family(shape, keep, family, monkeypatch):
+def test_the_call_class_ranks_the_families(shape, keep, family, monkeypatch):
     monkeypatch.delenv("KDAGEN_FAMILY", raising=False)
     x, call = call_of(LB, **shape)
     config = fw.call_config(x, call, keep)
-    assert config.planned()[0].family == family and config.few_pairs == (family == "wgmma64")
+    assert config.planned()[0].family == family
+    assert config.ranking == ("default" if family == "mma16" else "training" if keep else "few_pairs")
 
 
 def test_a_symbolic_batch_size_gives_no_pair_count():

@@ -35,7 +35,7 @@ def run(args) -> int:
         return 2
     config = config_from_args(args).config()
     plan = make_plan(config.problem(), family=config.family, directions=config.directions,
-                     few_pairs=config.few_pairs)
+                     ranking=config.ranking)
     known = [k.name for k in plan.kernels]
     if args.kernel and any(k not in known for k in args.kernel):
         print(f"kdagen plan: unknown kernel(s) {args.kernel}; this plan has {known}", file=sys.stderr)

@@ -16,7 +16,7 @@ import torch
 from ..codegen import has_entries, render_unit
 from ..plan import Dtypes, Plan, Problem, make_plan, verify
 from ..plan.configs import options_recurrence
-from ..plan.families import few_pairs, requested
+from ..plan.families import ranking, requested
 from ..plan.problem import check_input_dtypes, qk_inputs, recurrence_facts
 from ..runtime import env as runtime_env
 
@@ -140,7 +140,7 @@ class Config:
     state_layout: str = "kv"      # "kv": [N,HV,K,V]; "vk": state_v_first
     directions: tuple = TRAINING  # what the call runs: the family must plan all of it
     family: str | None = None     # a requested family (KDAGEN_FAMILY), else the planner's choice
-    few_pairs: bool = False       # an inference call with few (sequence, head) pairs (families.few_pairs)
+    ranking: str = "default"      # the call's class for ranking families (families.ranking)
 
     def problem(self) -> Problem:
         return Problem(self.spec.recurrence, self.spec.name, self.K, self.V,
@@ -159,7 +159,7 @@ class Config:
 @functools.lru_cache(maxsize=64)
 def _planned(config: Config):
     problem = config.problem()
-    return (verify(make_plan(problem, family=config.family, directions=config.directions, few_pairs=config.few_pairs)),
+    return (verify(make_plan(problem, family=config.family, directions=config.directions, ranking=config.ranking)),
             problem.recurrence)
 
 
@@ -183,7 +183,7 @@ def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, a
     family = family or requested()
     # the class matters only where the planner ranks, i.e. no family is named (one plan, not two, otherwise)
     return Config(spec, K, V, arch, G, varlen, names["g"], names["beta"], state_layout, tuple(directions),
-                  family, family is None and few_pairs(directions, pairs, K))
+                  family, ranking(directions, pairs, K) if family is None else "default")
 
 
 def module_uri(plan: Plan, direction: str, entries: bool = False) -> str:

@@ -14,7 +14,7 @@ import torch
 
 from ..plan import Plan
 from ..plan.cut import MIN_SEGMENT
-from ..plan.families import few_pairs, requested
+from ..plan.families import ranking, requested
 from ..plan.families.base import PASSED_DTYPE_INPUTS
 from ..runtime import env as runtime_env
 from . import segmented
@@ -82,8 +82,8 @@ def _call_config(x: dict, call, keep: bool, family: str | None, arch: str | None
     cu = x.get("cu_seqlens")
     varlen = cu is not None
     pairs = call_pairs(v, cu, HV)
-    few = not keep and few_pairs(INFERENCE, pairs, K)
-    key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family, arch, few)
+    rank = ranking(TRAINING if keep else INFERENCE, pairs, K)
+    key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family, arch, rank)
     config = _CONFIGS.get(key)
     if config is None:
         if HV % H:

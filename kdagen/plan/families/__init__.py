@@ -1,13 +1,14 @@
 """Kernel families, and the choice between them (docs/plan.md §6).
 
-`choose(problem, directions, name, few_pairs)` returns the family that plans a problem: the one named
+`choose(problem, directions, name, ranking)` returns the family that plans a problem: the one named
 (argument, else KDAGEN_FAMILY) when it supports the problem, else the highest-ranked family that does. The
 reasons the others give are kept, so `kdagen plan` can say why a family was passed over.
 
-The rank is a family's priority, except for an inference call with at most few_pairs_limit(K) (sequence, value
-head) pairs (`few_pairs`), which ranks by `few_pairs_priority` where a family sets one: there the recurrence's
-serial chain of chunk steps outweighs the token-parallel kernel, so a family with longer chunks wins although
-that kernel costs more per token (the cost model and the measurements: benchmarks/NOTES.md, sessions 8 and 9).
+The rank is a family's priority, except in two classes of call (`ranking`), where a family may set its own rank:
+"few_pairs", an inference call with at most few_pairs_limit(K) (sequence, value head) pairs — there the
+recurrence's serial chain of chunk steps outweighs the token-parallel kernel, so a family with longer chunks wins
+although that kernel costs more per token (benchmarks/NOTES.md, sessions 8 and 9) — and "training", a call with
+gradients over at least TRAINING_PAIRS pairs, where wgmma64's backward is measured faster (session 13).
 """
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ ENV = "KDAGEN_FAMILY"
 # trails for the lower-bound gate and GDN (softplus still leads). At K = 64 it trails at 64 pairs (its prepare
 # costs 2.4× mma16's); fewer pairs were not timed there, so session 8's limit of 16 stays, as for other head dims.
 FEW_PAIRS = {64: 16, 128: 64}
+# The fewest (sequence, value head) pairs a training call needs to rank as "training". Measured on the H200
+# (benchmarks/NOTES.md, session 13): wgmma64's step is 1.5–1.7× shorter than mma16's at 16 and 64 pairs, at K = 128
+# and at K = 64; at 4 pairs (1×65536×4×128) mma16's step cut into segments (docs/segments.md §6) is shorter.
+TRAINING_PAIRS = 16
+RANKINGS = ("default", "few_pairs", "training")
 
 
 def few_pairs_limit(head_dim: int) -> int:
@@ -32,10 +38,15 @@ def few_pairs_limit(head_dim: int) -> int:
     return FEW_PAIRS.get(head_dim, min(FEW_PAIRS.values()))
 
 
-def few_pairs(directions, pairs: int | None, head_dim: int) -> bool:
-    """Whether a call running `directions` over `pairs` (sequence, value head) pairs of head dim `head_dim`
-    ranks families for few pairs: an inference call (forward only) with at most few_pairs_limit(head_dim)."""
-    return tuple(directions) == ("forward",) and pairs is not None and pairs <= few_pairs_limit(head_dim)
+def ranking(directions, pairs: int | None, head_dim: int) -> str:
+    """How a call running `directions` over `pairs` (sequence, value head) pairs (None: unknown) of head dim
+    `head_dim` ranks families: "few_pairs" (an inference call with at most few_pairs_limit(head_dim)), "training"
+    (a call with gradients over at least TRAINING_PAIRS), else "default"."""
+    if pairs is None:
+        return "default"
+    if tuple(directions) == ("forward",):
+        return "few_pairs" if pairs <= few_pairs_limit(head_dim) else "default"
+    return "training" if pairs >= TRAINING_PAIRS else "default"
 
 
 def family(name: str) -> Family:
@@ -52,17 +63,17 @@ def requested() -> str | None:
     return name or None
 
 
-def verdicts(problem: Problem, directions, few_pairs: bool = False) -> list[tuple[Family, bool, str]]:
+def verdicts(problem: Problem, directions, ranking: str = "default") -> list[tuple[Family, bool, str]]:
     """Every family's (ok, reason) for the problem, highest rank first."""
-    ranked = sorted(FAMILIES.values(), key=lambda f: -f.rank(few_pairs))
+    ranked = sorted(FAMILIES.values(), key=lambda f: -f.rank(ranking))
     return [(f, *f.supports(problem, directions)) for f in ranked]
 
 
 def choose(problem: Problem, directions=("forward", "backward"), name: str | None = None,
-           few_pairs: bool = False) -> tuple[Family, list[str]]:
+           ranking: str = "default") -> tuple[Family, list[str]]:
     """(the family that plans `problem`, why each other family was passed over)."""
     name = name or requested()
-    found = verdicts(problem, directions, few_pairs)
+    found = verdicts(problem, directions, ranking)
     if name is not None:
         chosen = family(name)
         ok, why = chosen.supports(problem, directions)
@@ -72,8 +83,14 @@ def choose(problem: Problem, directions=("forward", "backward"), name: str | Non
         chosen = next((f for f, ok, _ in found if ok), None)
         if chosen is None:
             raise PlanError("no kernel family supports this problem:\n  " + "\n  ".join(w for _, _, w in found))
-    below = f"ranked below {chosen.name}" + (f" for ≤ {few_pairs_limit(problem.K)} (sequence, head) pairs"
-                                             if few_pairs else "")
+    below = f"ranked below {chosen.name}" + ranking_note(ranking, problem.K, " for ")
     passed = [f"{f.name}: supported, but {'not requested' if name else below}" if ok else why
               for f, ok, why in found if f is not chosen]
     return chosen, passed
+
+
+def ranking_note(ranking: str, head_dim: int, prefix: str = "") -> str:
+    """The call class a ranking names, in words ("" for the default)."""
+    return {"default": "",
+            "few_pairs": f"{prefix}an inference call with ≤ {few_pairs_limit(head_dim)} (sequence, head) pairs",
+            "training": f"{prefix}a training call with ≥ {TRAINING_PAIRS} (sequence, head) pairs"}[ranking]

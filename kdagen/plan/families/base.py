@@ -140,10 +140,10 @@ class Family:
     headers: tuple[str, ...]
     priority: int                            # its rank (`rank`): the highest-ranked family that serves is chosen
     summary: str
-    few_pairs_priority: int | None = None    # its rank for an inference call with few (sequence, head) pairs
+    ranks: dict = field(default_factory=dict)   # its rank in a class of call (families.RANKINGS), where not priority
 
-    def rank(self, few_pairs: bool) -> int:
-        return self.priority if not few_pairs or self.few_pairs_priority is None else self.few_pairs_priority
+    def rank(self, ranking: str = "default") -> int:
+        return self.ranks.get(ranking, self.priority)
 
     def supports(self, problem: Problem, directions=("forward", "backward")) -> tuple[bool, str]:
         """(ok, reason): whether this family can plan `problem` for every direction in `directions`."""

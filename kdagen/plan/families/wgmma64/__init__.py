@@ -50,6 +50,6 @@ class Wgmma64(Family):
 
 
 FAMILY = Wgmma64(name="wgmma64", chunk=forward.CHUNK, archs=("sm_90a",), head_dims=(64, 128),
-                 directions=("forward", "backward"), headers=("common", "sm80", "sm90"), priority=-1, few_pairs_priority=1,
+                 directions=("forward", "backward"), headers=("common", "sm80", "sm90"), priority=-1, ranks={"few_pairs": 1, "training": 1},
                  summary="chunk 64, bulk tensor copies into an mbarrier ring, wgmma consumer warp groups with "
                          "setmaxnreg quotas; sm_90a, forward (its backward being built)")
