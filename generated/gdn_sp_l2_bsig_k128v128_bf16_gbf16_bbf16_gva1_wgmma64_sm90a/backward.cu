@@ -2295,6 +2295,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       // f = P_i·B_(I2,I) (I2 > I) or 1/Q_i (I2 = I) — 1 for a per-head decay; then × Q_j
 #pragma unroll 1
       for (int I2 = I; I2 < NB; ++I2) {
+#line 240 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
           const int c0 = I2 * B + 8 * ks;
@@ -2308,9 +2309,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               const int i = c0 + t + 4 * hh;
-#line 249 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 254 "templates/wgmma64/prepare_bwd.cu.j2"
               const float f = 1.f;
-#line 253 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 258 "templates/wgmma64/prepare_bwd.cu.j2"
               xq[hh] = core_scale * s_q_hat[i * LDT + ch] * f;
               xk[hh] = s_k_hat[i * LDT + ch] * f;
             }
@@ -2323,9 +2324,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         }
       }
       // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·(k̂_J ⊙ key factor), key factor Q_j·B_IJ (J < I) or 1/P_j (J = I) — 1 for a per-head decay; then × P_i
-#line 266 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 271 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
       for (int J = 0; J <= I; ++J) {
+#line 278 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
           const int c0 = J * B + 8 * ks;
@@ -2339,9 +2341,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               const int j = c0 + t + 4 * hh;
-#line 282 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 292 "templates/wgmma64/prepare_bwd.cu.j2"
               x[hh] = s_k_hat[j * LDT + ch];
-#line 286 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 296 "templates/wgmma64/prepare_bwd.cu.j2"
             }
             kdg::FragB8 bb, bs;
             split_b(x[0], x[1], bb, bs);
@@ -2369,9 +2371,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
           const int at = i * K + ch;                  // in this (chunk, head)'s [C][K] gradients
           const float p = s_P[i * LDT + ch], q = s_Q[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 314 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 324 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = bq[nt].x[e], R_i = R[nt].x[e], bki_i = bki[nt].x[e];
-#line 318 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 328 "templates/wgmma64/prepare_bwd.cu.j2"
           const float E = into[e & 1] * p, Rend = q * after[e & 1];
           const float b_q = valid ? core_scale * (E * d_qd[at] + bq_i) : 0.f;
           const float b_kd = valid ? E * d_kd[at] + s_beta[i] * R_i : 0.f;
@@ -2416,7 +2418,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 361 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 371 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2426,18 +2428,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 510 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 520 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 514 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
-#line 514 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2439 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2441 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 517 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 527 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2446,7 +2448,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 530 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 540 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay;                               // one decay per token: the sum over its channels
       {
         float x = 0.f;
@@ -2454,9 +2456,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         for (int e = 0; e < KPT; ++e) x += s_dgc[i * LDT + d0 + e];
         seed_decay = row_sum(x);
       }
-#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 548 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2460 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2462 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2517,47 +2519,47 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         const float d_beta = n_grad_beta;
         const float d_dt_bias = n_grad_dt_bias;
         const float d_A_log = n_grad_A_log;
-#line 545 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 555 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_g + tok * HV + h, d_g);
-#line 545 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 555 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 553 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 563 "templates/wgmma64/prepare_bwd.cu.j2"
         part_dt_bias += valid ? d_dt_bias : 0.f;   // a per-token scalar: equal on every lane
-#line 553 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 563 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 556 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 566 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 559 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 565 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(0 * ROWS + tid / LPR) * LDT] = part_dt_bias;
-#line 565 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 568 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 578 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 578 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 588 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT];
       ws_part_dt_bias[ws] = acc;
     }
-#line 578 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 588 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 586 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 596 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 589 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 599 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 601 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2568,14 +2570,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_Q[at] = dk_sum[I][nt].x[e];
       }
-#line 612 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 622 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2577 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2579 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 616 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 626 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2586,7 +2588,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_Q[i * LDT + d0 + e];
     }
-#line 2590 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2592 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2699,13 +2701,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 628 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 638 "templates/wgmma64/prepare_bwd.cu.j2"
     if (valid) {
-#line 630 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 640 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 630 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 640 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 632 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 642 "templates/wgmma64/prepare_bwd.cu.j2"
     }
   }
 }
@@ -2719,7 +2721,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2723 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2725 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2728,7 +2730,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2732 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2734 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

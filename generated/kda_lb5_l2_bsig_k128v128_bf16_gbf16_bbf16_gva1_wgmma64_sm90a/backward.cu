@@ -2297,6 +2297,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       // f = P_i·B_(I2,I) (I2 > I) or 1/Q_i (I2 = I); then × Q_j
 #pragma unroll 1
       for (int I2 = I; I2 < NB; ++I2) {
+#line 236 "templates/wgmma64/prepare_bwd.cu.j2"
+        float bt[NT];                                // B_(I2,I) at this lane's B columns
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) bt[nt] = between(I2, I, ch0 + 8 * nt + g);
+#line 240 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
           const int c0 = I2 * B + 8 * ks;
@@ -2310,9 +2315,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               const int i = c0 + t + 4 * hh;
-#line 251 "templates/wgmma64/prepare_bwd.cu.j2"
-              const float f = I2 > I ? s_P[i * LDT + ch] * between(I2, I, ch) : __fdividef(1.f, s_Q[i * LDT + ch]);
-#line 253 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 256 "templates/wgmma64/prepare_bwd.cu.j2"
+              const float f = I2 > I ? s_P[i * LDT + ch] * bt[nt] : __fdividef(1.f, s_Q[i * LDT + ch]);
+#line 258 "templates/wgmma64/prepare_bwd.cu.j2"
               xq[hh] = core_scale * s_q_hat[i * LDT + ch] * f;
               xk[hh] = s_k_hat[i * LDT + ch] * f;
             }
@@ -2325,9 +2330,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         }
       }
       // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·(k̂_J ⊙ key factor), key factor Q_j·B_IJ (J < I) or 1/P_j (J = I); then × P_i
-#line 266 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 271 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
       for (int J = 0; J <= I; ++J) {
+#line 274 "templates/wgmma64/prepare_bwd.cu.j2"
+        float bt[NT];                                // B_IJ at this lane's B columns
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) bt[nt] = between(I, J, ch0 + 8 * nt + g);
+#line 278 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
           const int c0 = J * B + 8 * ks;
@@ -2341,9 +2351,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               const int j = c0 + t + 4 * hh;
-#line 284 "templates/wgmma64/prepare_bwd.cu.j2"
-              x[hh] = s_k_hat[j * LDT + ch] * (J < I ? s_Q[j * LDT + ch] * between(I, J, ch) : __fdividef(1.f, s_P[j * LDT + ch]));
-#line 286 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 294 "templates/wgmma64/prepare_bwd.cu.j2"
+              x[hh] = s_k_hat[j * LDT + ch] * (J < I ? s_Q[j * LDT + ch] * bt[nt] : __fdividef(1.f, s_P[j * LDT + ch]));
+#line 296 "templates/wgmma64/prepare_bwd.cu.j2"
             }
             kdg::FragB8 bb, bs;
             split_b(x[0], x[1], bb, bs);
@@ -2371,9 +2381,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
           const int at = i * K + ch;                  // in this (chunk, head)'s [C][K] gradients
           const float p = s_P[i * LDT + ch], q = s_Q[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 316 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 326 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = bq[nt].x[e] * p, R_i = R[nt].x[e] * p, bki_i = bki[nt].x[e] * q;
-#line 318 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 328 "templates/wgmma64/prepare_bwd.cu.j2"
           const float E = into[e & 1] * p, Rend = q * after[e & 1];
           const float b_q = valid ? core_scale * (E * d_qd[at] + bq_i) : 0.f;
           const float b_kd = valid ? E * d_kd[at] + s_beta[i] * R_i : 0.f;
@@ -2418,7 +2428,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 361 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 371 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2428,18 +2438,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 510 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 520 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 514 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 514 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2441 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2451 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 517 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 527 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2448,13 +2458,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 526 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 536 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 548 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2458 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2468 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2553,49 +2563,49 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         #pragma unroll
         for (int j = 0; j < KPT; ++j) d_dt_bias[j] = n_grad_dt_bias[j];
         const float d_A_log = n_grad_A_log;
-#line 543 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 553 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
-#line 545 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 555 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 550 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 560 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 553 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 563 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 556 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 566 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 559 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 562 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 572 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) s_Q[(0 * ROWS + tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 565 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 568 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 578 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 572 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 582 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 578 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 588 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 586 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 596 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 589 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 599 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 601 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2606,14 +2616,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_Q[at] = dk_sum[I][nt].x[e];
       }
-#line 612 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 622 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2615 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2625 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 616 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 626 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2624,7 +2634,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_Q[i * LDT + d0 + e];
     }
-#line 2628 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2638 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2737,13 +2747,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 628 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 638 "templates/wgmma64/prepare_bwd.cu.j2"
     if (valid) {
-#line 630 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 640 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 630 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 640 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 632 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 642 "templates/wgmma64/prepare_bwd.cu.j2"
     }
   }
 }
@@ -2757,7 +2767,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2761 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2771 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2766,7 +2776,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2770 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2780 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -27,8 +27,9 @@ ENV = "KDAGEN_FAMILY"
 # costs 2.4× mma16's); fewer pairs were not timed there, so session 8's limit of 16 stays, as for other head dims.
 FEW_PAIRS = {64: 16, 128: 64}
 # The fewest (sequence, value head) pairs a training call needs to rank as "training". Measured on the H200
-# (benchmarks/NOTES.md, session 13): wgmma64's step is 1.5–1.7× shorter than mma16's at 16 and 64 pairs, at K = 128
-# and at K = 64; at 4 pairs (1×65536×4×128) mma16's step cut into segments (docs/segments.md §6) is shorter.
+# (benchmarks/NOTES.md, session 13): wgmma64's step is 1.6–1.8× shorter than mma16's at 16 and 64 pairs at K = 128,
+# about as long at K = 64 (1.64 against 1.73 ms); at 4 pairs (1×65536×4×128) mma16's step cut into segments
+# (docs/segments.md §6) is shorter.
 TRAINING_PAIRS = 16
 RANKINGS = ("default", "few_pairs", "training")
 

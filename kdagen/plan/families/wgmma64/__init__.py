@@ -2,12 +2,12 @@
 head-parallel recurrence whose producer warp feeds a ring of shared-memory stages by bulk tensor copies and
 whose consumer warp groups run wgmma with the state in registers. Ranked below mma16, except for inference
 calls with few (sequence, head) pairs, where its 64-token chain steps (≈ 42 ns per token against mma16's ≈ 63
-on the H200) outweigh its costlier prepare. docs/kernels.md §3.
+on the H200) outweigh its costlier prepare, and for training calls with at least 16 pairs, where its backward
+wins (families.ranking). docs/kernels.md §3.
 
-Its backward is being built (docs/kernels.md §4): the plan holds the kernels that exist (the serial dS chain
-`dstate` and the chunk-parallel `chunk_bwd`; the recurrence keeps S_c for them), rendered into the backward unit
-and tested, but the family serves forward calls only (`directions`) until every gradient has its kernel (prepare_bwd
-at chunk 64 is next): calls that need gradients run mma16.
+The backward (docs/kernels.md §4), planned where the recurrence keeps S_c for it: the serial dS chain `dstate`,
+the chunk-parallel `chunk_bwd` and `prepare_bwd` (by 16-row blocks, on tensor cores or CUDA cores as the decay's
+diagonal form allows), and mma16's `param_reduce` for the head parameters.
 """
 from __future__ import annotations
 
@@ -52,4 +52,4 @@ class Wgmma64(Family):
 FAMILY = Wgmma64(name="wgmma64", chunk=forward.CHUNK, archs=("sm_90a",), head_dims=(64, 128),
                  directions=("forward", "backward"), headers=("common", "sm80", "sm90"), priority=-1, ranks={"few_pairs": 1, "training": 1},
                  summary="chunk 64, bulk tensor copies into an mbarrier ring, wgmma consumer warp groups with "
-                         "setmaxnreg quotas; sm_90a, forward (its backward being built)")
+                         "setmaxnreg quotas; sm_90a, forward and backward")

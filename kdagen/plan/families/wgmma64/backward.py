@@ -1,4 +1,4 @@
-"""wgmma64 backward kernels (templates/wgmma64/), being built: docs/kernels.md §4 has the design and what exists.
+"""wgmma64 backward kernels (templates/wgmma64/): docs/kernels.md §4 has the design and the measurements.
 
 dstate — the backward's serial part at chunk 64: the reverse recurrence of the state gradient (docs/math.md §7.2)
 alone, one CTA per (sequence, value head, 64 value rows), chunks last to first. It is the forward recurrence's
@@ -16,6 +16,10 @@ ws_dstate_hi / _lo by bulk tensor stores; after the first chunk, dh0.
 chunk_bwd — everything else of the chunk's backward, chunk-parallel: one CTA per (chunk, value head) from S_c (the
 forward's ws_states) and dh, mma16's recurrence_bwd outputs (docs/math.md §7.3–7.4) at chunk 64 on wgmma. So the
 only serial kernel is the chain.
+
+prepare_bwd — token-parallel, one CTA per (chunk, q/k head): chunk_bwd's products to input gradients by 16-row
+blocks (docs/math.md §7.10) and the emitted prologue adjoint; param_reduce (mma16's) sums the head parameters'
+per-chunk partials in a fixed order.
 """
 from __future__ import annotations
 
