@@ -104,6 +104,9 @@ def gradients(x, o, ht, seed=7):
 ])
 def test_segments_match_float64_and_the_whole_sequence(monkeypatch, op, H, HV, v_first, cu):
     monkeypatch.setattr(ops_run, "run", functools.partial(ops_run.run, emulate=True))
+    # one family for both calls (the cut one has more pairs, which would rank wgmma64 for training): the errors
+    # compared are then those of the same kernels
+    monkeypatch.setenv("KDAGEN_FAMILY", "mma16")
     x = weak_decay_inputs(op, H, HV, cu)
     o, ht = call(op, x, cu, v_first, tokens=64)
     o_plain, ht_plain = call(op, x, cu, v_first, tokens=None)

@@ -1167,6 +1167,18 @@ __device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k) {
   return a;
 }
 
+// rows_t of a tile of raw input rows (v, dO), read from a sequence's chunk: the token rows at or past L belong to the
+// next sequence and may not be finite, so they are selected away (never multiplied by a zero that a NaN survives).
+__device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k, int L) {
+  WgmmaFragA a = rows_t(tile, t, k);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int token = 16 * k + 8 * (r >> 1) + 2 * (t & 3);   // the pair's first token; the second is in the high half
+    a.x[r] = token >= L ? 0u : token + 1 >= L ? (a.x[r] & 0xffffu) : a.x[r];
+  }
+  return a;
+}
+
 // K/16 register operands (the columns of a [64][K] accumulator as bf16 pairs) into K/64 swizzled 64-column tiles:
 // the staging a bulk tensor store of the [64][K] block reads.
 __device__ __forceinline__ void stage_frags(bf16* tiles, const WgmmaFragA (&f)[K / 16], int t) {
@@ -1197,7 +1209,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1201 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1213 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1213,7 +1225,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     int N) {
 #line 22 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
-#line 1217 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1229 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 215040 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1267,7 +1279,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1271 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1283 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1287,7 +1299,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
         }
         tma_load_2d(s_A + s * stride_A, &map_A, 0, row, &bar_ready[s]);
         tma_load_2d(s_Mqk + s * stride_Mqk, &map_Mqk, 0, row, &bar_ready[s]);
-        // dO rows past the sequence's end (the next sequence's) meet only zero rows of Mqk and q_decayed
+        // dO rows past the sequence's end (the next sequence's) are selected away where they are read (rows_t)
         tma_load_3d(s_dO + s * stride_dO, &map_dO, slice * VR, h, tok, &bar_ready[s]);
         bulk_load(s_decay_total + s * stride_decay_total, ws_decay_total + ((chunk0 + c) * HV + h) * DW, DW * 4,
                   &bar_ready[s]);
@@ -1295,7 +1307,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1299 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1311 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 58 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1357,7 +1369,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       // Every register operand is written before wgmma_fence, so no product waits on another.
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
-        dOt[kk] = rows_t(dO, t, kk);
+        dOt[kk] = rows_t(dO, t, kk, (int)min((long long)C, seq.end - seq.begin - (long long)c * C));
         wgmma_fence_operand(dOt[kk]);
       }
       WgmmaAcc<C> dVn;
@@ -1512,6 +1524,18 @@ __device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k) {
   return a;
 }
 
+// rows_t of a tile of raw input rows (v, dO), read from a sequence's chunk: the token rows at or past L belong to the
+// next sequence and may not be finite, so they are selected away (never multiplied by a zero that a NaN survives).
+__device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k, int L) {
+  WgmmaFragA a = rows_t(tile, t, k);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int token = 16 * k + 8 * (r >> 1) + 2 * (t & 3);   // the pair's first token; the second is in the high half
+    a.x[r] = token >= L ? 0u : token + 1 >= L ? (a.x[r] & 0xffffu) : a.x[r];
+  }
+  return a;
+}
+
 // K/16 register operands (the columns of a [64][K] accumulator as bf16 pairs) into K/64 swizzled 64-column tiles:
 // the staging a bulk tensor store of the [64][K] block reads.
 __device__ __forceinline__ void stage_frags(bf16* tiles, const WgmmaFragA (&f)[K / 16], int t) {
@@ -1572,7 +1596,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1576 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1600 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1595,7 +1619,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dbeta) {
 #line 55 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1599 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1623 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1656,7 +1680,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1660 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1684 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1688,7 +1712,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1692 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1716 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
@@ -1713,7 +1737,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     wgmma_fence_operand(P);
     #pragma unroll
     for (int k = 0; k < C / 16; ++k) {   // Pᵀ ← vᵀ − Pᵀ (vᵀ by ldmatrix.trans), Xᵀ = β⊙Pᵀ
-      const WgmmaFragA vv = rows_t(s_v + g * ATOM, t, k);
+      const WgmmaFragA vv = rows_t(s_v + g * ATOM, t, k, L);
     #pragma unroll
       for (int mm = 0; mm < 4; ++mm) {
         const int i = 4 * (2 * k + (mm >> 1)) + 2 * (mm & 1);
@@ -1751,7 +1775,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       WgmmaFragA dOt[C / 16];
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
-        dOt[kk] = rows_t(s_dO + g * ATOM, t, kk);
+        dOt[kk] = rows_t(s_dO + g * ATOM, t, kk, L);
         wgmma_fence_operand(dOt[kk]);
       }
       wgmma_zero(dVn);
@@ -2003,7 +2027,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2007 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2031 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2027,7 +2051,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     int N) {
 #line 50 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2031 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2055 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 214016 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 136
@@ -2083,14 +2107,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2087 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2111 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
 #line 81 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2094 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2118 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2156,14 +2180,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
-#line 2160 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2184 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
 #line 119 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2167 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2191 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2437,7 +2461,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
 #line 524 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2441 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2465 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
 #line 527 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
@@ -2458,7 +2482,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       }
 #line 548 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2462 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2486 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2575,7 +2599,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2579 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2603 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
 #line 626 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
@@ -2588,7 +2612,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_Q[i * LDT + d0 + e];
     }
-#line 2592 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2616 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2721,7 +2745,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2725 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2749 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2730,7 +2754,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2734 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2758 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

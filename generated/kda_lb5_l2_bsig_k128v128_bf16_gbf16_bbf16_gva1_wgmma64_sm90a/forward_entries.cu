@@ -1169,6 +1169,18 @@ __device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k) {
   return a;
 }
 
+// rows_t of a tile of raw input rows (v, dO), read from a sequence's chunk: the token rows at or past L belong to the
+// next sequence and may not be finite, so they are selected away (never multiplied by a zero that a NaN survives).
+__device__ __forceinline__ WgmmaFragA rows_t(const bf16* tile, int t, int k, int L) {
+  WgmmaFragA a = rows_t(tile, t, k);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int token = 16 * k + 8 * (r >> 1) + 2 * (t & 3);   // the pair's first token; the second is in the high half
+    a.x[r] = token >= L ? 0u : token + 1 >= L ? (a.x[r] & 0xffffu) : a.x[r];
+  }
+  return a;
+}
+
 // K/16 register operands (the columns of a [64][K] accumulator as bf16 pairs) into K/64 swizzled 64-column tiles:
 // the staging a bulk tensor store of the [64][K] block reads.
 __device__ __forceinline__ void stage_frags(bf16* tiles, const WgmmaFragA (&f)[K / 16], int t) {
@@ -1200,7 +1212,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1204 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1216 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1217,7 +1229,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1221 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1233 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   // shared memory: 201728 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1286,7 +1298,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1290 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1302 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1315,7 +1327,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       }
     }
 
-#line 1319 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1331 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
@@ -1382,7 +1394,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     #pragma unroll
         for (int k = 0; k < C / 16; ++k) {
           WgmmaFragA vv = {};                   // v = 0 from the identity
-          if (!from_identity) vv = rows_t(v_tile, t, k);
+          if (!from_identity) vv = rows_t(v_tile, t, k, L);
     #pragma unroll
           for (int mm = 0; mm < 4; ++mm) {
             const int nb = 2 * k + (mm >> 1), i = 4 * nb + 2 * (mm & 1);

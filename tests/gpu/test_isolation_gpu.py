@@ -130,3 +130,12 @@ def test_a_saturated_gate_stays_finite(name, where, device):
         x["g"].copy_(1e4 * sign if options.get("use_gate_in_kernel") else torch.where(sign > 0, -1e4, x["g"]))
     bad = {n: int((~torch.isfinite(t.float())).sum()) for n, t in outputs_and_grads(name, x).items()}
     assert not any(bad.values()), f"{name}: non-finite elements {bad}"
+
+
+@pytest.mark.parametrize("where", [pytest.param("cpu", marks=CPU, id="cpu-emulated")])
+def test_a_non_finite_value_stays_in_its_sequence_on_the_chunk_64_kernels(where, device, monkeypatch):
+    """wgmma64 reads v and dO as 64-token boxes, whose rows past a sequence's end are the next sequence's: a NaN
+    there is selected away, not multiplied by a zero (on the CPU's shape the family is named: its pairs are fewer
+    than a training call needs to rank it first)."""
+    monkeypatch.setenv("KDAGEN_FAMILY", "wgmma64")
+    test_a_non_finite_token_stays_in_its_sequence_and_heads(next(iter(CASES)), where, device, "v", math.nan)
