@@ -136,7 +136,7 @@ def test_plan_json_names_the_family(capsys, monkeypatch):
     (["--inference", "--pairs", "4", "--arch", "sm_80"], "mma16"),
     (["--inference", "--pairs", "4", "--family", "mma16"], "mma16"),   # a requested family is kept
 ])
-def test_few_pairs_rank_the_long_chunk_family_first(words, family, capsys, monkeypatch):
+def test_the_call_class_ranks_the_long_chunk_family_first(words, family, capsys, monkeypatch):
     monkeypatch.delenv("KDAGEN_FAMILY", raising=False)
     words = ["--head-dim", "128", *words]                  # the last --head-dim given counts
     code, out, err = run_main(["plan", "--op", "kda", *LB, *words], capsys)

@@ -14,7 +14,7 @@ from kdagen.plan.cut import CUT_MARGIN, plan_cut
 @pytest.mark.parametrize("T, pairs, varlen, keep, K, V, tokens, expected", [
     (256, 2, False, False, 64, 64, 64, 4),
     (256, 2, False, False, 64, 64, "off", 1),
-    (256, 2, False, True, 64, 64, 64, 4),        # a training step too (its model is mma16's: the length given)
+    (256, 2, False, True, 64, 64, 64, 1),        # a training step on wgmma64: its backward has no segment passes
     (256, 2, True, False, 64, 64, 64, 1),        # varlen: the lengths would need a host read
     (256, 2, False, False, 64, 128, 64, 1),      # K ≠ V: no K × K identity state
     (256, 2, False, False, 48, 48, 64, 1),       # a D the chain kernel is not compiled for
@@ -27,6 +27,11 @@ def test_which_calls_can_be_cut(T, pairs, varlen, keep, K, V, tokens, expected):
     cut = plan_cut("wgmma64", pairs, T, K, V, 132, maps_pass=True, resident=1, varlen=varlen, keep=keep, tokens=tokens)
     assert cut.segments == expected, cut
     assert cut.segments == 1 or cut.tokens * cut.segments == T
+
+
+def test_a_training_step_is_cut_on_mma16_where_a_length_is_given():
+    cut = plan_cut("mma16", 2, 256, 64, 64, 132, maps_pass=True, resident=1, keep=True, tokens=64)
+    assert (cut.segments, cut.tokens) == (4, 64), cut
 
 
 @pytest.mark.parametrize("pairs, T, K, maps_pass, expected", [

@@ -207,4 +207,5 @@ def test_a_users_op_plans_the_family_its_calls_run(monkeypatch):
     op = kdagen.compile(gate_of)
     assert op.plan(64, inference=True, pairs=4, arch="sm_90a").family == "wgmma64"
     assert op.plan(64, inference=True, arch="sm_90a").family == "mma16"
-    assert op.plan(64, pairs=4, arch="sm_90a").family == "mma16"          # training: wgmma64 plans no backward
+    assert op.plan(64, pairs=4, arch="sm_90a").family == "mma16"          # training on few pairs: mma16 (its cut)
+    assert op.plan(64, pairs=16, arch="sm_90a").family == "wgmma64"       # training on 16 or more: wgmma64

@@ -118,8 +118,8 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
     kcall, tensors = kernel_call(call, xk, emulate=emulated, family="wgmma64")
     inputs = {**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": xk.get("cu_seqlens")}
     v = xk["v"]
-    # the family serves no training call yet: its plan (an inference call's) run directly, keeping what a backward
-    # reads (ws_states too)
+    # the plan run directly, its forward keeping what the backward reads (ws_states too), its backward then launched
+    # on the kept workspaces
     config = call_config(inputs, kcall, keep=False)
     plan, recurrence = config.planned()
     if emulated:             # one host build for both directions (each build is a C++ compile)

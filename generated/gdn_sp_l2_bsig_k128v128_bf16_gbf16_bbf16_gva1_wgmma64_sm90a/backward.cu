@@ -1996,9 +1996,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
 //   column_blocks  channel d = tid % K, part p = tid / K owning the 16-row blocks p, p + PARTS, ...;
 #line 17 "templates/wgmma64/prepare_bwd.cu.j2"
-//   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row; the contractions are 3xTF32
-//           mma.m16n8k8 products of 16-row blocks (contractions "mma": the diagonal form "scalar").
-#line 22 "templates/wgmma64/prepare_bwd.cu.j2"
+//   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma", a per-head decay): the
+//           pair factors e^(Γi−Γj) ≤ 1 go into dMqk and dMkk, then every 16-row block pair is a 3xTF32 mma.m16n8k8
+//           product of raw q̂, k̂.
+#line 23 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
 // Per value head, with P_i = e^(Γi − Γ_in(I)), Q_j = e^(Γ_out(J) − Γj), T_I the block totals and
 // B_IJ = Π_{J<M<I} T_M (all ≤ 1: products of per-token decays), for the rows i of an own block I:
@@ -2015,11 +2016,11 @@ constexpr int PARTS = 2, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
-#line 39 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 40 "templates/wgmma64/prepare_bwd.cu.j2"
 constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
 static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 43 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 44 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2027,7 +2028,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2031 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2032 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2049,9 +2050,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 50 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 51 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2055 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2056 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 214016 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 136
@@ -2075,7 +2076,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   [[maybe_unused]] constexpr int ld_kR_part = 8;
   float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 213248);  // kbr_total [128] f32, ld 128
   float* const s_gamma = reinterpret_cast<float*>(smem_raw + 213760);  // gamma [64] f32, ld 64
-#line 52 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 53 "templates/wgmma64/prepare_bwd.cu.j2"
   constexpr int LDT = ld_q_hat, LDM = ld_dMqk, KRP = ld_kR_part;  // [C][K] and [C][C] row pitches; kR partials
   static_assert(ld_k_hat == LDT && ld_P == LDT && ld_Q == LDT && ld_dgc == LDT && ld_dMkk == LDM && LDM % 4 == 0,
                 "one pitch per tile shape; 16-byte rows");
@@ -2084,16 +2085,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
   const int d = tid % K, part = tid / K;                            // column_blocks mapping
-#line 61 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 62 "templates/wgmma64/prepare_bwd.cu.j2"
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
-#line 63 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 64 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 69 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2107,14 +2108,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2111 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2112 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 81 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 82 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2118 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2119 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2149,14 +2150,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_6[j];
-#line 87 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 88 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 94 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 95 "templates/wgmma64/prepare_bwd.cu.j2"
   kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
 #pragma unroll
   for (int I = 0; I < NB; ++I)
@@ -2166,28 +2167,28 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       kdg::frag_zero(dk_sum[I][nt]);
     }
 
-#line 106 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 107 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
     const long long ws = (long long)c * HV + h;     // this (chunk, value head) in the workspaces
-#line 111 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 112 "templates/wgmma64/prepare_bwd.cu.j2"
     const float* const d_qd = ws_d_q_decayed + ws * C * K;
     const float* const d_kd = ws_d_k_decayed + ws * C * K;
     const float* const d_kr = ws_d_k_to_end + ws * C * K;
-#line 115 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 116 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
-#line 2184 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2185 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 119 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2191 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2192 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2214,18 +2215,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       const float n_neg_4 = (-n_mul_3);
       const float a_out = n_neg_4;
       const float beta_out = n_sigmoid_7;
-#line 125 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 126 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_P[i * LDT + d0 + e] = valid ? a_out : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
-#line 130 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 131 "templates/wgmma64/prepare_bwd.cu.j2"
       if (rl == 0) s_gamma[i] = valid ? a_out : 0.f;
-#line 132 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 133 "templates/wgmma64/prepare_bwd.cu.j2"
     }
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁ ----
-#line 134 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 135 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i, masked
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2243,8 +2244,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T; Γ, the per-head cumsum ----
-#line 154 "templates/wgmma64/prepare_bwd.cu.j2"
+    // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T; thread 0: Γ, the per-head decay's cumsum ----
+#line 155 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
       const int r0 = (part + o * PARTS) * B;
@@ -2254,7 +2255,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         al[r] = exp2f(s_P[(r0 + r) * LDT + d] * LOG2E);
         run *= al[r];
         s_P[(r0 + r) * LDT + d] = run;
-#line 166 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 167 "templates/wgmma64/prepare_bwd.cu.j2"
       }
       s_T[(part + o * PARTS) * ld_T + d] = run;
       run = 1.f;
@@ -2264,7 +2265,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         run *= al[r];
       }
     }
-#line 176 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 177 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {                                  // Γ: the per-head decay's cumsum over the chunk
       float run = 0.f;
       for (int r = 0; r < C; ++r) s_gamma[r] = run += s_gamma[r];
@@ -2272,20 +2273,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step pair_factors (all, thread): a per-head decay: dMqk, dMkk × e^(Γi−Γj) ≤ 1, every block then a plain product ----
-#line 183 "templates/wgmma64/prepare_bwd.cu.j2"
+    // ---- step pair_factors (all, thread): dMqk, dMkk × e^(Γi−Γj) ≤ 1 (the per-head decay's pair factors): every block then a plain product ----
+#line 184 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = tid; idx < C * C; idx += THREADS) {   // e^(Γi−Γj) ≤ 1 where j ≤ i (the rest is masked)
       const int i = idx / C, j = idx % C;
       const float F = j <= i ? expf(s_gamma[i] - s_gamma[j]) : 0.f;
       s_dMqk[i * LDM + j] *= F;
       s_dMkk[i * LDM + j] *= F;
     }
-#line 190 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 191 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row: b_q, R, b_ki as 3xTF32 products of 16-row blocks (key side k̂·Q·B_IJ or, on the diagonal, k̂/P; rows × P; likewise b_ki); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 202 "templates/wgmma64/prepare_bwd.cu.j2"
+    // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: b_q, R, b_ki as 3xTF32 products of raw q̂, k̂ with the factored dMqk, dMkk; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
+#line 195 "templates/wgmma64/prepare_bwd.cu.j2"
     // A fragment (16×8, split into tf32 big + small) of a C×C tile: rows r0 + g (+8), columns c0 + t (+4); with
     // `trans` the tile read transposed (element (r, c) = M[c][r]); `row_scale` multiplies by its entry at M's row
     auto load_a = [&](const float* M, int r0, int c0, bool trans, const float* row_scale, kdg::FragA8& big,
@@ -2315,11 +2316,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         kdg::frag_zero(R[nt]);
         kdg::frag_zero(bki[nt]);
       }
-      // b_ki of rows I: Σ_{I2 ≥ I} dMqk[I2,I]ᵀ·(scale·q̂ ⊙ f) + (β⊙dMkk)[I2,I]ᵀ·(k̂ ⊙ f) over the rows of I2, row factor
-      // f = P_i·B_(I2,I) (I2 > I) or 1/Q_i (I2 = I) — 1 for a per-head decay; then × Q_j
+      // b_ki of rows I: Σ_{I2 ≥ I} dMqk[I2,I]ᵀ·(scale·q̂) + (β⊙dMkk)[I2,I]ᵀ·k̂ over the rows of I2 (the pair factors are
+      // in dMqk, dMkk)
 #pragma unroll 1
       for (int I2 = I; I2 < NB; ++I2) {
-#line 240 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
           const int c0 = I2 * B + 8 * ks;
@@ -2333,11 +2333,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               const int i = c0 + t + 4 * hh;
-#line 254 "templates/wgmma64/prepare_bwd.cu.j2"
-              const float f = 1.f;
-#line 258 "templates/wgmma64/prepare_bwd.cu.j2"
-              xq[hh] = core_scale * s_q_hat[i * LDT + ch] * f;
-              xk[hh] = s_k_hat[i * LDT + ch] * f;
+              xq[hh] = core_scale * s_q_hat[i * LDT + ch];
+              xk[hh] = s_k_hat[i * LDT + ch];
             }
             kdg::FragB8 qb, qs, kb, kss;
             split_b(xq[0], xq[1], qb, qs);
@@ -2347,11 +2344,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
           }
         }
       }
-      // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·(k̂_J ⊙ key factor), key factor Q_j·B_IJ (J < I) or 1/P_j (J = I) — 1 for a per-head decay; then × P_i
-#line 271 "templates/wgmma64/prepare_bwd.cu.j2"
+      // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·k̂_J
 #pragma unroll 1
       for (int J = 0; J <= I; ++J) {
-#line 278 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
           const int c0 = J * B + 8 * ks;
@@ -2365,9 +2360,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
             for (int hh = 0; hh < 2; ++hh) {
               const int j = c0 + t + 4 * hh;
-#line 292 "templates/wgmma64/prepare_bwd.cu.j2"
               x[hh] = s_k_hat[j * LDT + ch];
-#line 296 "templates/wgmma64/prepare_bwd.cu.j2"
             }
             kdg::FragB8 bb, bs;
             split_b(x[0], x[1], bb, bs);
@@ -2395,9 +2388,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
           const int at = i * K + ch;                  // in this (chunk, head)'s [C][K] gradients
           const float p = s_P[i * LDT + ch], q = s_Q[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 324 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = bq[nt].x[e], R_i = R[nt].x[e], bki_i = bki[nt].x[e];
-#line 328 "templates/wgmma64/prepare_bwd.cu.j2"
           const float E = into[e & 1] * p, Rend = q * after[e & 1];
           const float b_q = valid ? core_scale * (E * d_qd[at] + bq_i) : 0.f;
           const float b_kd = valid ? E * d_kd[at] + s_beta[i] * R_i : 0.f;
@@ -2442,7 +2433,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 371 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 340 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2452,18 +2443,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 520 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 489 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 493 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
-#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 493 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2465 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2456 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 527 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 496 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2472,7 +2463,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 540 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 509 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay;                               // one decay per token: the sum over its channels
       {
         float x = 0.f;
@@ -2480,9 +2471,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         for (int e = 0; e < KPT; ++e) x += s_dgc[i * LDT + d0 + e];
         seed_decay = row_sum(x);
       }
-#line 548 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 517 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2486 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2477 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2543,47 +2534,47 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         const float d_beta = n_grad_beta;
         const float d_dt_bias = n_grad_dt_bias;
         const float d_A_log = n_grad_A_log;
-#line 555 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_g + tok * HV + h, d_g);
-#line 555 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 563 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 532 "templates/wgmma64/prepare_bwd.cu.j2"
         part_dt_bias += valid ? d_dt_bias : 0.f;   // a per-token scalar: equal on every lane
-#line 563 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 532 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 566 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 535 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 544 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(0 * ROWS + tid / LPR) * LDT] = part_dt_bias;
-#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 544 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 578 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 547 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 588 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 557 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT];
       ws_part_dt_bias[ws] = acc;
     }
-#line 588 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 557 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 596 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 565 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 599 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 568 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 601 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 570 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2594,14 +2585,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_Q[at] = dk_sum[I][nt].x[e];
       }
-#line 622 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2603 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2594 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 626 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 595 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2612,7 +2603,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_Q[i * LDT + d0 + e];
     }
-#line 2616 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2607 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2725,13 +2716,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 638 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
     if (valid) {
-#line 640 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 609 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 640 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 609 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 642 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 611 "templates/wgmma64/prepare_bwd.cu.j2"
     }
   }
 }
@@ -2745,7 +2736,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2749 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2740 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2754,7 +2745,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2758 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2749 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

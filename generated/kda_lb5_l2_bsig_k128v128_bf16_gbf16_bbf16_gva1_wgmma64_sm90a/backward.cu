@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (backward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form factored
-// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 216064 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 213760 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
+// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 216064 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 216320 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -1995,10 +1995,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
 //   column_blocks  channel d = tid % K, part p = tid / K owning the 16-row blocks p, p + PARTS, ...;
-#line 17 "templates/wgmma64/prepare_bwd.cu.j2"
-//   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row; the contractions are 3xTF32
-//           mma.m16n8k8 products of 16-row blocks (contractions "mma": the diagonal form "factored").
-#line 22 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 21 "templates/wgmma64/prepare_bwd.cu.j2"
+//           the contractions run down a channel on CUDA cores (contractions "fma", a per-channel decay).
+#line 23 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
 // Per value head, with P_i = e^(Γi − Γ_in(I)), Q_j = e^(Γ_out(J) − Γj), T_I the block totals and
 // B_IJ = Π_{J<M<I} T_M (all ≤ 1: products of per-token decays), for the rows i of an own block I:
@@ -2015,11 +2014,8 @@ constexpr int PARTS = 2, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
-#line 39 "templates/wgmma64/prepare_bwd.cu.j2"
-constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
-static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 43 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 44 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2027,7 +2023,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2031 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2027 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2049,10 +2045,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 50 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 51 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2055 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-  // shared memory: 213760 B, dynamic (above the static limit)
+#line 2051 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+  // shared memory: 216320 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 136
   [[maybe_unused]] constexpr int ld_q_hat = 136;
@@ -2071,10 +2067,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 208896);  // beta [64] f32, ld 64
   float* const s_T = reinterpret_cast<float*>(smem_raw + 209152);  // T [4 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_T = 128;
-  float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 211200);  // kR_part [64 x 8] f32, ld 8
-  [[maybe_unused]] constexpr int ld_kR_part = 8;
-  float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 213248);  // kbr_total [128] f32, ld 128
-#line 52 "templates/wgmma64/prepare_bwd.cu.j2"
+  float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 211200);  // kR_part [64 x 4] f32, ld 4
+  [[maybe_unused]] constexpr int ld_kR_part = 4;
+  float* const s_block_dgc = reinterpret_cast<float*>(smem_raw + 212224);  // block_dgc [4 x 128] f32, ld 128
+  [[maybe_unused]] constexpr int ld_block_dgc = 128;
+  float* const s_block_kbr = reinterpret_cast<float*>(smem_raw + 214272);  // block_kbr [4 x 128] f32, ld 128
+  [[maybe_unused]] constexpr int ld_block_kbr = 128;
+#line 53 "templates/wgmma64/prepare_bwd.cu.j2"
   constexpr int LDT = ld_q_hat, LDM = ld_dMqk, KRP = ld_kR_part;  // [C][K] and [C][C] row pitches; kR partials
   static_assert(ld_k_hat == LDT && ld_P == LDT && ld_Q == LDT && ld_dgc == LDT && ld_dMkk == LDM && LDM % 4 == 0,
                 "one pitch per tile shape; 16-byte rows");
@@ -2083,16 +2082,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
   const int d = tid % K, part = tid / K;                            // column_blocks mapping
-#line 61 "templates/wgmma64/prepare_bwd.cu.j2"
-  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
-#line 63 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 64 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 69 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2106,14 +2103,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2110 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2107 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 81 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 82 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2117 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2114 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2148,45 +2145,34 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_7[j];
-#line 87 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 88 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 94 "templates/wgmma64/prepare_bwd.cu.j2"
-  kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
-#pragma unroll
-  for (int I = 0; I < NB; ++I)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      kdg::frag_zero(dq_sum[I][nt]);
-      kdg::frag_zero(dk_sum[I][nt]);
-    }
+#line 104 "templates/wgmma64/prepare_bwd.cu.j2"
+  float dq_sum[OWN][B] = {}, dk_sum[OWN][B] = {};     // column_blocks: dq̂, dk̂ of the own rows, over value heads
 
-#line 106 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 107 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
     const long long ws = (long long)c * HV + h;     // this (chunk, value head) in the workspaces
-#line 111 "templates/wgmma64/prepare_bwd.cu.j2"
-    const float* const d_qd = ws_d_q_decayed + ws * C * K;
-    const float* const d_kd = ws_d_k_decayed + ws * C * K;
-    const float* const d_kr = ws_d_k_to_end + ws * C * K;
-#line 115 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 116 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
-#line 2183 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2169 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 119 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2190 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2176 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2227,16 +2213,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) a_out[j] = n_mul_4[j];
       const float beta_out = n_sigmoid_8;
-#line 125 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 126 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_P[i * LDT + d0 + e] = valid ? a_out[e] : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
-#line 132 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 133 "templates/wgmma64/prepare_bwd.cu.j2"
     }
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁ ----
-#line 134 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 135 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i, masked
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2255,7 +2241,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T ----
-#line 154 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 153 "templates/wgmma64/prepare_bwd.cu.j2"
+    float alpha[OWN][B];                             // α = e^a of the own blocks, for their running products
+#line 155 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
       const int r0 = (part + o * PARTS) * B;
@@ -2265,7 +2253,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         al[r] = exp2f(s_P[(r0 + r) * LDT + d] * LOG2E);
         run *= al[r];
         s_P[(r0 + r) * LDT + d] = run;
-#line 166 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 165 "templates/wgmma64/prepare_bwd.cu.j2"
+        alpha[o][r] = al[r];
+#line 167 "templates/wgmma64/prepare_bwd.cu.j2"
       }
       s_T[(part + o * PARTS) * ld_T + d] = run;
       run = 1.f;
@@ -2275,205 +2265,164 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         run *= al[r];
       }
     }
-#line 190 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 191 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row: b_q, R, b_ki as 3xTF32 products of 16-row blocks (key side k̂·Q·B_IJ or, on the diagonal, k̂/P; rows × P; likewise b_ki); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 195 "templates/wgmma64/prepare_bwd.cu.j2"
-    // The decay between blocks J < I at channel ch: B_IJ = Π_{J<M<I} T_M ≤ 1
-    auto between = [&](int I, int J, int ch) {
-      float b = 1.f;
-      for (int M = J + 1; M < I; ++M) b *= s_T[M * ld_T + ch];
-      return b;
-    };
-#line 202 "templates/wgmma64/prepare_bwd.cu.j2"
-    // A fragment (16×8, split into tf32 big + small) of a C×C tile: rows r0 + g (+8), columns c0 + t (+4); with
-    // `trans` the tile read transposed (element (r, c) = M[c][r]); `row_scale` multiplies by its entry at M's row
-    auto load_a = [&](const float* M, int r0, int c0, bool trans, const float* row_scale, kdg::FragA8& big,
-                      kdg::FragA8& small) {
+    // ---- step branch_grads (all, column_blocks): b_q, R, b_ki of the own blocks (blocks before and after by FMA with factors ≤ 1, the diagonal one by running products of α); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; block sums of dgc and k̂⊙b_kr; Σ over each warp's channels of k̂⊙R ----
+#line 350 "templates/wgmma64/prepare_bwd.cu.j2"
+    float Tb[NB];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = r0 + g + 8 * (e & 1), cc = c0 + t + 4 * (e >> 1);
-        const int mi = trans ? cc : r, mj = trans ? r : cc;
-        const float x = M[mi * LDM + mj] * (row_scale ? row_scale[mi] : 1.f);
-        kdg::split_tf32(x, big.x[e], small.x[e]);
-      }
-    };
-    auto split_b = [](float x0, float x1, kdg::FragB8& big, kdg::FragB8& small) {
-      kdg::split_tf32(x0, big.x[0], small.x[0]);
-      kdg::split_tf32(x1, big.x[1], small.x[1]);
-    };
-    // Row block by row block, a loop (the kernel's code stays small: it runs from the instruction cache): block I's
-    // b_ki, b_q and R, then its elements. The GVA sums of block I are dq_sum[0], dk_sum[0], rotated after each block
-    // so that every register index is a constant.
-    float kbr[NT][2] = {};
+    for (int M = 0; M < NB; ++M) Tb[M] = s_T[M * ld_T + d];
 #pragma unroll 1
-    for (int I = 0; I < NB; ++I) {
-      kdg::FragC bq[NT], R[NT], bki[NT];
+    for (int o = 0; o < OWN; ++o) {                 // a loop; own block o's α and sums are at index 0 (rotated below)
+      const int I = part + o * PARTS, r0 = I * B;
+      float bq[B], R[B], bki[B];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        kdg::frag_zero(bq[nt]);
-        kdg::frag_zero(R[nt]);
-        kdg::frag_zero(bki[nt]);
-      }
-      // b_ki of rows I: Σ_{I2 ≥ I} dMqk[I2,I]ᵀ·(scale·q̂ ⊙ f) + (β⊙dMkk)[I2,I]ᵀ·(k̂ ⊙ f) over the rows of I2, row factor
-      // f = P_i·B_(I2,I) (I2 > I) or 1/Q_i (I2 = I); then × Q_j
+      for (int r = 0; r < B; ++r) bq[r] = R[r] = bki[r] = 0.f;
+      // blocks J < I: key side k̂_j Q_j B_IJ, then the rows' P_i
+      float between = 1.f;
 #pragma unroll 1
-      for (int I2 = I; I2 < NB; ++I2) {
-#line 236 "templates/wgmma64/prepare_bwd.cu.j2"
-        float bt[NT];                                // B_(I2,I) at this lane's B columns
+      for (int J = I - 1; J >= 0; --J) {
+#pragma unroll 1
+        for (int j = J * B; j < J * B + B; j += 4) {
+          float ka[4];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) bt[nt] = between(I2, I, ch0 + 8 * nt + g);
-#line 240 "templates/wgmma64/prepare_bwd.cu.j2"
+          for (int u = 0; u < 4; ++u) ka[u] = s_k_hat[(j + u) * LDT + d] * s_Q[(j + u) * LDT + d] * between;
 #pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-          const int c0 = I2 * B + 8 * ks;
-          kdg::FragA8 aqb, aqs, akb, aks;
-          load_a(s_dMqk, I * B, c0, true, nullptr, aqb, aqs);
-          load_a(s_dMkk, I * B, c0, true, s_beta, akb, aks);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const int ch = ch0 + 8 * nt + g;
-            float xq[2], xk[2];
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              const int i = c0 + t + 4 * hh;
-#line 256 "templates/wgmma64/prepare_bwd.cu.j2"
-              const float f = I2 > I ? s_P[i * LDT + ch] * bt[nt] : __fdividef(1.f, s_Q[i * LDT + ch]);
-#line 258 "templates/wgmma64/prepare_bwd.cu.j2"
-              xq[hh] = core_scale * s_q_hat[i * LDT + ch] * f;
-              xk[hh] = s_k_hat[i * LDT + ch] * f;
-            }
-            kdg::FragB8 qb, qs, kb, kss;
-            split_b(xq[0], xq[1], qb, qs);
-            split_b(xk[0], xk[1], kb, kss);
-            kdg::mma_1688_tf32x3(bki[nt], aqb, aqs, qb, qs);
-            kdg::mma_1688_tf32x3(bki[nt], akb, aks, kb, kss);
+          for (int r = 0; r < B; ++r) {
+            const float4 mq = *reinterpret_cast<const float4*>(&s_dMqk[(r0 + r) * LDM + j]);
+            const float4 mk = *reinterpret_cast<const float4*>(&s_dMkk[(r0 + r) * LDM + j]);
+            bq[r] = fmaf(mq.w, ka[3], fmaf(mq.z, ka[2], fmaf(mq.y, ka[1], fmaf(mq.x, ka[0], bq[r]))));
+            R[r] = fmaf(mk.w, ka[3], fmaf(mk.z, ka[2], fmaf(mk.y, ka[1], fmaf(mk.x, ka[0], R[r]))));
           }
         }
+        between *= s_T[J * ld_T + d];
       }
-      // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·(k̂_J ⊙ key factor), key factor Q_j·B_IJ (J < I) or 1/P_j (J = I); then × P_i
-#line 271 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll
+      for (int r = 0; r < B; ++r) {
+        const float p = s_P[(r0 + r) * LDT + d];
+        bq[r] *= p;
+        R[r] *= p;
+      }
+      // blocks I' > I: row side P_i B_I'I, then the columns' Q_j
+      between = 1.f;
 #pragma unroll 1
-      for (int J = 0; J <= I; ++J) {
-#line 274 "templates/wgmma64/prepare_bwd.cu.j2"
-        float bt[NT];                                // B_IJ at this lane's B columns
+      for (int I2 = I + 1; I2 < NB; ++I2) {
+#pragma unroll 1
+        for (int i = I2 * B; i < I2 * B + B; ++i) {
+          const float e = s_P[i * LDT + d] * between;
+          const float qs = core_scale * s_q_hat[i * LDT + d] * e, ks = s_beta[i] * s_k_hat[i * LDT + d] * e;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) bt[nt] = between(I, J, ch0 + 8 * nt + g);
-#line 278 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-          const int c0 = J * B + 8 * ks;
-          kdg::FragA8 aqb, aqs, akb, aks;
-          load_a(s_dMqk, I * B, c0, false, nullptr, aqb, aqs);
-          load_a(s_dMkk, I * B, c0, false, nullptr, akb, aks);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const int ch = ch0 + 8 * nt + g;
-            float x[2];
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              const int j = c0 + t + 4 * hh;
-#line 294 "templates/wgmma64/prepare_bwd.cu.j2"
-              x[hh] = s_k_hat[j * LDT + ch] * (J < I ? s_Q[j * LDT + ch] * bt[nt] : __fdividef(1.f, s_P[j * LDT + ch]));
-#line 296 "templates/wgmma64/prepare_bwd.cu.j2"
-            }
-            kdg::FragB8 bb, bs;
-            split_b(x[0], x[1], bb, bs);
-            kdg::mma_1688_tf32x3(bq[nt], aqb, aqs, bb, bs);
-            kdg::mma_1688_tf32x3(R[nt], akb, aks, bb, bs);
+          for (int c4 = 0; c4 < B; c4 += 4) {
+            const float4 mq = *reinterpret_cast<const float4*>(&s_dMqk[i * LDM + r0 + c4]);
+            const float4 mk = *reinterpret_cast<const float4*>(&s_dMkk[i * LDM + r0 + c4]);
+            bki[c4] = fmaf(mk.x, ks, fmaf(mq.x, qs, bki[c4]));
+            bki[c4 + 1] = fmaf(mk.y, ks, fmaf(mq.y, qs, bki[c4 + 1]));
+            bki[c4 + 2] = fmaf(mk.z, ks, fmaf(mq.z, qs, bki[c4 + 2]));
+            bki[c4 + 3] = fmaf(mk.w, ks, fmaf(mq.w, qs, bki[c4 + 3]));
           }
         }
+        between *= s_T[I2 * ld_T + d];
       }
-      // the elements of rows I: b_q, b_kd, b_ki, b_kr; dq̂, dk̂ sums; dgc; Σ_rows k̂⊙b_kr and Σ_channels k̂⊙R partials
-      float kR_rows[2] = {0.f, 0.f};
+      // the diagonal block: F_ij = Π_{j<t≤i} α_t, walked from j = i down (exact for any decay)
+      float kd_[B], qs_[B], ks_[B];
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        float into[2] = {1.f, 1.f}, after[2] = {1.f, 1.f};   // Π_{M<I} T_M and Π_{M>I} T_M at the two columns
+      for (int r = 0; r < B; ++r) {
+        bki[r] *= s_Q[(r0 + r) * LDT + d];
+        kd_[r] = s_k_hat[(r0 + r) * LDT + d];
+        qs_[r] = core_scale * s_q_hat[(r0 + r) * LDT + d];
+        ks_[r] = s_beta[r0 + r] * kd_[r];
+      }
 #pragma unroll
-        for (int cc = 0; cc < 2; ++cc)
-          for (int M = 0; M < NB; ++M) {
-            const float tm = s_T[M * ld_T + ch0 + 8 * nt + 2 * t + cc];
-            into[cc] *= M < I ? tm : 1.f;
-            after[cc] *= M > I ? tm : 1.f;
-          }
+      for (int i = 0; i < B; ++i) {
+        float F = 1.f;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
-          const bool valid = i < L;
-          const int at = i * K + ch;                  // in this (chunk, head)'s [C][K] gradients
-          const float p = s_P[i * LDT + ch], q = s_Q[i * LDT + ch];
-          const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 326 "templates/wgmma64/prepare_bwd.cu.j2"
-          const float bq_i = bq[nt].x[e] * p, R_i = R[nt].x[e] * p, bki_i = bki[nt].x[e] * q;
-#line 328 "templates/wgmma64/prepare_bwd.cu.j2"
-          const float E = into[e & 1] * p, Rend = q * after[e & 1];
-          const float b_q = valid ? core_scale * (E * d_qd[at] + bq_i) : 0.f;
-          const float b_kd = valid ? E * d_kd[at] + s_beta[i] * R_i : 0.f;
-          const float b_kr = valid ? Rend * d_kr[at] : 0.f;
-          const float b_ki = valid ? bki_i : 0.f;
-          dq_sum[0][nt].x[e] += b_q;
-          dk_sum[0][nt].x[e] += b_kd + b_ki + b_kr;
-          s_dgc[i * LDT + ch] = qv * b_q + kv * (b_kd - b_ki - b_kr);
-          kbr[nt][e & 1] += kv * b_kr;
-          kR_rows[e >> 1] += valid ? kv * R_i : 0.f;
+        for (int j = i; j >= 0; --j) {
+          const float mq = s_dMqk[(r0 + i) * LDM + r0 + j], mk = s_dMkk[(r0 + i) * LDM + r0 + j];
+          const float kf = kd_[j] * F;
+          bq[i] = fmaf(mq, kf, bq[i]);
+          R[i] = fmaf(mk, kf, R[i]);
+          bki[j] = fmaf(F, fmaf(mq, qs_[i], mk * ks_[i]), bki[j]);
+          F *= alpha[0][j];
         }
       }
+      // the rows' gradients; dgc into its tile, the block's sums of dgc and k̂⊙b_kr, and Σ_warp k̂⊙R per row
+      float into = 1.f, after = 1.f;
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {               // the four lanes of a row (t), in a fixed tree
-        float x = kR_rows[hh];
-        x += __shfl_xor_sync(0xffffffffu, x, 1);
-        x += __shfl_xor_sync(0xffffffffu, x, 2);
-        if (t == 0) s_kR_part[(I * B + g + 8 * hh) * KRP + warp] = x;
+      for (int M = 0; M < NB; ++M) {
+        into *= M < I ? Tb[M] : 1.f;
+        after *= M > I ? Tb[M] : 1.f;
       }
+      float sum_dgc = 0.f, sum_kbr = 0.f;
 #pragma unroll
-      for (int b = 0; b + 1 < NB; ++b)               // rotate: block I + 1's sums to index 0
+      for (int r = 0; r < B; ++r) {
+        const int i = r0 + r;
+        const bool valid = i < L;
+        const long long at = (ws * C + i) * K + d;
+        const float E = into * s_P[i * LDT + d], Rend = s_Q[i * LDT + d] * after;
+        const float qv = s_q_hat[i * LDT + d], kv = kd_[r];
+        const float b_q = valid ? core_scale * (E * ws_d_q_decayed[at] + bq[r]) : 0.f;
+        const float b_kd = valid ? E * ws_d_k_decayed[at] + s_beta[i] * R[r] : 0.f;
+        const float b_kr = valid ? Rend * ws_d_k_to_end[at] : 0.f;
+        const float b_ki = valid ? bki[r] : 0.f;
+        dq_sum[0][r] += b_q;
+        dk_sum[0][r] += b_kd + b_ki + b_kr;
+        const float dgc = qv * b_q + kv * (b_kd - b_ki - b_kr);
+        s_dgc[i * LDT + d] = dgc;
+        sum_dgc += dgc;
+        sum_kbr += kv * b_kr;
+        const float kR = warp_sum(valid ? kv * R[r] : 0.f);
+        if ((tid & 31) == 0) s_kR_part[i * KRP + d / 32] = kR;
+      }
+      s_block_dgc[I * ld_block_dgc + d] = sum_dgc;
+      s_block_kbr[I * ld_block_kbr + d] = sum_kbr;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const kdg::FragC q0 = dq_sum[b][nt], k0 = dk_sum[b][nt];
-          dq_sum[b][nt] = dq_sum[b + 1][nt];
-          dk_sum[b][nt] = dk_sum[b + 1][nt];
-          dq_sum[b + 1][nt] = q0;
-          dk_sum[b + 1][nt] = k0;
+      for (int b = 0; b + 1 < OWN; ++b)             // rotate: the next own block's α and sums to index 0
+#pragma unroll
+        for (int r = 0; r < B; ++r) {
+          const float a0 = alpha[b][r], q0 = dq_sum[b][r], k0 = dk_sum[b][r];
+          alpha[b][r] = alpha[b + 1][r];
+          dq_sum[b][r] = dq_sum[b + 1][r];
+          dk_sum[b][r] = dk_sum[b + 1][r];
+          alpha[b + 1][r] = a0;
+          dq_sum[b + 1][r] = q0;
+          dk_sum[b + 1][r] = k0;
         }
     }
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int cc = 0; cc < 2; ++cc) {               // the eight row groups (g) of a column, in a fixed tree
-        float x = kbr[nt][cc];
-        x += __shfl_xor_sync(0xffffffffu, x, 4);
-        x += __shfl_xor_sync(0xffffffffu, x, 8);
-        x += __shfl_xor_sync(0xffffffffu, x, 16);
-        if (g == 0) s_kbr_total[ch0 + 8 * nt + 2 * t + cc] = x;
-      }
-    __syncwarp();                                    // the warp's dgc columns and totals are written
+    __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 371 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (lane < CW) {
-      const int ch = ch0 + lane;
-      const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
-      float rev = 0.f;
-      for (int i = C - 1; i >= 0; --i) {
-        rev += s_dgc[i * LDT + ch];
-        s_dgc[i * LDT + ch] = rev + total;
+    // ---- step reverse_cumsum (all, column_blocks): d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + Σ_rows k̂⊙b_kr ----
+#line 472 "templates/wgmma64/prepare_bwd.cu.j2"
+    {
+      float total = ws_d_decay_total[ws * K + d];
+#pragma unroll
+      for (int M = 0; M < NB; ++M) total += s_block_kbr[M * ld_block_kbr + d];
+#pragma unroll
+      for (int o = 0; o < OWN; ++o) {
+        const int I = part + o * PARTS, r0 = I * B;
+        float rev = 0.f;
+        for (int M = NB - 1; M > I; --M) rev += s_block_dgc[M * ld_block_dgc + d];
+#pragma unroll
+        for (int r = B - 1; r >= 0; --r) {
+          rev += s_dgc[(r0 + r) * LDT + d];
+          s_dgc[(r0 + r) * LDT + d] = rev + total;
+        }
       }
     }
-#line 520 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 489 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 493 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 493 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2475 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2424 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 527 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 496 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2482,13 +2431,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 536 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 505 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 548 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 517 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2492 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2441 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2587,67 +2536,66 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         #pragma unroll
         for (int j = 0; j < KPT; ++j) d_dt_bias[j] = n_grad_dt_bias[j];
         const float d_A_log = n_grad_A_log;
-#line 553 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 522 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
-#line 555 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 524 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 560 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 529 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 563 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 532 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 566 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 535 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 572 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 541 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) s_Q[(0 * ROWS + tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 544 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 578 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 547 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 582 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 551 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 588 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 557 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 596 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 565 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
-  // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 599 "templates/wgmma64/prepare_bwd.cu.j2"
+  // ---- step seeds (all, column_blocks): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
+#line 568 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 601 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 581 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
-  for (int I = 0; I < NB; ++I)
+  for (int o = 0; o < OWN; ++o) {
+    const int r0 = (part + o * PARTS) * B;
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int at = (I * B + kdg::frag_c_row(lane, e)) * LDT + ch0 + 8 * nt + kdg::frag_c_col(lane, e);
-        s_dgc[at] = dq_sum[I][nt].x[e];
-        s_Q[at] = dk_sum[I][nt].x[e];
-      }
-#line 622 "templates/wgmma64/prepare_bwd.cu.j2"
+    for (int r = 0; r < B; ++r) {
+      s_dgc[(r0 + r) * LDT + d] = dq_sum[o][r];
+      s_Q[(r0 + r) * LDT + d] = dk_sum[o][r];
+    }
+  }
+#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2649 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2597 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 626 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 595 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2658,7 +2606,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_Q[i * LDT + d0 + e];
     }
-#line 2662 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2610 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2771,13 +2719,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 638 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
     if (valid) {
-#line 640 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 609 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 640 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 609 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 642 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 611 "templates/wgmma64/prepare_bwd.cu.j2"
     }
   }
 }
@@ -2791,7 +2739,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2795 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2743 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2800,7 +2748,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2804 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2752 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -5,7 +5,9 @@ the same flags as `kdagen emit`/`plan`/`inspect`), the head dim, the GVA ratio, 
 beta, and whether the call needs gradients (--inference: forward only). The same arguments, as text, make
 up KDAGEN_PRECOMPILE (configurations separated by ';'), which `import kdagen` compiles with a progress bar.
 Which modules a configuration needs is what kdagen.ops.config.kernel_sources says: the exact modules the
-ops load for such a call on that arch.
+ops load for such a call on that arch. The family can depend on the call's (sequence, head) pairs (--pairs: a
+training call with at least 16 runs wgmma64 on sm_90a, an inference call with few may too), so compile each class
+of call that will run (with KDAGEN_DISABLE_JIT=1 a module left out is an error).
 """
 from __future__ import annotations
 

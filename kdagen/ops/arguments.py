@@ -43,9 +43,9 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--inference", action="store_true",
                    help="the kernels of a call without gradients (a forward-only family may serve it)")
     p.add_argument("--pairs", type=int, default=None, metavar="N",
-                   help="the call's (sequence, value head) pairs, B·HV; with --inference and few of them (N ≤ 64 at "
-                        "head dim 128, ≤ 16 otherwise) families are ranked for few pairs, as a call of that shape "
-                        "ranks them (default: many)")
+                   help="the call's (sequence, value head) pairs, B·HV: families are ranked as a call of that shape "
+                        "ranks them — with --inference and few pairs (N ≤ 64 at head dim 128, ≤ 16 otherwise) for few "
+                        "pairs, without it and N ≥ 16 for a training call (default: unknown, the usual rank)")
 
 
 @dataclass(frozen=True)

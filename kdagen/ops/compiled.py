@@ -65,7 +65,7 @@ class RecurrenceOp:
     def config(self, head_dim: int = 128, *, gva: int = 1, varlen: bool = False, state_v_first: bool = False,
                inference: bool = False, dtypes: dict | None = None, arch: str | None = None, pairs: int | None = None):
         """The kernels' Config for calls of this shape (`plan()` and `precompile()` read it); `pairs`, the calls'
-        (sequence, value head) pairs, matters for inference calls (few of them rank families differently)."""
+        (sequence, value head) pairs, ranks families as such calls rank them (families.ranking)."""
         return config_for(self.spec, head_dim, head_dim, gva, varlen, dtypes or {}, arch or default_arch(),
                           state_layout="vk" if state_v_first else "kv",
                           directions=INFERENCE if inference else TRAINING, family=self.family, pairs=pairs)

@@ -3,8 +3,9 @@ rendered units (cached per process), and the compiled modules (kdagen.runtime). 
 chunk_gated_delta_rule and a user's recurrence — and `kdagen compile` go through here.
 
 A Config records whether the call needs a backward: the family is chosen for the directions a call runs
-(an inference call may use a forward-only family), whether an inference call has few (sequence, head) pairs
-(families rank differently there: kdagen.plan.families), and KDAGEN_FAMILY, read when the Config is made.
+(an inference call may use a forward-only family), the call's class by its (sequence, head) pairs (few pairs
+without gradients, many with: families rank differently there, kdagen.plan.families.ranking), and KDAGEN_FAMILY,
+read when the Config is made.
 """
 from __future__ import annotations
 

@@ -149,6 +149,20 @@ def training_segments(call: Call, inputs: list) -> int:
     return segments
 
 
+def training_family(call: Call, inputs: list) -> str:
+    """The family a training call runs, fixed before the custom op runs and named in its key: the planner ranks by
+    the call's (sequence, head) pairs (families.ranking), which torch.compile's fake implementation may not know
+    (a symbolic batch size), and both must plan the same saved workspaces."""
+    if call.family is not None:
+        return call.family
+    from .forward import call_config
+    x = {**dict(zip(call.spec.inputs, inputs)), "cu_seqlens": call.cu_seqlens}
+    try:
+        return call_config(x, call, True).planned()[0].family
+    except (NotImplementedError, ValueError):       # (PlanError is a ValueError) the op's own planning reports it
+        return None
+
+
 def apply(call: Call, tensors: dict, initial_state):
     """(o, final state or None) through the custom op kdagen::recurrence_forward (kdagen.ops.library), whose
     autograd formula runs kdagen::recurrence_backward; the tensors are not checked here (`run` does). Where no
@@ -162,7 +176,8 @@ def apply(call: Call, tensors: dict, initial_state):
         o, ht, _ = autograd.kernel_forward(x, call, False)
     else:
         segments = training_segments(call, inputs) if keep else 1
-        key = library.call_key(spec, call.state_layout, call.family, call.emulate, segments)
+        key = library.call_key(spec, call.state_layout, training_family(call, inputs) if keep else call.family,
+                               call.emulate, segments)
         args = (key, inputs, initial_state, call.cu_seqlens, [call.scalars[n] for n in spec.scalars],
                 call.output_final_state, keep)
         o, ht, _ = library.dispatch(library.recurrence_forward, args, keep)

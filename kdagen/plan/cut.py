@@ -43,6 +43,7 @@ CHAIN_DIMS = (32, 64, 96, 128)       # the state sizes D = K = V the chain kerne
 # the forward's recurrence and dstate_pass at K = 128, chunks of TRAIN_CHUNK tokens; fitted to backward_timing.py on
 # the view shapes 1×65536×4, 32×2048×4, 16×4096×4, 1×32768×16, 8×4096×16, 4×8192×16 (×128) (NOTES, session 11, run 1)
 TRAIN_CHUNK = {"mma16": 16}
+# (its keys are also the families whose training step can be cut: their backward has the segment passes)
 TRAIN_STEPS = {"mma16": {"recurrence": (1.06, 0.90), "dstate_pass": (1.5, 0.61)}}
 
 
@@ -136,8 +137,11 @@ def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_
                f"K = V = {K}: the chain kernel takes D in {CHAIN_DIMS}" if K not in CHAIN_DIMS else None)
     if why_not:                    # (before the model: an ineligible call's hot path meets this first)
         return Cut(1, T, 0.0, 0.0, why_not)
+    if keep and family not in TRAIN_STEPS:
+        return Cut(1, T, 0.0, 0.0, f"family {family}: its training step is not cut (its backward has no segment "
+                                   "passes)")
     if keep:
-        model = _TrainingModel(family, K, sms, slices) if family in TRAIN_STEPS else None
+        model = _TrainingModel(family, K, sms, slices)
         modelled = (lambda S: model.cut(pairs, T, S)) if model else None
     else:
         model = _Model(family, K, V, sms, resident) if family in STEP_US else None

@@ -14,8 +14,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wgmma64_backward_cases import (GPU_CASES, chunk_checks, dstate_checks, grads_checks, outputs, run_case,  # noqa: E402
-                                    states_checks)
+from wgmma64_backward_cases import (GPU_CASES, chunk_checks, dstate_checks, grads_checks,  # noqa: E402
+                                    outputs, run_case, states_checks)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
               pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.get_device_capability() < (9, 0),

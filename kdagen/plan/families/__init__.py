@@ -31,7 +31,6 @@ FEW_PAIRS = {64: 16, 128: 64}
 # about as long at K = 64 (1.64 against 1.73 ms); at 4 pairs (1×65536×4×128) mma16's step cut into segments
 # (docs/segments.md §6) is shorter.
 TRAINING_PAIRS = 16
-RANKINGS = ("default", "few_pairs", "training")
 
 
 def few_pairs_limit(head_dim: int) -> int:

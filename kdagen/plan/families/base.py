@@ -140,7 +140,7 @@ class Family:
     headers: tuple[str, ...]
     priority: int                            # its rank (`rank`): the highest-ranked family that serves is chosen
     summary: str
-    ranks: dict = field(default_factory=dict)   # its rank in a class of call (families.RANKINGS), where not priority
+    ranks: dict = field(default_factory=dict)   # its rank in a class of call (families.ranking), where not priority
 
     def rank(self, ranking: str = "default") -> int:
         return self.ranks.get(ranking, self.priority)

@@ -21,6 +21,10 @@ class Wgmma64(Family):
     def check(self, problem: Problem) -> tuple[bool, str]:
         if problem.K != problem.V:
             return False, f"{self.name}: K={problem.K} != V={problem.V} (its recurrence tiles assume K = V)"
+        params = len(facts(problem).head_params)
+        if params > backward.MAX_HEAD_PARAMS:
+            return False, (f"{self.name}: {params} head parameters (its prepare_bwd stages at most "
+                           f"{backward.MAX_HEAD_PARAMS})")
         return True, f"{self.name}: supported"
 
     def build(self, problem: Problem) -> Planned:
@@ -50,6 +54,7 @@ class Wgmma64(Family):
 
 
 FAMILY = Wgmma64(name="wgmma64", chunk=forward.CHUNK, archs=("sm_90a",), head_dims=(64, 128),
-                 directions=("forward", "backward"), headers=("common", "sm80", "sm90"), priority=-1, ranks={"few_pairs": 1, "training": 1},
+                 directions=("forward", "backward"), headers=("common", "sm80", "sm90"), priority=-1,
+                 ranks={"few_pairs": 1, "training": 1},
                  summary="chunk 64, bulk tensor copies into an mbarrier ring, wgmma consumer warp groups with "
                          "setmaxnreg quotas; sm_90a, forward and backward")

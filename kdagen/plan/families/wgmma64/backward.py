@@ -216,6 +216,8 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
 
 PREPARE_BWD_THREADS = 256
 PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per token row, 16 rows per pass
+# each head parameter stages its per-row partials in a 16-row slice of Q's [64][K] tile
+MAX_HEAD_PARAMS = CHUNK // (PREPARE_BWD_THREADS // PREPARE_BWD_LANES_PER_ROW)
 TILE_PAD = 8                     # [C][K] tiles: rows K + 8 floats apart, so a tf32 B fragment meets no bank twice
 PAIR_PAD = 4                     # [C][C] tiles: rows C + 4 floats apart (tf32 A fragments conflict-free)
 
@@ -233,11 +235,12 @@ class PrepareBwd64Options:
 
 
 def contractions_of(diagonal: str) -> str:
-    """The diagonal blocks' factors decide where the contractions run. "factored" (a per-channel decay bounded so
-    that 1/P and 1/Q stay finite over 16 rows) and "scalar" (one factor per pair, folded into dMqk and dMkk)
-    let every block be a tensor-core product; "running" (any per-channel decay) needs running products of α
-    inside the diagonal blocks, which the CUDA-core form does per channel."""
-    return "fma" if diagonal == "running" else "mma"
+    """Where the contractions run. A per-head decay ("scalar") has one factor per pair, e^(Γi−Γj) ≤ 1, folded into
+    dMqk and dMkk first: every block is then a tensor-core product of raw q̂, k̂. A per-channel decay runs on CUDA
+    cores, a thread per (channel, block), with running products of α inside the diagonal blocks — also where the
+    forward factors them ("factored"): there the operand k̂/P reaches 2^126, and a sum of its products with dMqk,
+    which nothing bounds, could overflow."""
+    return "mma" if diagonal == "scalar" else "fma"
 
 
 def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
@@ -252,12 +255,9 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     parts = threads // K
     diagonal = diagonal_form(f)
     mma = contractions_of(diagonal) == "mma"
-    scalar = f.decay_kind == "scalar"
     params, qk, qk_grads = prepare_bwd_io(f, CHUNK_GRADS)
     params += seq_params(varlen)
     head_params = f.head_params
-    rows = threads // PREPARE_BWD_LANES_PER_ROW
-    assert len(head_params) * rows <= C, "each head parameter stages its row partials in a slice of Q's tile"
     tile = dict(ld=K + TILE_PAD)
     buffers = [Buffer("q_hat", (C, K), "f32", **tile), Buffer("k_hat", (C, K), "f32", **tile),
                Buffer("P", (C, K), "f32", **tile), Buffer("Q", (C, K), "f32", **tile),
@@ -265,7 +265,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                Buffer("dMqk", (C, C), "f32", ld=C + PAIR_PAD), Buffer("dMkk", (C, C), "f32", ld=C + PAIR_PAD),
                Buffer("beta", (C,), "f32"), Buffer("T", (NB, K), "f32"),
                Buffer("kR_part", (C, warps if mma else K // 32), "f32")]
-    buffers += ([Buffer("kbr_total", (K,), "f32")] + ([Buffer("gamma", (C,), "f32")] if scalar else []) if mma else
+    buffers += ([Buffer("kbr_total", (K,), "f32"), Buffer("gamma", (C,), "f32")] if mma else
                 [Buffer("block_dgc", (NB, K), "f32"), Buffer("block_kbr", (NB, K), "f32")])
     seq = [p.name for p in seq_params(varlen) if p.kind == "ptr"]
     steps = [
@@ -274,29 +274,29 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                   "waited for): the later plain loads meet L2"),
         Step("prologue_qk", "all", "row", writes=["q_hat", "k_hat"], global_reads=qk + seq,
              note="emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero)"),
-        Step("prologue_v", "all", "row", writes=["P", "beta", *(["gamma"] if mma and scalar else [])], waits=["sync"],
+        Step("prologue_v", "all", "row", writes=["P", "beta", *(["gamma"] if mma else [])], waits=["sync"],
              loop=True, global_reads=[p.name for p in f.leaves if p.name not in qk],
              note="emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β"),
         Step("load_grads", "all", "thread", writes=["dMqk", "dMkk"], global_reads=["ws_dMqk", "ws_dMkk"], loop=True,
              note="masked to tril₀ and tril₋₁"),
-        Step("block_factors", "all", "column_blocks", reads=["P"], writes=["P", "Q", "T"], waits=["sync"], loop=True,
+        Step("block_factors", "all", "column_blocks", reads=["P", *(["gamma"] if mma else [])],
+             writes=["P", "Q", "T", *(["gamma"] if mma else [])], waits=["sync"], loop=True,
              note="per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the "
-                  "block, the block total T" + ("; Γ, the per-head cumsum" if mma and scalar else "")),
+                  "block, the block total T" + ("; thread 0: Γ, the per-head decay's cumsum" if mma else "")),
     ]
     if mma:
-        if scalar:
-            steps.append(Step("pair_factors", "all", "thread", reads=["gamma"], writes=["dMqk", "dMkk"],
-                              waits=["sync"], loop=True,
-                              note="a per-head decay: dMqk, dMkk × e^(Γi−Γj) ≤ 1, every block then a plain product"))
+        steps.append(Step("pair_factors", "all", "thread", reads=["gamma", "dMqk", "dMkk"], writes=["dMqk", "dMkk"],
+                          waits=["sync"], loop=True,
+                          note="dMqk, dMkk × e^(Γi−Γj) ≤ 1 (the per-head decay's pair factors): every block then a "
+                               "plain product"))
         steps += [
             Step("branch_grads", "all", "warp_channels",
                  reads=["P", "Q", "T", "q_hat", "k_hat", "dMqk", "dMkk", "beta"],
                  writes=["dgc", "kR_part", "kbr_total"], waits=["sync"], loop=True,
                  global_reads=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
-                 note="warp w, channels [w·K/8, (w+1)·K/8) of every row: b_q, R, b_ki as 3xTF32 products of 16-row "
-                      "blocks (key side k̂·Q·B_IJ or, on the diagonal, k̂/P; rows × P; likewise b_ki); b_kd, b_kr; "
-                      "dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels "
-                      "of k̂⊙R"),
+                 note="warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: b_q, R, b_ki as "
+                      "3xTF32 products of raw q̂, k̂ with the factored dMqk, dMkk; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb "
+                      "(registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R"),
             Step("reverse_cumsum", "all", "warp_channels", reads=["dgc", "kbr_total"], writes=["dgc"], loop=True,
                  global_reads=["ws_d_decay_total"],
                  note="lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr")]
@@ -330,15 +330,16 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
         Step("adjoint_qk", "all", "row", reads=["q_hat", "k_hat", "dgc", "Q"], waits=["sync"], global_writes=qk_grads,
              note="emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂"),
     ]
-    # per value head: loop top, a and the grads loaded, block factors, (pair factors,) branch grads (fma: and d_decay)
-    phases = 4 + (mma and scalar) + (not mma) + bool(head_params)
+    # per value head: loop top, a and the grads loaded, block factors, pair factors (mma) or d_decay (fma), branch
+    # grads, the parameter rows
+    phases = 5 + bool(head_params)
     return Kernel(
         name="prepare_bwd", kind="prepare_bwd", template="wgmma64/prepare_bwd.cu.j2", direction="backward",
         grid=["chunks", "H"], threads=threads, min_ctas_per_sm=1,
         roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=255)], buffers=buffers,
         barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=phases,
                           note="__syncthreads per value head: loop top, a and the grads loaded, block factors, "
-                               + ("pair factors, " if mma and scalar else "") + "branch grads"
+                               + ("pair factors, " if mma else "") + "branch grads"
                                + ("" if mma else ", d_decay") + (", the parameter rows" if head_params else "")
                                + "; twice after the loop (the seeds)")],
         pipelines=[], steps=steps, params=params,
