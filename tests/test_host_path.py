@@ -495,6 +495,22 @@ def test_the_call_class_ranks_the_families(shape, keep, family, monkeypatch):
     assert config.ranking == ("default" if family == "mma16" else "training" if keep else "few_pairs")
 
 
+@pytest.mark.parametrize("heads, rank", [(2, "default"), (8, "training")])
+def test_a_training_call_carries_its_ranking_in_the_op_key(heads, rank, monkeypatch):
+    """The class a training call ranks families by travels in the custom op's key, so its fake implementation (which
+    may not know the pairs) plans the family the kernels run: 2·2 pairs rank as usual, 2·8 for training."""
+    monkeypatch.delenv("KDAGEN_FAMILY", raising=False)
+    x, call = call_of(LB, B=2, T=40, H=heads)
+    inputs = [x[n] for n in call.spec.inputs]
+    assert ops_run.training_ranking(call, inputs) == rank
+    scalars = [call.scalars[n] for n in call.spec.scalars]
+    for carried in (rank, "default"):         # "default": what a trace that could not count the pairs carries
+        key = library.call_key(call.spec, call.state_layout, None, False, 1, carried)
+        planned = fw.call_config(x, library._call(key, scalars, True, None), True).planned()[0]
+        assert library.entry(key).ranking == carried
+        assert planned.family == ("wgmma64" if carried == "training" else "mma16"), (carried, planned.family)
+
+
 def test_a_symbolic_batch_size_gives_no_pair_count():
     """A symbolic batch size (torch.compile traces its fake implementations with dynamic shapes) gives no pair
     count, so the trace does not specialise the graph on it."""

@@ -172,7 +172,7 @@ def _source(config: Config, direction: str, entries: bool) -> str:
 
 def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, arch: str, *,
                state_layout: str = "kv", directions: tuple = TRAINING, family: str | None = None,
-               pairs: int | None = None) -> Config:
+               pairs: int | None = None, rank: str | None = None) -> Config:
     """The Config of a call; dtypes maps "g" and "beta" (where the recurrence has them) to torch dtypes; `pairs`
     the call's (sequence, value head) pairs where known."""
     names = {}
@@ -184,7 +184,7 @@ def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, a
     family = family or requested()
     # the class matters only where the planner ranks, i.e. no family is named (one plan, not two, otherwise)
     return Config(spec, K, V, arch, G, varlen, names["g"], names["beta"], state_layout, tuple(directions),
-                  family, ranking(directions, pairs, K) if family is None else "default")
+                  family, "default" if family is not None else rank or ranking(directions, pairs, K))
 
 
 def module_uri(plan: Plan, direction: str, entries: bool = False) -> str:

@@ -82,14 +82,14 @@ def _call_config(x: dict, call, keep: bool, family: str | None, arch: str | None
     cu = x.get("cu_seqlens")
     varlen = cu is not None
     pairs = call_pairs(v, cu, HV)
-    rank = ranking(TRAINING if keep else INFERENCE, pairs, K)
+    rank = call.ranking or ranking(TRAINING if keep else INFERENCE, pairs, K)
     key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family, arch, rank)
     config = _CONFIGS.get(key)
     if config is None:
         if HV % H:
             raise ValueError(f"forward: HV={HV} value heads must be a multiple of H={H} q/k heads")
         config = config_for(spec, K, V, HV // H, varlen, dtypes, default_arch(v.device), state_layout=call.state_layout,
-                            directions=TRAINING if keep else INFERENCE, family=family, pairs=pairs)
+                            directions=TRAINING if keep else INFERENCE, family=family, pairs=pairs, rank=rank)
         if len(_CONFIGS) >= _CACHED_CONFIGS:
             _CONFIGS.clear()
         _CONFIGS[key] = config

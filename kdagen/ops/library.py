@@ -35,28 +35,32 @@ class Entry:
     family: str | None
     emulate: bool
     segments: int
+    ranking: str | None
 
 
-def call_key(spec, state_layout: str, family: str | None, emulate: bool, segments: int = 1) -> str:
+def call_key(spec, state_layout: str, family: str | None, emulate: bool, segments: int = 1,
+             ranking: str | None = None) -> str:
     """The string a call's static part travels as: the Spec's key (config.SPECS), the state layout, the family,
-    whether the kernels are emulated, and a training call's segments per sequence (kdagen.ops.forward.
-    training_segments: what its saved workspaces' shapes follow). Plain string formatting, so torch.compile
-    traces it."""
-    return f"{spec.key}|{state_layout}|{family or '-'}|{'emulate' if emulate else 'device'}|{segments}"
+    whether the kernels are emulated, a training call's segments per sequence (kdagen.ops.forward.
+    training_segments) and its class for ranking families (kdagen.ops.run.training_ranking): what its saved
+    workspaces' shapes follow. Plain string formatting, so torch.compile traces it."""
+    return (f"{spec.key}|{state_layout}|{family or '-'}|{'emulate' if emulate else 'device'}|{segments}|"
+            f"{ranking or '-'}")
 
 
 @functools.lru_cache(maxsize=256)
 def entry(key: str) -> Entry:
     fields = key.split("|")
-    if len(fields) != 6:
-        raise ValueError(f"kdagen op key {key!r}: expected name|sha|state layout|family|mode|segments (call_key), "
-                         f"got {len(fields)} fields")
-    name, sha, state_layout, family, mode, segments = fields
+    if len(fields) != 7:
+        raise ValueError(f"kdagen op key {key!r}: expected name|sha|state layout|family|mode|segments|ranking "
+                         f"(call_key), got {len(fields)} fields")
+    name, sha, state_layout, family, mode, segments, ranking = fields
     spec = SPECS.get(f"{name}|{sha}")
     if spec is None:
         raise KeyError(f"kdagen op key {key!r}: no such recurrence in this process; call the op (or kdagen.compile "
                        "the recurrence) before running a graph that holds it")
-    return Entry(spec, state_layout, None if family == "-" else family, mode == "emulate", int(segments))
+    return Entry(spec, state_layout, None if family == "-" else family, mode == "emulate", int(segments),
+                 None if ranking == "-" else ranking)
 
 
 def _call(key: str, scalars: list[float], output_final_state: bool, cu_seqlens):
@@ -64,7 +68,7 @@ def _call(key: str, scalars: list[float], output_final_state: bool, cu_seqlens):
     from .run import Call
     e = entry(key)
     return Call(e.spec, dict(zip(e.spec.scalars, scalars)), output_final_state, e.state_layout, cu_seqlens, e.family,
-                e.emulate, segments=e.segments)
+                e.emulate, segments=e.segments, ranking=e.ranking)
 
 
 def _inputs(key: str, inputs: list[torch.Tensor], initial_state, cu_seqlens) -> dict:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..plan.families import requested
+from ..plan.families import ranking, requested
 from ..runtime import env as runtime_env
 from . import autograd, library
-from .config import Spec
+from .config import TRAINING, Spec
 from .validate import seqlens_values, validate
 
 
@@ -35,6 +35,8 @@ class Call:
     # shared by the calls of one validated signature: what is derived from it (Config, Sized...), each by its key
     memo: dict | None = field(default=None, compare=False, repr=False)
     segments: int = 1                          # a training call's segments per sequence (forward.training_segments)
+    ranking: str | None = None                 # a training call's class for ranking families (training_ranking),
+    #                                            else ranked by its pairs where the Config is made
 
 
 def host_reads_allowed() -> bool:
@@ -149,18 +151,13 @@ def training_segments(call: Call, inputs: list) -> int:
     return segments
 
 
-def training_family(call: Call, inputs: list) -> str:
-    """The family a training call runs, fixed before the custom op runs and named in its key: the planner ranks by
-    the call's (sequence, head) pairs (families.ranking), which torch.compile's fake implementation may not know
-    (a symbolic batch size), and both must plan the same saved workspaces."""
-    if call.family is not None:
-        return call.family
-    from .forward import call_config
-    x = {**dict(zip(call.spec.inputs, inputs)), "cu_seqlens": call.cu_seqlens}
-    try:
-        return call_config(x, call, True).planned()[0].family
-    except (NotImplementedError, ValueError):       # (PlanError is a ValueError) the op's own planning reports it
-        return None
+def training_ranking(call: Call, inputs: list) -> str:
+    """The class a training call ranks families by (families.ranking), decided before the custom op runs and carried
+    in its key: torch.compile's fake implementation may not know the call's (sequence, head) pairs (a symbolic batch
+    size), and it must plan the same family, so the same saved workspaces, as the kernels. Shape arithmetic only."""
+    from .forward import call_pairs
+    v = inputs[call.spec.inputs.index(call.spec.value)]
+    return ranking(TRAINING, call_pairs(v, call.cu_seqlens, int(v.shape[2])), int(v.shape[3]))
 
 
 def apply(call: Call, tensors: dict, initial_state):
@@ -176,8 +173,8 @@ def apply(call: Call, tensors: dict, initial_state):
         o, ht, _ = autograd.kernel_forward(x, call, False)
     else:
         segments = training_segments(call, inputs) if keep else 1
-        key = library.call_key(spec, call.state_layout, training_family(call, inputs) if keep else call.family,
-                               call.emulate, segments)
+        key = library.call_key(spec, call.state_layout, call.family, call.emulate, segments,
+                               training_ranking(call, inputs) if keep else None)
         args = (key, inputs, initial_state, call.cu_seqlens, [call.scalars[n] for n in spec.scalars],
                 call.output_final_state, keep)
         o, ht, _ = library.dispatch(library.recurrence_forward, args, keep)
