@@ -121,14 +121,23 @@ def _build_dir() -> Path:
 
 
 @functools.cache
+def _compiler_identity(cxx: str) -> str:
+    """The compiler's resolved path and version line: an upgrade in place gives its units new names."""
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.split("\n", 1)[0]
+    return f"{Path(cxx).resolve()} {version}"
+
+
+@functools.cache
 def _compile(source: str) -> ctypes.CDLL:
     """The unit compiled for the host, once per content: processes that need the same unit (a multi-rank test's
     ranks and their parent) wait on one file lock while the first compiles it."""
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         raise EmulationUnavailable("no host C++ compiler (g++) on PATH")
-    flags = ["-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", f"-I{_cuda_include()}"]
-    digest = hashlib.sha256("\0".join([source, str(Path(cxx).resolve()), *flags]).encode()).hexdigest()[:24]
+    include = Path(_cuda_include()).resolve()
+    flags = ["-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", f"-I{include}"]
+    digest = hashlib.sha256("\0".join([source, _compiler_identity(cxx), (include / "cuda_bf16.h").read_text(),
+                                        *flags]).encode()).hexdigest()[:24]
     work = _build_dir()
     lib = work / f"{digest}.so"
     with open(work / f"{digest}.lock", "w") as lock:
