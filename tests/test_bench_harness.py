@@ -84,6 +84,7 @@ def test_every_case_and_mode_is_timed(run):
         assert kd["ms"] == pytest.approx(summarize(sum(kd["samples_ms"], []))["median"])
         assert set(kd["repeat_agreement"]) == {"rel_diff", "allowed", "agree"}
         assert kd["floor_share"] == pytest.approx(case["work"]["floor_ms"] / kd["ms"])
+        assert kd["peak_mib"] is None            # the CPU allocator keeps no peak: none is made up
 
 
 def test_fla_refusal_is_a_cell_not_a_crash(run):

@@ -174,3 +174,15 @@ def test_host_table_and_the_mark_of_a_call_that_waited_for_the_gpu():
     assert rows(host, "op")[0] == ["op", "mode", "shape", "kdagen host ms", "FLA host ms"]
     assert rows(host, "chunk_")[0] == ["chunk_kda, softplus gate", "fwd", "1x8192x64x128", "21.50 ‡", "2.25"]
     assert len(rows(host, "chunk_")) == 1
+
+
+def test_peak_memory_table_side_by_side_and_absent_when_nothing_was_measured():
+    result = fake_result()
+    assert "Peak memory" not in report.markdown(result)           # a CPU run measures no peak
+    result["cases"][0]["results"]["kdagen"]["peak_mib"] = 900.0
+    result["cases"][0]["results"]["fla"]["peak_mib"] = 1200.0
+    result["cases"][1]["results"]["kdagen"]["peak_mib"] = 512.4
+    table = section(report.markdown(result), "Peak memory")
+    assert rows(table, "chunk_") == [
+        ["chunk_kda, softplus gate", "fwd", "1x8192x64x128", "900", "1200", "0.75"],
+        ["chunk_gated_delta_rule", "bwd", "1x8192x64x128", "512", "n/a", "n/a"]]

@@ -20,7 +20,7 @@ from . import accuracy, model
 from .cases import ACCURACY_SHAPES, DEFAULT_SHAPES, MODES, VARIANTS, Shape, Variant
 from .inputs import InputSet, make_set
 from .libraries import Library, error_text, installed_version
-from .timing import agreement, copy_bandwidth, matmul_rate, sample, summarize
+from .timing import agreement, copy_bandwidth, matmul_rate, peak_bytes, sample, summarize
 
 SCHEMA = 1
 
@@ -142,8 +142,17 @@ def time_case(variant: Variant, mode: str, sets: list[InputSet], libs: dict[str,
                                     "waited": sum(waited) / len(waited)})
     for name, s in summaries.items():
         if name not in results:
-            results[name] = cell(s, w)
+            results[name] = {**cell(s, w), "peak_mib": _peak_mib(libs[name], variant, mode, sets)}
     return {name: results[name] for name in libs}
+
+
+def _peak_mib(lib: Library, variant: Variant, mode: str, sets: list[InputSet]) -> float | None:
+    """One more call, untimed, for its peak memory (MiB above its inputs); None where it cannot be measured."""
+    prepare, timed = steps(lib.functions[variant.function], variant.call_kwargs(), sets, mode)
+    device = sets[0].do.device
+    _empty_cache(device)
+    peak = peak_bytes(prepare, timed, device)
+    return None if peak is None else peak / 2**20
 
 
 def accuracy_case(variant: Variant, shape: Shape, libs: dict[str, Library], device, seed: int) -> dict:

@@ -146,6 +146,24 @@ def host_table(result: dict) -> list[str]:
             *_table(header, rows, right_from=3), ""]
 
 
+def memory_table(result: dict) -> list[str]:
+    """Each library's peak memory per call (MiB above its inputs), measured once after the timing."""
+    rows = []
+    for case in result["cases"]:
+        peak = {n: case["results"][n].get("peak_mib") for n in NAMES}
+        if any(p is not None for p in peak.values()):
+            ratio = f"{peak['kdagen'] / peak['fla']:.2f}" if peak["kdagen"] is not None and peak["fla"] else "n/a"
+            rows.append([case["label"], case["mode"], case["shape_name"],
+                         *(f"{p:.0f}" if p is not None else "n/a" for p in peak.values()), ratio])
+    if not rows:
+        return []
+    header = ["op", "mode", "shape", *(f"{TITLES[n]} MiB" for n in NAMES), "kdagen / FLA"]
+    return ["### Peak memory per call (MiB)", "",
+            "The most the call allocates above what it is handed (its inputs; in bwd mode also the forward's "
+            "saved tensors), from the CUDA allocator's peak during one untimed call after the timing.", "",
+            *_table(header, rows, right_from=3), ""]
+
+
 def accuracy_table(result: dict, notes: Notes) -> list[str]:
     header = ["op", "shape", "library", *ACCURACY_COLUMNS.values(), "note"]
     rows = []
@@ -166,7 +184,7 @@ def markdown(result: dict) -> str:
         lines += ["**Partial run**: it stopped before the end; the cases below are those it finished.", ""]
     lines += ["### Summary: kdagen / FLA ms (FLA / kdagen)", "", *headline_table(result), "",
               "### Timings (ms)", "", *timing_table(result, notes), "", *repeat_lines(result), "",
-              *host_table(result)]
+              *host_table(result), *memory_table(result)]
     if result["accuracy"]:
         lines += ["### Accuracy against float64 (relative L2)", "", *accuracy_table(result, notes), ""]
     if notes.reasons:

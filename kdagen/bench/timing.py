@@ -97,6 +97,21 @@ def sample(timer, prepare: Callable[[int], object], timed: Callable, *, sets: in
     return out
 
 
+def peak_bytes(prepare: Callable[[int], object], timed: Callable, device) -> int | None:
+    """Memory one call allocates above what it is handed (its inputs, and in "bwd" mode the forward's saved
+    tensors): the highest allocation during `timed` minus the allocation before it. None off CUDA, where the
+    allocator keeps no peak."""
+    if torch.device(device).type != "cuda":
+        return None
+    state = prepare(0)
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    timed(state)
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before
+
+
 def summarize(samples) -> dict:
     """Median and spread, the interquartile range relative to the median."""
     xs = sorted(samples)

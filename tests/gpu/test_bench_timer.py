@@ -11,7 +11,7 @@ import time
 import pytest
 import torch
 
-from kdagen.bench.timing import CudaTimer, sample, summarize
+from kdagen.bench.timing import CudaTimer, peak_bytes, sample, summarize
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -45,3 +45,15 @@ def test_a_call_that_syncs_is_marked_as_waiting():
     assert all(timer.waited)
     sample(timer, lambda i: None, lambda _: torch.cuda._sleep(1000), sets=1, warmup=2, iters=5)
     assert not any(timer.waited[2:])
+
+
+def test_peak_memory_counts_what_the_call_allocates_above_its_inputs():
+    held = torch.empty(64 << 20, dtype=torch.int8, device="cuda")          # an input: not counted
+
+    def call(x):
+        scratch = torch.empty(32 << 20, dtype=torch.int8, device="cuda")  # freed before the call returns
+        return scratch.numel() + x.numel()
+
+    peak = peak_bytes(lambda i: held, call, "cuda")
+    assert 32 << 20 <= peak < (32 << 20) + (2 << 20), peak
+    assert peak_bytes(lambda i: held, call, "cpu") is None
