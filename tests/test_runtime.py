@@ -231,6 +231,29 @@ def test_load_module_compiles_once_then_memo_then_disk(cache_root, monkeypatch):
 
 
 @needs_nvrtc
+def test_lineinfo_keeps_the_source_under_the_name_it_is_compiled_as(cache_root, monkeypatch):
+    monkeypatch.setenv("KDAGEN_ARCH", "sm_90a")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    plain = runtime.load_module("tiny_fill", TINY)
+    monkeypatch.setenv("KDAGEN_LINEINFO", "1")
+    runtime.forget_modules()
+    names = []
+    real = loader.compile_source
+    monkeypatch.setattr(loader, "compile_source", lambda *a, **k: names.append(a[1]) or real(*a, **k))
+    lined = runtime.load_module("tiny_fill", TINY)
+    kept = (cache_root / "source" / "tiny_fill.cu").resolve()
+    assert names == [str(kept)] and kept.read_text() == TINY
+    assert b".debug_line" in lined.image and b".debug_line" not in plain.image
+    assert len(list(cache_root.glob("sm_90a/tiny_fill/*.cubin"))) == 2      # its own cache entry
+    # a rendered unit: kept under the name its #line directives give its own lines
+    unit = f'#line 1 "templates/x.cu.j2"\n{TINY}\n#line 9 "plan_uri/forward.cu"\n'
+    runtime.load_module("tiny_unit", unit)
+    assert names[-1] == str((cache_root / "source" / "plan_uri" / "forward.cu").resolve())
+    with pytest.raises(ValueError, match="outside"):
+        loader.keep_source("bad", '#line 1 "../../escape.cu"\n')
+
+
+@needs_nvrtc
 def test_disable_jit_uses_the_cache_only(cache_root, monkeypatch):
     monkeypatch.setenv("KDAGEN_ARCH", "sm_90a")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

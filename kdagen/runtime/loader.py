@@ -44,13 +44,33 @@ def fetch_image(uri: str, source: str, arch: str, kind: str = "cubin", options=(
     `rebuild` times a cold compile; `arch` is one of the cache's arch names (normalize_arch accepts '90a' too)."""
     arch = normalize_arch(arch)
     check_uri(uri)
+    name = f"{uri}.cu"
+    if env.lineinfo():
+        options, name = (*options, "--generate-line-info"), str(keep_source(uri, source))
     key = cache.entry_key(source, arch, kind, options, versions())
     path = cache.Entry(arch, uri, key, kind).path(env.cache_dir())
-    image, how = cache.fetch(path, lambda: compile_source(source, f"{uri}.cu", arch, kind, options),
-                             rebuild=rebuild)
+    image, how = cache.fetch(path, lambda: compile_source(source, name, arch, kind, options), rebuild=rebuild)
     if how == "disk":
         env.note(f"{uri} ({arch}) read from {path}")
     return image, how, path
+
+
+_OWN_LINES = re.compile(r'^#line \d+ "(?!templates/)([^"]+)"$', re.M)
+
+
+def keep_source(uri: str, source: str) -> Path:
+    """The unit's source written where a profiler finds it: under the name its `#line` directives give the lines
+    emitted from Python (the templates' lines name templates/, found from the repository root), else <uri>.cu; the
+    unit is compiled under that path."""
+    names = set(_OWN_LINES.findall(source)) or {f"{uri}.cu"}
+    root = (env.cache_dir() / "source").resolve()
+    paths = [(root / name).resolve() for name in sorted(names)]
+    for path in paths:
+        if not path.is_relative_to(root):
+            raise ValueError(f"#line file name {path} lies outside {root}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    return paths[0]
 
 
 def load_module(uri: str, source: str, arch: str | None = None, *, options=(), device=None) -> Module:

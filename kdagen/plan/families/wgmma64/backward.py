@@ -274,8 +274,12 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                   "waited for): the later plain loads meet L2"),
         Step("prologue_qk", "all", "row", writes=["q_hat", "k_hat"], global_reads=qk + seq,
              note="emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero)"),
-        Step("prologue_v", "all", "row", writes=["P", "beta", *(["gamma"] if mma else [])], waits=["sync"],
-             loop=True, global_reads=[p.name for p in f.leaves if p.name not in qk],
+        *([] if mma else [Step("load_terms", "all", "column_blocks", waits=["sync"], loop=True,
+                               global_reads=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
+                               note="the own rows' d_q_decayed, d_k_decayed, d_k_to_end into registers, issued "
+                                    "first: their latency hides behind the steps up to grad_terms")]),
+        Step("prologue_v", "all", "row", writes=["P", "beta", *(["gamma"] if mma else [])],
+             waits=["sync"] if mma else [], loop=True, global_reads=[p.name for p in f.leaves if p.name not in qk],
              note="emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β"),
         Step("load_grads", "all", "thread", writes=["dMqk", "dMkk"], global_reads=["ws_dMqk", "ws_dMkk"], loop=True,
              note="masked to tril₀ and tril₋₁"),
@@ -302,13 +306,16 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                  note="lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr")]
     else:
         steps += [
+            Step("grad_terms", "all", "column_blocks", reads=["P", "Q", "T", "q_hat", "k_hat"],
+                 writes=["dgc", "block_kbr"], waits=["sync"], loop=True,
+                 note="the loaded gradients' terms of the own rows: b_kr = e^(Γl−Γi)·d_k_to_end whole, "
+                      "E_i·d_q_decayed and E_i·d_k_decayed into dq̂, dk̂ (registers) and dgc; Σ_rows k̂⊙b_kr"),
             Step("branch_grads", "all", "column_blocks",
-                 reads=["P", "Q", "T", "q_hat", "k_hat", "dMqk", "dMkk", "beta"],
-                 writes=["dgc", "block_dgc", "block_kbr", "kR_part"], waits=["sync"], loop=True,
-                 global_reads=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
+                 reads=["P", "Q", "T", "q_hat", "k_hat", "dMqk", "dMkk", "beta", "dgc"],
+                 writes=["dgc", "block_dgc", "kR_part"], loop=True,
                  note="b_q, R, b_ki of the own blocks (blocks before and after by FMA with factors ≤ 1, the "
-                      "diagonal one by running products of α); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; "
-                      "block sums of dgc and k̂⊙b_kr; Σ over each warp's channels of k̂⊙R"),
+                      "diagonal one by running products of α); dq̂, dk̂ += their parts (registers); dgc completed; "
+                      "its block sums; Σ over each warp's channels of k̂⊙R"),
             Step("reverse_cumsum", "all", "column_blocks", reads=["dgc", "block_dgc", "block_kbr"], writes=["dgc"],
                  waits=["sync"], loop=True, global_reads=["ws_d_decay_total"],
                  note="d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + "
