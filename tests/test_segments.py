@@ -99,8 +99,8 @@ def gradients(x, o, ht, seed=7):
 
 @needs_emulation
 @pytest.mark.parametrize("op, H, HV, v_first, cu", [
-    ("kda", 2, 2, False, (0, 100, 200)),
-    ("gdn", 1, 2, True, (0, 0, 1, 150)),
+    ("kda", 2, 2, False, (0, 80, 160)),
+    ("gdn", 1, 2, True, (0, 0, 1, 100)),
 ])
 def test_segments_match_float64_and_the_whole_sequence(monkeypatch, op, H, HV, v_first, cu):
     monkeypatch.setattr(ops_run, "run", functools.partial(ops_run.run, emulate=True))
