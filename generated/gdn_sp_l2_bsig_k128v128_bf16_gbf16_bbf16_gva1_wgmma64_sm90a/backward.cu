@@ -1989,17 +1989,17 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 349 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 14 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 15 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
 // grid (chunks upper bound, H q/k heads), 256 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
 //   column_blocks  channel d = tid % K, part p = tid / K owning the 16-row blocks p, p + PARTS, ...;
-#line 20 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 21 "templates/wgmma64/prepare_bwd.cu.j2"
 //   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma", a per-head decay): the
 //           pair factors e^(Γi−Γj) ≤ 1 go into dMqk and dMkk, then every 16-row block pair is a 3xTF32 mma.m16n8k8
 //           product of raw q̂, k̂.
-#line 26 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 27 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
 // Per value head, with P_i = e^(Γi − Γ_in(I)), Q_j = e^(Γ_out(J) − Γj), T_I the block totals and
 // B_IJ = Π_{J<M<I} T_M (all ≤ 1: products of per-token decays), for the rows i of an own block I:
@@ -2016,11 +2016,11 @@ constexpr int PARTS = 2, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
-#line 43 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 44 "templates/wgmma64/prepare_bwd.cu.j2"
 constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
 static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 47 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 48 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2050,7 +2050,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 54 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 55 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
 #line 2056 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 214016 B, dynamic (above the static limit)
@@ -2076,7 +2076,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   [[maybe_unused]] constexpr int ld_kR_part = 8;
   float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 213248);  // kbr_total [128] f32, ld 128
   float* const s_gamma = reinterpret_cast<float*>(smem_raw + 213760);  // gamma [64] f32, ld 64
-#line 56 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 57 "templates/wgmma64/prepare_bwd.cu.j2"
   constexpr int LDT = ld_q_hat, LDM = ld_dMqk, KRP = ld_kR_part;  // [C][K] and [C][C] row pitches; kR partials
   static_assert(ld_k_hat == LDT && ld_P == LDT && ld_Q == LDT && ld_dgc == LDT && ld_dMkk == LDM && LDM % 4 == 0,
                 "one pitch per tile shape; 16-byte rows");
@@ -2085,16 +2085,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
   const int d = tid % K, part = tid / K;                            // column_blocks mapping
-#line 65 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 66 "templates/wgmma64/prepare_bwd.cu.j2"
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
-#line 67 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 72 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 73 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2109,8 +2109,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
 #line 2112 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll
-#line 85 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 1
+#line 86 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2150,14 +2150,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_6[j];
-#line 91 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 92 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 98 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 99 "templates/wgmma64/prepare_bwd.cu.j2"
   kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
 #pragma unroll
   for (int I = 0; I < NB; ++I)
@@ -2167,23 +2167,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       kdg::frag_zero(dk_sum[I][nt]);
     }
 
-#line 110 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 111 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
     const long long ws = (long long)c * HV + h;     // this (chunk, value head) in the workspaces
-#line 115 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 116 "templates/wgmma64/prepare_bwd.cu.j2"
     const float* const d_qd = ws_d_q_decayed + ws * C * K;
     const float* const d_kd = ws_d_k_decayed + ws * C * K;
     const float* const d_kr = ws_d_k_to_end + ws * C * K;
-#line 119 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
 #line 2185 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll 1
-#line 137 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 2
+#line 138 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2215,18 +2215,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       const float n_neg_4 = (-n_mul_3);
       const float a_out = n_neg_4;
       const float beta_out = n_sigmoid_7;
-#line 143 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 144 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_P[i * LDT + d0 + e] = valid ? a_out : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
-#line 148 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 149 "templates/wgmma64/prepare_bwd.cu.j2"
       if (rl == 0) s_gamma[i] = valid ? a_out : 0.f;
-#line 150 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 151 "templates/wgmma64/prepare_bwd.cu.j2"
     }
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁ ----
-#line 152 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 153 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i, masked
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2245,7 +2245,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T; thread 0: Γ, the per-head decay's cumsum ----
-#line 172 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 173 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
       const int r0 = (part + o * PARTS) * B;
@@ -2255,7 +2255,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         al[r] = exp2f(s_P[(r0 + r) * LDT + d] * LOG2E);
         run *= al[r];
         s_P[(r0 + r) * LDT + d] = run;
-#line 184 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 185 "templates/wgmma64/prepare_bwd.cu.j2"
       }
       s_T[(part + o * PARTS) * ld_T + d] = run;
       run = 1.f;
@@ -2265,7 +2265,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         run *= al[r];
       }
     }
-#line 194 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 195 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {                                  // Γ: the per-head decay's cumsum over the chunk
       float run = 0.f;
       for (int r = 0; r < C; ++r) s_gamma[r] = run += s_gamma[r];
@@ -2274,19 +2274,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step pair_factors (all, thread): dMqk, dMkk × e^(Γi−Γj) ≤ 1 (the per-head decay's pair factors): every block then a plain product ----
-#line 201 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 202 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = tid; idx < C * C; idx += THREADS) {   // e^(Γi−Γj) ≤ 1 where j ≤ i (the rest is masked)
       const int i = idx / C, j = idx % C;
       const float F = j <= i ? expf(s_gamma[i] - s_gamma[j]) : 0.f;
       s_dMqk[i * LDM + j] *= F;
       s_dMkk[i * LDM + j] *= F;
     }
-#line 208 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 209 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: b_q, R, b_ki as 3xTF32 products of raw q̂, k̂ with the factored dMqk, dMkk; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 212 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 213 "templates/wgmma64/prepare_bwd.cu.j2"
     // A fragment (16×8, split into tf32 big + small) of a C×C tile: rows r0 + g (+8), columns c0 + t (+4); with
     // `trans` the tile read transposed (element (r, c) = M[c][r]); `row_scale` multiplies by its entry at M's row
     auto load_a = [&](const float* M, int r0, int c0, bool trans, const float* row_scale, kdg::FragA8& big,
@@ -2433,7 +2433,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 357 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 358 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2443,18 +2443,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 525 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 526 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 529 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 530 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
-#line 529 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 530 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
 #line 2456 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll 1
-#line 532 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 2
+#line 533 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2463,7 +2463,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 545 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 546 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay;                               // one decay per token: the sum over its channels
       {
         float x = 0.f;
@@ -2471,7 +2471,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         for (int e = 0; e < KPT; ++e) x += s_dgc[i * LDT + d0 + e];
         seed_decay = row_sum(x);
       }
-#line 553 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 554 "templates/wgmma64/prepare_bwd.cu.j2"
       {
 #line 2477 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
@@ -2534,47 +2534,47 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         const float d_beta = n_grad_beta;
         const float d_dt_bias = n_grad_dt_bias;
         const float d_A_log = n_grad_A_log;
-#line 560 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 561 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_g + tok * HV + h, d_g);
-#line 560 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 561 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 568 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
         part_dt_bias += valid ? d_dt_bias : 0.f;   // a per-token scalar: equal on every lane
-#line 568 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 572 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 574 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 580 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 581 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(0 * ROWS + tid / LPR) * LDT] = part_dt_bias;
-#line 580 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 581 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 583 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 584 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 593 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 594 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT];
       ws_part_dt_bias[ws] = acc;
     }
-#line 593 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 594 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 601 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 602 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 605 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 606 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2585,14 +2585,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_Q[at] = dk_sum[I][nt].x[e];
       }
-#line 627 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 628 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
 #line 2594 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll
-#line 631 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 1
+#line 632 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2716,13 +2716,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 643 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 644 "templates/wgmma64/prepare_bwd.cu.j2"
     if (valid) {
-#line 645 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 646 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 645 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 646 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 648 "templates/wgmma64/prepare_bwd.cu.j2"
     }
   }
 }

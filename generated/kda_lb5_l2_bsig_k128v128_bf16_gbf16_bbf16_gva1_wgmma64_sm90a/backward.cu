@@ -1989,15 +1989,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 349 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 14 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 15 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
 // grid (chunks upper bound, H q/k heads), 256 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
 //   column_blocks  channel d = tid % K, part p = tid / K owning the 16-row blocks p, p + PARTS, ...;
-#line 24 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 25 "templates/wgmma64/prepare_bwd.cu.j2"
 //           the contractions run down a channel on CUDA cores (contractions "fma", a per-channel decay).
-#line 26 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 27 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
 // Per value head, with P_i = e^(Γi − Γ_in(I)), Q_j = e^(Γ_out(J) − Γj), T_I the block totals and
 // B_IJ = Π_{J<M<I} T_M (all ≤ 1: products of per-token decays), for the rows i of an own block I:
@@ -2015,7 +2015,7 @@ constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
 
-#line 47 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 48 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2045,7 +2045,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 54 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 55 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
 #line 2051 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216320 B, dynamic (above the static limit)
@@ -2073,7 +2073,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   [[maybe_unused]] constexpr int ld_block_dgc = 128;
   float* const s_block_kbr = reinterpret_cast<float*>(smem_raw + 214272);  // block_kbr [4 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_block_kbr = 128;
-#line 56 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 57 "templates/wgmma64/prepare_bwd.cu.j2"
   constexpr int LDT = ld_q_hat, LDM = ld_dMqk, KRP = ld_kR_part;  // [C][K] and [C][C] row pitches; kR partials
   static_assert(ld_k_hat == LDT && ld_P == LDT && ld_Q == LDT && ld_dgc == LDT && ld_dMkk == LDM && LDM % 4 == 0,
                 "one pitch per tile shape; 16-byte rows");
@@ -2082,14 +2082,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
   const int d = tid % K, part = tid / K;                            // column_blocks mapping
-#line 67 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 72 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 73 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2104,8 +2104,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
 #line 2107 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll
-#line 85 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 1
+#line 86 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2145,27 +2145,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_7[j];
-#line 91 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 92 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 107 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 108 "templates/wgmma64/prepare_bwd.cu.j2"
   float dq_sum[OWN][B] = {}, dk_sum[OWN][B] = {};     // column_blocks: dq̂, dk̂ of the own rows, over value heads
 
-#line 110 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 111 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
     const long long ws = (long long)c * HV + h;     // this (chunk, value head) in the workspaces
-#line 119 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
     // ---- step load_terms (all, column_blocks): the own rows' d_q_decayed, d_k_decayed, d_k_to_end into registers, issued first: their latency hides behind the steps up to grad_terms ----
-#line 123 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 124 "templates/wgmma64/prepare_bwd.cu.j2"
     float t_qd[OWN][B], t_kd[OWN][B], t_kr[OWN][B];  // d_q_decayed, d_k_decayed, d_k_to_end of the own rows
 #pragma unroll
     for (int o = 0; o < OWN; ++o)
@@ -2180,8 +2180,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
 #line 2183 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll 1
-#line 137 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 2
+#line 138 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2227,16 +2227,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) a_out[j] = n_mul_4[j];
       const float beta_out = n_sigmoid_8;
-#line 143 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 144 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_P[i * LDT + d0 + e] = valid ? a_out[e] : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
-#line 150 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 151 "templates/wgmma64/prepare_bwd.cu.j2"
     }
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁ ----
-#line 152 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 153 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i, masked
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2255,9 +2255,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T ----
-#line 170 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 171 "templates/wgmma64/prepare_bwd.cu.j2"
     float alpha[OWN][B];                             // α = e^a of the own blocks, for their running products
-#line 172 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 173 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
       const int r0 = (part + o * PARTS) * B;
@@ -2267,9 +2267,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         al[r] = exp2f(s_P[(r0 + r) * LDT + d] * LOG2E);
         run *= al[r];
         s_P[(r0 + r) * LDT + d] = run;
-#line 182 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 183 "templates/wgmma64/prepare_bwd.cu.j2"
         alpha[o][r] = al[r];
-#line 184 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 185 "templates/wgmma64/prepare_bwd.cu.j2"
       }
       s_T[(part + o * PARTS) * ld_T + d] = run;
       run = 1.f;
@@ -2279,16 +2279,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         run *= al[r];
       }
     }
-#line 208 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 209 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
-#line 367 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 368 "templates/wgmma64/prepare_bwd.cu.j2"
     float Tb[NB];
 #pragma unroll
     for (int M = 0; M < NB; ++M) Tb[M] = s_T[M * ld_T + d];
 #line 15 "templates/skeleton.j2"
     // ---- step grad_terms (all, column_blocks): the loaded gradients' terms of the own rows: b_kr = e^(Γl−Γi)·d_k_to_end whole, E_i·d_q_decayed and E_i·d_k_decayed into dq̂, dk̂ (registers) and dgc; Σ_rows k̂⊙b_kr ----
-#line 371 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 372 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {                 // own block o's sums are at index o here (the rotations below
       const int I = part + o * PARTS, r0 = I * B;   // come back to it)
@@ -2318,7 +2318,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step branch_grads (all, column_blocks): b_q, R, b_ki of the own blocks (blocks before and after by FMA with factors ≤ 1, the diagonal one by running products of α); dq̂, dk̂ += their parts (registers); dgc completed; its block sums; Σ over each warp's channels of k̂⊙R ----
-#line 399 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 400 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
     for (int o = 0; o < OWN; ++o) {                 // a loop; own block o's α and sums are at index 0 (rotated below)
       const int I = part + o * PARTS, r0 = I * B;
@@ -2429,7 +2429,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, column_blocks): d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 508 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 509 "templates/wgmma64/prepare_bwd.cu.j2"
     {
       float total = ws_d_decay_total[ws * K + d];
 #pragma unroll
@@ -2446,18 +2446,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         }
       }
     }
-#line 525 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 526 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 529 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 530 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 529 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 530 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
 #line 2459 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll 1
-#line 532 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 2
+#line 533 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2466,11 +2466,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 541 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 542 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 553 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 554 "templates/wgmma64/prepare_bwd.cu.j2"
       {
 #line 2476 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
@@ -2571,49 +2571,49 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         #pragma unroll
         for (int j = 0; j < KPT; ++j) d_dt_bias[j] = n_grad_dt_bias[j];
         const float d_A_log = n_grad_A_log;
-#line 558 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 559 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
-#line 560 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 561 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 565 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 566 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 568 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 572 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 574 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 577 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 578 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) s_Q[(0 * ROWS + tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 580 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 581 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 583 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 584 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 587 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 588 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 593 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 594 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 601 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 602 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, column_blocks): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 605 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 617 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 618 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int o = 0; o < OWN; ++o) {
     const int r0 = (part + o * PARTS) * B;
@@ -2623,14 +2623,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       s_Q[(r0 + r) * LDT + d] = dk_sum[o][r];
     }
   }
-#line 627 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 628 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
 #line 2632 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll
-#line 631 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 1
+#line 632 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2754,13 +2754,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 643 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 644 "templates/wgmma64/prepare_bwd.cu.j2"
     if (valid) {
-#line 645 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 646 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 645 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 646 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 648 "templates/wgmma64/prepare_bwd.cu.j2"
     }
   }
 }
