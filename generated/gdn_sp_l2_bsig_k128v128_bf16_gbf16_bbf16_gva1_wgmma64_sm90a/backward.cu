@@ -2309,6 +2309,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float kbr[NT][2] = {};
 #pragma unroll 1
     for (int I = 0; I < NB; ++I) {
+      // the block's loaded gradients, asked for first: their latency hides behind the block's products
+      float g_qd[NT][4], g_kd[NT][4], g_kr[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int at = (I * B + kdg::frag_c_row(lane, e)) * K + ch0 + 8 * nt + kdg::frag_c_col(lane, e);
+          g_qd[nt][e] = d_qd[at];
+          g_kd[nt][e] = d_kd[at];
+          g_kr[nt][e] = d_kr[at];
+        }
       kdg::FragC bq[NT], R[NT], bki[NT];
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
@@ -2385,14 +2396,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
-          const int at = i * K + ch;                  // in this (chunk, head)'s [C][K] gradients
           const float p = s_P[i * LDT + ch], q = s_Q[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
           const float bq_i = bq[nt].x[e], R_i = R[nt].x[e], bki_i = bki[nt].x[e];
           const float E = into[e & 1] * p, Rend = q * after[e & 1];
-          const float b_q = valid ? core_scale * (E * d_qd[at] + bq_i) : 0.f;
-          const float b_kd = valid ? E * d_kd[at] + s_beta[i] * R_i : 0.f;
-          const float b_kr = valid ? Rend * d_kr[at] : 0.f;
+          const float b_q = valid ? core_scale * (E * g_qd[nt][e] + bq_i) : 0.f;
+          const float b_kd = valid ? E * g_kd[nt][e] + s_beta[i] * R_i : 0.f;
+          const float b_kr = valid ? Rend * g_kr[nt][e] : 0.f;
           const float b_ki = valid ? bki_i : 0.f;
           dq_sum[0][nt].x[e] += b_q;
           dk_sum[0][nt].x[e] += b_kd + b_ki + b_kr;
@@ -2433,7 +2443,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 358 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 368 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2443,18 +2453,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 526 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 536 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 530 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 540 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
-#line 530 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 540 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2456 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2466 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 533 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 543 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2463,7 +2473,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 546 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 556 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay;                               // one decay per token: the sum over its channels
       {
         float x = 0.f;
@@ -2471,9 +2481,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         for (int e = 0; e < KPT; ++e) x += s_dgc[i * LDT + d0 + e];
         seed_decay = row_sum(x);
       }
-#line 554 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 564 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2477 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2487 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2534,47 +2544,47 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         const float d_beta = n_grad_beta;
         const float d_dt_bias = n_grad_dt_bias;
         const float d_A_log = n_grad_A_log;
-#line 561 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_g + tok * HV + h, d_g);
-#line 561 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 579 "templates/wgmma64/prepare_bwd.cu.j2"
         part_dt_bias += valid ? d_dt_bias : 0.f;   // a per-token scalar: equal on every lane
-#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 579 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 572 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 582 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 585 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 581 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(0 * ROWS + tid / LPR) * LDT] = part_dt_bias;
-#line 581 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 584 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 594 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 594 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT];
       ws_part_dt_bias[ws] = acc;
     }
-#line 594 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 602 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 612 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 605 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 615 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 617 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2585,14 +2595,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_Q[at] = dk_sum[I][nt].x[e];
       }
-#line 628 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 638 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2594 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2604 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 632 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 642 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2603,7 +2613,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_Q[i * LDT + d0 + e];
     }
-#line 2607 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2617 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2716,13 +2726,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 644 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 654 "templates/wgmma64/prepare_bwd.cu.j2"
     if (valid) {
-#line 646 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 646 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 648 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 658 "templates/wgmma64/prepare_bwd.cu.j2"
     }
   }
 }
@@ -2736,7 +2746,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2740 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2750 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2745,7 +2755,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2749 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2759 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

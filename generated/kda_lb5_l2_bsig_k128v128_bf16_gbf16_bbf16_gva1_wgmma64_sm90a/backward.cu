@@ -2282,13 +2282,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #line 209 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
-#line 368 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 378 "templates/wgmma64/prepare_bwd.cu.j2"
     float Tb[NB];
 #pragma unroll
     for (int M = 0; M < NB; ++M) Tb[M] = s_T[M * ld_T + d];
 #line 15 "templates/skeleton.j2"
     // ---- step grad_terms (all, column_blocks): the loaded gradients' terms of the own rows: b_kr = e^(Γl−Γi)·d_k_to_end whole, E_i·d_q_decayed and E_i·d_k_decayed into dq̂, dk̂ (registers) and dgc; Σ_rows k̂⊙b_kr ----
-#line 372 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 382 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {                 // own block o's sums are at index o here (the rotations below
       const int I = part + o * PARTS, r0 = I * B;   // come back to it)
@@ -2318,7 +2318,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step branch_grads (all, column_blocks): b_q, R, b_ki of the own blocks (blocks before and after by FMA with factors ≤ 1, the diagonal one by running products of α); dq̂, dk̂ += their parts (registers); dgc completed; its block sums; Σ over each warp's channels of k̂⊙R ----
-#line 400 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 410 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
     for (int o = 0; o < OWN; ++o) {                 // a loop; own block o's α and sums are at index 0 (rotated below)
       const int I = part + o * PARTS, r0 = I * B;
@@ -2429,7 +2429,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, column_blocks): d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 509 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 519 "templates/wgmma64/prepare_bwd.cu.j2"
     {
       float total = ws_d_decay_total[ws * K + d];
 #pragma unroll
@@ -2446,18 +2446,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         }
       }
     }
-#line 526 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 536 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 530 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 540 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 530 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 540 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
 #line 2459 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 533 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 543 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2466,11 +2466,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 542 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 552 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 554 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 564 "templates/wgmma64/prepare_bwd.cu.j2"
       {
 #line 2476 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
@@ -2571,49 +2571,49 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         #pragma unroll
         for (int j = 0; j < KPT; ++j) d_dt_bias[j] = n_grad_dt_bias[j];
         const float d_A_log = n_grad_A_log;
-#line 559 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
-#line 561 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 566 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 576 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 579 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 572 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 582 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 575 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 585 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 578 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 588 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) s_Q[(0 * ROWS + tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 581 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 584 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 594 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 588 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 598 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 594 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 602 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 612 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, column_blocks): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 605 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 615 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 618 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 628 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int o = 0; o < OWN; ++o) {
     const int r0 = (part + o * PARTS) * B;
@@ -2623,14 +2623,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       s_Q[(r0 + r) * LDT + d] = dk_sum[o][r];
     }
   }
-#line 628 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 638 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
 #line 2632 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 632 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 642 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2754,13 +2754,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 644 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 654 "templates/wgmma64/prepare_bwd.cu.j2"
     if (valid) {
-#line 646 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 646 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
       kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 648 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 658 "templates/wgmma64/prepare_bwd.cu.j2"
     }
   }
 }
