@@ -136,6 +136,25 @@ def test_result_is_json_and_renders_after_a_round_trip(run):
     assert report.markdown(again) == report.markdown(result)
 
 
+def test_peak_memory_measures_one_more_call_of_the_mode_and_a_failure_is_no_figure(monkeypatch):
+    seen = []
+
+    def fake_peak(prepare, timed, device):     # what CUDA would measure: one prepared call of the cell's mode
+        timed(prepare(0))
+        seen.append(len(seen))
+        if len(seen) == 2:
+            raise torch.OutOfMemoryError("the extra call ran out of memory")
+        return 3 * 2**20
+    monkeypatch.setattr(harness, "peak_bytes", fake_peak)
+    st = harness.Settings(ops=("kda_lb",), modes=("fwd+bwd",), shapes=(Shape(1, 10, 1, 8),), accuracy_shapes=(),
+                          warmup=0, iters=1, input_sets=1, repeats=1, copy_bytes=1 << 20, matmul_n=32)
+    libs = {n: Library(n, {"chunk_kda": stand_in("kda", [])}, version="test") for n in ("kdagen", "fla")}
+    result = harness.run(st, libs, device="cpu", timer=WallTimer())
+    cells = result["cases"][0]["results"]
+    assert [cells[n]["status"] for n in ("kdagen", "fla")] == ["ok", "ok"]     # the timings stand
+    assert cells["kdagen"]["peak_mib"] == 3.0 and cells["fla"]["peak_mib"] is None
+
+
 def test_missing_library_or_function_gives_n_a_cells_with_the_reason():
     libs = {"kdagen": Library("kdagen", {"chunk_kda": stand_in("kda", [])},
                               missing={"chunk_gated_delta_rule": "AttributeError: no chunk_gated_delta_rule"}),

@@ -231,6 +231,7 @@ def test_load_module_compiles_once_then_memo_then_disk(cache_root, monkeypatch):
 
 
 @needs_nvrtc
+@pytest.mark.filterwarnings("ignore:kdagen cannot write its kernel cache")
 def test_lineinfo_keeps_the_source_under_the_name_it_is_compiled_as(cache_root, monkeypatch):
     monkeypatch.setenv("KDAGEN_ARCH", "sm_90a")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
@@ -251,6 +252,12 @@ def test_lineinfo_keeps_the_source_under_the_name_it_is_compiled_as(cache_root, 
     assert names[-1] == str((cache_root / "source" / "plan_uri" / "forward.cu").resolve())
     with pytest.raises(ValueError, match="outside"):
         loader.keep_source("bad", '#line 1 "../../escape.cu"\n')
+    # a cache root that is a file: the call still gets its module (compiled in memory, under the plain name)
+    blocked = cache_root.parent / "a_file"
+    blocked.write_text("")
+    monkeypatch.setenv("KDAGEN_CACHE_DIR", str(blocked))
+    runtime.forget_modules()
+    assert runtime.load_module("tiny_fill", TINY).image[:4] == b"\x7fELF" and names[-1] == "tiny_fill.cu"
 
 
 @needs_nvrtc

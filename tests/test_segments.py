@@ -103,6 +103,8 @@ def gradients(x, o, ht, seed=7):
     ("gdn", 1, 2, True, (0, 0, 1, 100)),
 ])
 def test_segments_match_float64_and_the_whole_sequence(monkeypatch, op, H, HV, v_first, cu):
+    """Every sequence of two or more segments of 64 tokens (a first and a last: a middle segment is
+    tests/test_segmented_training.py's), against float64 and the uncut call, and two cut calls bitwise equal."""
     monkeypatch.setattr(ops_run, "run", functools.partial(ops_run.run, emulate=True))
     # one family for both calls (the cut one has more pairs, which would rank wgmma64 for training): the errors
     # compared are then those of the same kernels

@@ -36,8 +36,10 @@ CASES = {
                                       dict(H=1, G=2, K=64, V=64, cu_seqlens=[0, 0, 1, 150, 150, 161]), False),
     # per-head decay (GDN), K = V = 128 (two CTAs of 64 value rows), three chunks, the last partial; dht
     "gdn_softplus_k128": ("gdn", SOFTPLUS, dict(T=150, H=1, K=128, V=128), True),
-    # per-channel decay with no bound: prepare_bwd's CUDA-core form (running products in the diagonal blocks)
-    "kda_softplus_k64": ("kda", SOFTPLUS, dict(T=100, H=2, K=64, V=64), True),
+    # per-channel decay with no bound: prepare_bwd's CUDA-core form (running products in the diagonal blocks), at
+    # K = 128 where each thread owns two row blocks (grad_terms' sums by block, branch_grads' rotated ones); a weak
+    # gate (A_log − 4: ≈ −0.03 per token), so that the later row blocks' terms weigh in every gradient
+    "kda_softplus_k128": ("kda", SOFTPLUS, dict(T=150, H=1, K=128, V=128, A_log_shift=-4.0), True),
 }
 # larger shapes for the device
 GPU_CASES = {
@@ -108,7 +110,9 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
     op, options, shape, with_dht = spec
     opt = Options(op=op, **options)
     gen = torch.Generator().manual_seed(seed)
-    x = make_inputs(opt, generator=gen, **shape)
+    x = make_inputs(opt, generator=gen, **{n: d for n, d in shape.items() if n != "A_log_shift"})
+    if "A_log_shift" in shape:           # a weaker (or stronger) in-kernel gate than make_inputs draws
+        x["A_log"] = x["A_log"] + shape["A_log_shift"]
     bf = dict.fromkeys(("q", "k", "v", "g", "beta"), torch.bfloat16)
     xk = {n: t if n == "cu_seqlens" else t.to(bf.get(n, torch.float32)).to(device).contiguous() for n, t in x.items()}
     xr = {n: t if n == "cu_seqlens" else t.double().cpu() for n, t in xk.items()}

@@ -2285,7 +2285,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: b_q, R, b_ki as 3xTF32 products of raw q̂, k̂ with the factored dMqk, dMkk; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
+    // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: the block's loaded gradients asked for first; b_q, R, b_ki as 3xTF32 products of raw q̂, k̂ with the factored dMqk, dMkk; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
 #line 213 "templates/wgmma64/prepare_bwd.cu.j2"
     // A fragment (16×8, split into tf32 big + small) of a C×C tile: rows r0 + g (+8), columns c0 + t (+4); with
     // `trans` the tile read transposed (element (r, c) = M[c][r]); `row_scale` multiplies by its entry at M's row

@@ -147,11 +147,16 @@ def time_case(variant: Variant, mode: str, sets: list[InputSet], libs: dict[str,
 
 
 def _peak_mib(lib: Library, variant: Variant, mode: str, sets: list[InputSet]) -> float | None:
-    """One more call, untimed, for its peak memory (MiB above its inputs); None where it cannot be measured."""
+    """One more call, untimed, for its peak memory (MiB above its inputs); None where it cannot be measured (off
+    CUDA, or the extra call failed: its timings stand)."""
     prepare, timed = steps(lib.functions[variant.function], variant.call_kwargs(), sets, mode)
     device = sets[0].do.device
     _empty_cache(device)
-    peak = peak_bytes(prepare, timed, device)
+    try:
+        peak = peak_bytes(prepare, timed, device)
+    except Exception:  # e.g. out of memory on the extra call
+        peak = None
+    _empty_cache(device)
     return None if peak is None else peak / 2**20
 
 

@@ -11,10 +11,9 @@ KDAGEN_POISON      1: every kernel output and workspace is filled with NaN befor
                    write shows up; the GPU tests set it)
 KDAGEN_PRECOMPILE  configurations to compile when kdagen is imported, separated by ';' (`kdagen compile --help`);
                    one that does not parse is reported with a warning, not an import error
-KDAGEN_LINEINFO    1: compile with line information and keep each unit's generated source under source/ in the
-                   cache root, by the name its `#line` directives give the lines emitted from Python, so a profiler
-                   maps every instruction to a line: Nsight Compute with --import-source yes, run from the
-                   repository root (the templates' lines) with --source-folders <cache root>/source
+KDAGEN_LINEINFO    1: compile with line information (--generate-line-info) and keep each unit's generated source
+                   under source/ in the cache root, by the name its `#line` directives give the lines emitted from
+                   Python, for a profiler's source view (docs/environment.md)
 KDAGEN_FAMILY      a kernel family to use instead of the planner's choice (`kdagen plan` lists them)
 KDAGEN_SEGMENTS    sequence parallelism inside one GPU (docs/segments.md): off (default), auto (cuts nothing on
                    today's kernels, measured slower at every shape) or tokens per segment

@@ -46,7 +46,11 @@ def fetch_image(uri: str, source: str, arch: str, kind: str = "cubin", options=(
     check_uri(uri)
     name = f"{uri}.cu"
     if env.lineinfo():
-        options, name = (*options, "--generate-line-info"), str(keep_source(uri, source))
+        options = (*options, "--generate-line-info")
+        try:
+            name = str(keep_source(uri, source))
+        except OSError as e:          # a cache it cannot write costs the profiler its source, not the call
+            env.note(f"KDAGEN_LINEINFO: {uri}'s source not kept ({e}); compiled as {name}")
     key = cache.entry_key(source, arch, kind, options, versions())
     path = cache.Entry(arch, uri, key, kind).path(env.cache_dir())
     image, how = cache.fetch(path, lambda: compile_source(source, name, arch, kind, options), rebuild=rebuild)
@@ -68,8 +72,7 @@ def keep_source(uri: str, source: str) -> Path:
     for path in paths:
         if not path.is_relative_to(root):
             raise ValueError(f"#line file name {path} lies outside {root}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(source)
+        cache.atomic_write(path, source.encode())
     return paths[0]
 
 

@@ -298,9 +298,10 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                  reads=["P", "Q", "T", "q_hat", "k_hat", "dMqk", "dMkk", "beta"],
                  writes=["dgc", "kR_part", "kbr_total"], waits=["sync"], loop=True,
                  global_reads=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
-                 note="warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: b_q, R, b_ki as "
-                      "3xTF32 products of raw q̂, k̂ with the factored dMqk, dMkk; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb "
-                      "(registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R"),
+                 note="warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: the block's "
+                      "loaded gradients asked for first; b_q, R, b_ki as 3xTF32 products of raw q̂, k̂ with the "
+                      "factored dMqk, dMkk; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ "
+                      "over the warp's channels of k̂⊙R"),
             Step("reverse_cumsum", "all", "warp_channels", reads=["dgc", "kbr_total"], writes=["dgc"], loop=True,
                  global_reads=["ws_d_decay_total"],
                  note="lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr")]
