@@ -44,8 +44,10 @@ CASES = {
 # larger shapes for the device
 GPU_CASES = {
     "kda_lb_k128": ("kda", LB, dict(B=2, T=1000, H=4, K=128, V=128), True),
+    # a weak gate (as kda_softplus_k128's): every row block's terms weigh in
     "kda_softplus_varlen_gva2_vfirst_k128": ("kda", {**SOFTPLUS, "state_v_first": True},
-                                             dict(H=2, G=2, K=128, V=128, cu_seqlens=[0, 0, 1, 64, 700, 765]), True),
+                                             dict(H=2, G=2, K=128, V=128, cu_seqlens=[0, 0, 1, 64, 700, 765],
+                                                  A_log_shift=-4.0), True),
     "gdn_softplus_k64": ("gdn", SOFTPLUS, dict(B=1, T=2000, H=4, K=64, V=64), False),
 }
 
