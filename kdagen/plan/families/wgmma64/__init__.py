@@ -22,9 +22,9 @@ class Wgmma64(Family):
         if problem.K != problem.V:
             return False, f"{self.name}: K={problem.K} != V={problem.V} (its recurrence tiles assume K = V)"
         params = len(facts(problem).head_params)
-        if params > backward.max_head_params(problem.K):
+        if params > backward.MAX_HEAD_PARAMS:
             return False, (f"{self.name}: {params} head parameters (its prepare_bwd stages at most "
-                           f"{backward.max_head_params(problem.K)} at K = {problem.K})")
+                           f"{backward.MAX_HEAD_PARAMS})")
         return True, f"{self.name}: supported"
 
     def build(self, problem: Problem) -> Planned:

@@ -214,18 +214,10 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
         note="chunk-parallel: one CTA per (chunk, value head); surplus CTAs of the chunk upper bound exit")
 
 
-PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per token row
-
-
-def prepare_bwd_threads(K: int) -> int:
-    """A thread per (channel, 16-row block): 256 at K = 64, 512 at K = 128, as many warps as the register file
-    allows at 128 registers each (the kernel waits on loads: more warps hide more of it)."""
-    return CHUNK // BLOCK * K
-
-
-def max_head_params(K: int) -> int:
-    """Each head parameter stages its per-row partials in a slice of Q's [64][K] tile as tall as a pass."""
-    return CHUNK // (prepare_bwd_threads(K) // PREPARE_BWD_LANES_PER_ROW)
+PREPARE_BWD_THREADS = 256
+PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per token row, 16 rows per pass
+# each head parameter stages its per-row partials in a 16-row slice of Q's [64][K] tile
+MAX_HEAD_PARAMS = CHUNK // (PREPARE_BWD_THREADS // PREPARE_BWD_LANES_PER_ROW)
 TILE_PAD = 8                     # [C][K] tiles: rows K + 8 floats apart, so a tf32 B fragment meets no bank twice
 PAIR_PAD = 4                     # [C][C] tiles: rows C + 4 floats apart (tf32 A fragments conflict-free)
 
@@ -258,7 +250,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     them, the form forward.diagonal_form chose: on tensor cores (3xTF32, fp32-like) where it allows, else on CUDA
     cores by running products of α (docs/kernels.md §4.4). The emitted prologue and its adjoint run on the row
     mapping of mma16's kernel, in passes of 16 rows."""
-    C, NB, threads = CHUNK, CHUNK // BLOCK, prepare_bwd_threads(K)
+    C, NB, threads = CHUNK, CHUNK // BLOCK, PREPARE_BWD_THREADS
     warps = threads // 32
     parts = threads // K
     diagonal = diagonal_form(f)
@@ -352,7 +344,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     return Kernel(
         name="prepare_bwd", kind="prepare_bwd", template="wgmma64/prepare_bwd.cu.j2", direction="backward",
         grid=["chunks", "H"], threads=threads, min_ctas_per_sm=1,
-        roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=min(255, 65536 // threads))], buffers=buffers,
+        roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=255)], buffers=buffers,
         barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=phases,
                           note="__syncthreads per value head: loop top, a and the grads loaded, block factors, "
                                + ("pair factors, " if mma else "") + "branch grads"
