@@ -133,6 +133,24 @@ def test_problem_rejects_unplannable():
         make_plan(Problem(r, "kda", 96, 96))
 
 
+def test_wgmma64_declines_more_head_parameters_than_its_prepare_bwd_stages():
+    """Five per-channel head parameters: wgmma64's prepare_bwd stages four, so it says why it passes and mma16 plans
+    the problem; four still plan on wgmma64."""
+    def gate(n):
+        def rec(r):
+            q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+            g = r.token_input("g", "K")
+            for i in range(n):
+                g = g + r.head_param(f"w{i}", "K")
+            r.delta_rule(query=dsl.l2norm(q), key=dsl.l2norm(k), value=v, beta=dsl.sigmoid(r.token_input("beta")),
+                         decay=-dsl.square(dsl.sigmoid(g)), scale=r.scalar("scale"))
+        return Problem(dsl.build(rec), f"gate{n}", 128, 128, arch="sm_90a")
+    with pytest.raises(PlanError, match=r"wgmma64: 5 head parameters \(its prepare_bwd stages at most 4\)"):
+        make_plan(gate(5), family="wgmma64")
+    assert make_plan(gate(5)).family == "mma16"
+    assert verify(make_plan(gate(4), family="wgmma64")).family == "wgmma64"
+
+
 def test_value_operand_must_be_an_input():
     def rec(r):
         q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
