@@ -134,9 +134,15 @@ def test_entries_and_clear(tmp_path):
     listed = cache.entries(tmp_path)
     assert [(e.arch, e.uri, e.intact) for e in listed] == [
         ("sm_80", "kda_a", True), ("sm_90a", "gdn_b", True), ("sm_90a", "gdn_b", False), ("sm_90a", "kda_a", True)]
+    for name in ("kda_a/forward.cu", "gdn_b/forward.cu", "gdn_b.cu"):          # KDAGEN_LINEINFO's kept sources
+        (tmp_path / "source" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "source" / name).write_text("//")
     assert cache.clear(tmp_path, "kda") == 2
     assert {e.uri for e in cache.entries(tmp_path)} == {"gdn_b"}
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.cu")) == ["source/gdn_b.cu",
+                                                                                      "source/gdn_b/forward.cu"]
     assert cache.clear(tmp_path) == 2 and cache.entries(tmp_path) == []
+    assert list((tmp_path / "source").iterdir()) == []
 
 
 def test_a_read_only_cache_reads_its_entries_and_compiles_the_rest_in_memory(tmp_path, monkeypatch, read_only,

@@ -8,7 +8,7 @@ import time
 EXAMPLE = """examples:
   kdagen cache list                 # every cached image: arch, uri, size, age, intact
   kdagen cache list --json
-  kdagen cache clear --uri kda_     # drop the images whose uri contains 'kda_'
+  kdagen cache clear --uri kda_     # drop the images (and KDAGEN_LINEINFO's kept sources) whose uri has 'kda_'
   kdagen cache clear                # drop everything"""
 
 

@@ -213,7 +213,8 @@ def entries(root: Path) -> list[Listed]:
 
 
 def clear(root: Path, uri_contains: str | None = None) -> int:
-    """Delete images (and their lock files) whose uri contains the text, or all; returns how many images."""
+    """Delete images (and their lock files) whose uri contains the text, or all, and likewise the sources
+    KDAGEN_LINEINFO kept under source/; returns how many images."""
     removed = 0
     for e in entries(root):
         if uri_contains is None or uri_contains in e.uri:
@@ -222,4 +223,11 @@ def clear(root: Path, uri_contains: str | None = None) -> int:
             removed += 1
             if not any(e.path.parent.iterdir()):
                 e.path.parent.rmdir()
+    kept = root / "source"
+    for p in sorted(kept.rglob("*.cu"), reverse=True) if kept.is_dir() else []:
+        if uri_contains is None or uri_contains in str(p.relative_to(kept)):
+            p.unlink()
+            for folder in p.relative_to(kept).parents[:-1]:     # its folders below source/, once empty
+                if not any((kept / folder).iterdir()):
+                    (kept / folder).rmdir()
     return removed
