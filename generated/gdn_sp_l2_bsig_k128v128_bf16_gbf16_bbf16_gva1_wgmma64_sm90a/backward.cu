@@ -2172,23 +2172,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
     const long long ws = (long long)c * HV + h;     // this (chunk, value head) in the workspaces
-#line 116 "templates/wgmma64/prepare_bwd.cu.j2"
-    const float* const d_qd = ws_d_q_decayed + ws * C * K;
+    const float* const d_qd = ws_d_q_decayed + ws * C * K;   // this (chunk, head)'s [C][K] gradients
     const float* const d_kd = ws_d_k_decayed + ws * C * K;
     const float* const d_kr = ws_d_k_to_end + ws * C * K;
-#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
-#line 2185 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2183 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 138 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 136 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2192 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2190 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2215,18 +2213,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       const float n_neg_4 = (-n_mul_3);
       const float a_out = n_neg_4;
       const float beta_out = n_sigmoid_7;
-#line 144 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 142 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_P[i * LDT + d0 + e] = valid ? a_out : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
-#line 149 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 147 "templates/wgmma64/prepare_bwd.cu.j2"
       if (rl == 0) s_gamma[i] = valid ? a_out : 0.f;
-#line 151 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 149 "templates/wgmma64/prepare_bwd.cu.j2"
     }
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁ ----
-#line 153 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 151 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i, masked
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2245,7 +2243,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T; thread 0: Γ, the per-head decay's cumsum ----
-#line 173 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 171 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
       const int r0 = (part + o * PARTS) * B;
@@ -2255,7 +2253,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         al[r] = exp2f(s_P[(r0 + r) * LDT + d] * LOG2E);
         run *= al[r];
         s_P[(r0 + r) * LDT + d] = run;
-#line 185 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 183 "templates/wgmma64/prepare_bwd.cu.j2"
       }
       s_T[(part + o * PARTS) * ld_T + d] = run;
       run = 1.f;
@@ -2265,7 +2263,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         run *= al[r];
       }
     }
-#line 195 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 193 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {                                  // Γ: the per-head decay's cumsum over the chunk
       float run = 0.f;
       for (int r = 0; r < C; ++r) s_gamma[r] = run += s_gamma[r];
@@ -2274,19 +2272,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step pair_factors (all, thread): dMqk, dMkk × e^(Γi−Γj) ≤ 1 (the per-head decay's pair factors): every block then a plain product ----
-#line 202 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 200 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = tid; idx < C * C; idx += THREADS) {   // e^(Γi−Γj) ≤ 1 where j ≤ i (the rest is masked)
       const int i = idx / C, j = idx % C;
       const float F = j <= i ? expf(s_gamma[i] - s_gamma[j]) : 0.f;
       s_dMqk[i * LDM + j] *= F;
       s_dMkk[i * LDM + j] *= F;
     }
-#line 209 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 207 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: the block's loaded gradients asked for first; b_q, R, b_ki as 3xTF32 products of raw q̂, k̂ with the factored dMqk, dMkk; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 213 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 211 "templates/wgmma64/prepare_bwd.cu.j2"
     // A fragment (16×8, split into tf32 big + small) of a C×C tile: rows r0 + g (+8), columns c0 + t (+4); with
     // `trans` the tile read transposed (element (r, c) = M[c][r]); `row_scale` multiplies by its entry at M's row
     auto load_a = [&](const float* M, int r0, int c0, bool trans, const float* row_scale, kdg::FragA8& big,
@@ -2443,7 +2441,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 368 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 366 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2453,18 +2451,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 536 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 534 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 540 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
-#line 540 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2466 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2464 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 543 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 541 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2473,7 +2471,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 556 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 554 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay;                               // one decay per token: the sum over its channels
       {
         float x = 0.f;
@@ -2481,9 +2479,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         for (int e = 0; e < KPT; ++e) x += s_dgc[i * LDT + d0 + e];
         seed_decay = row_sum(x);
       }
-#line 564 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 562 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2487 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2485 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2544,47 +2542,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         const float d_beta = n_grad_beta;
         const float d_dt_bias = n_grad_dt_bias;
         const float d_A_log = n_grad_A_log;
-#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_g + tok * HV + h, d_g);
-#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 579 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
         part_dt_bias += valid ? d_dt_bias : 0.f;   // a per-token scalar: equal on every lane
-#line 579 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 582 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 574 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 585 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 577 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 583 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(0 * ROWS + tid / LPR) * LDT] = part_dt_bias;
-#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 583 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 594 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 586 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 596 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT];
       ws_part_dt_bias[ws] = acc;
     }
-#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 596 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 612 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 615 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 617 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 609 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2595,14 +2591,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_Q[at] = dk_sum[I][nt].x[e];
       }
-#line 638 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 630 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2604 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2600 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 642 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 634 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2613,7 +2609,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_Q[i * LDT + d0 + e];
     }
-#line 2617 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2613 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2726,14 +2722,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 654 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (valid) {
-#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
-      kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
-      kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 658 "templates/wgmma64/prepare_bwd.cu.j2"
-    }
+    if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
+    if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
+#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2746,7 +2737,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2750 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2741 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2755,7 +2746,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2759 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2750 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -2322,21 +2322,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) d_dt_bias[j] = n_grad_dt_bias[j];
       const float d_A_log = n_grad_A_log;
-#line 182 "templates/mma16/prepare_bwd.cu.j2"
       if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
-#line 184 "templates/mma16/prepare_bwd.cu.j2"
       if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
 #line 15 "templates/skeleton.j2"
       // ---- step stage_dt_bias (all, row): this head's per-token ddt_bias into the dgc tile ----
-#line 189 "templates/mma16/prepare_bwd.cu.j2"
+#line 183 "templates/mma16/prepare_bwd.cu.j2"
       __syncthreads();                              // every reader of the dgc tile is done
-#line 191 "templates/mma16/prepare_bwd.cu.j2"
+#line 185 "templates/mma16/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e) dgc[i * K + d0 + e] = valid ? d_dt_bias[e] : 0.f;
       __syncthreads();
 #line 15 "templates/skeleton.j2"
       // ---- step sum_dt_bias (all, column): the chunk's rows summed in row order ----
-#line 195 "templates/mma16/prepare_bwd.cu.j2"
+#line 189 "templates/mma16/prepare_bwd.cu.j2"
       for (int col = tid; col < K; col += K1T) {
         float acc = 0.f;
         for (int ii = 0; ii < C; ++ii) acc += dgc[ii * K + col];
@@ -2344,30 +2342,30 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
       }
 #line 15 "templates/skeleton.j2"
       // ---- step stage_A_log (all, row): this head's per-token dA_log into the dgc tile ----
-#line 189 "templates/mma16/prepare_bwd.cu.j2"
+#line 183 "templates/mma16/prepare_bwd.cu.j2"
       __syncthreads();                              // every reader of the dgc tile is done
-#line 201 "templates/mma16/prepare_bwd.cu.j2"
+#line 195 "templates/mma16/prepare_bwd.cu.j2"
       if (rl == 0) dgc[i * K] = valid ? d_A_log : 0.f;     // a per-token scalar: equal on every lane
       __syncthreads();
 #line 15 "templates/skeleton.j2"
       // ---- step sum_A_log (all, column): the chunk's rows summed in row order ----
-#line 204 "templates/mma16/prepare_bwd.cu.j2"
+#line 198 "templates/mma16/prepare_bwd.cu.j2"
       if (tid == 0) {
         float acc = 0.f;
         for (int ii = 0; ii < C; ++ii) acc += dgc[ii * K];
         ws_part_A_log[ws] = acc;
       }
-#line 211 "templates/mma16/prepare_bwd.cu.j2"
+#line 205 "templates/mma16/prepare_bwd.cu.j2"
     }
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted: the q/k adjoint (L2 norm) after the GVA sum of dq̂, dk̂ ----
-#line 215 "templates/mma16/prepare_bwd.cu.j2"
+#line 209 "templates/mma16/prepare_bwd.cu.j2"
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2371 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2369 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2480,14 +2478,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 220 "templates/mma16/prepare_bwd.cu.j2"
-    if (valid) {
-#line 222 "templates/mma16/prepare_bwd.cu.j2"
-      kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 222 "templates/mma16/prepare_bwd.cu.j2"
-      kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 224 "templates/mma16/prepare_bwd.cu.j2"
-    }
+    if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
+    if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
+#line 215 "templates/mma16/prepare_bwd.cu.j2"
   }
 }
 
@@ -2500,7 +2493,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2504 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2497 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2509,7 +2502,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2513 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
+#line 2506 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -2160,33 +2160,35 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
     const long long ws = (long long)c * HV + h;     // this (chunk, value head) in the workspaces
-#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
+    const float* const d_qd = ws_d_q_decayed + ws * C * K;   // this (chunk, head)'s [C][K] gradients
+    const float* const d_kd = ws_d_k_decayed + ws * C * K;
+    const float* const d_kr = ws_d_k_to_end + ws * C * K;
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
     // ---- step load_terms (all, column_blocks): the own rows' d_q_decayed, d_k_decayed, d_k_to_end into registers, issued first: their latency hides behind the steps up to grad_terms ----
-#line 124 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 122 "templates/wgmma64/prepare_bwd.cu.j2"
     float t_qd[OWN][B], t_kd[OWN][B], t_kr[OWN][B];  // d_q_decayed, d_k_decayed, d_k_to_end of the own rows
 #pragma unroll
     for (int o = 0; o < OWN; ++o)
 #pragma unroll
       for (int r = 0; r < B; ++r) {
-        const long long at = (ws * C + (part + o * PARTS) * B + r) * K + d;
-        t_qd[o][r] = ws_d_q_decayed[at];
-        t_kd[o][r] = ws_d_k_decayed[at];
-        t_kr[o][r] = ws_d_k_to_end[at];
+        const int at = ((part + o * PARTS) * B + r) * K + d;
+        t_qd[o][r] = d_qd[at];
+        t_kd[o][r] = d_kd[at];
+        t_kr[o][r] = d_kr[at];
       }
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
-#line 2183 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2185 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 138 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 136 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2190 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2192 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2227,16 +2229,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) a_out[j] = n_mul_4[j];
       const float beta_out = n_sigmoid_8;
-#line 144 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 142 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_P[i * LDT + d0 + e] = valid ? a_out[e] : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
-#line 151 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 149 "templates/wgmma64/prepare_bwd.cu.j2"
     }
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁ ----
-#line 153 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 151 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i, masked
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2255,9 +2257,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T ----
-#line 171 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 169 "templates/wgmma64/prepare_bwd.cu.j2"
     float alpha[OWN][B];                             // α = e^a of the own blocks, for their running products
-#line 173 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 171 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {
       const int r0 = (part + o * PARTS) * B;
@@ -2267,9 +2269,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         al[r] = exp2f(s_P[(r0 + r) * LDT + d] * LOG2E);
         run *= al[r];
         s_P[(r0 + r) * LDT + d] = run;
-#line 183 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 181 "templates/wgmma64/prepare_bwd.cu.j2"
         alpha[o][r] = al[r];
-#line 185 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 183 "templates/wgmma64/prepare_bwd.cu.j2"
       }
       s_T[(part + o * PARTS) * ld_T + d] = run;
       run = 1.f;
@@ -2279,16 +2281,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         run *= al[r];
       }
     }
-#line 209 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 207 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
-#line 378 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 376 "templates/wgmma64/prepare_bwd.cu.j2"
     float Tb[NB];
 #pragma unroll
     for (int M = 0; M < NB; ++M) Tb[M] = s_T[M * ld_T + d];
 #line 15 "templates/skeleton.j2"
     // ---- step grad_terms (all, column_blocks): the loaded gradients' terms of the own rows: b_kr = e^(Γl−Γi)·d_k_to_end whole, E_i·d_q_decayed and E_i·d_k_decayed into dq̂, dk̂ (registers) and dgc; Σ_rows k̂⊙b_kr ----
-#line 382 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 380 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int o = 0; o < OWN; ++o) {                 // own block o's sums are at index o here (the rotations below
       const int I = part + o * PARTS, r0 = I * B;   // come back to it)
@@ -2318,7 +2320,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step branch_grads (all, column_blocks): b_q, R, b_ki of the own blocks (blocks before and after by FMA with factors ≤ 1, the diagonal one by running products of α); dq̂, dk̂ += their parts (registers); dgc completed; its block sums; Σ over each warp's channels of k̂⊙R ----
-#line 410 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 408 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
     for (int o = 0; o < OWN; ++o) {                 // a loop; own block o's α and sums are at index 0 (rotated below)
       const int I = part + o * PARTS, r0 = I * B;
@@ -2429,7 +2431,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, column_blocks): d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 519 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 517 "templates/wgmma64/prepare_bwd.cu.j2"
     {
       float total = ws_d_decay_total[ws * K + d];
 #pragma unroll
@@ -2446,18 +2448,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         }
       }
     }
-#line 536 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 534 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 540 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 540 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2459 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2461 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 543 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 541 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2466,13 +2468,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 552 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 550 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 564 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 562 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2476 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2478 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2571,49 +2573,47 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         #pragma unroll
         for (int j = 0; j < KPT; ++j) d_dt_bias[j] = n_grad_dt_bias[j];
         const float d_A_log = n_grad_A_log;
-#line 569 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
-#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 576 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 568 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 579 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 582 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 574 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 585 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 577 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 588 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 580 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) s_Q[(0 * ROWS + tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 591 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 583 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 594 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 586 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 598 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 590 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 596 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 612 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, column_blocks): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 615 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 628 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 620 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int o = 0; o < OWN; ++o) {
     const int r0 = (part + o * PARTS) * B;
@@ -2623,14 +2623,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       s_Q[(r0 + r) * LDT + d] = dk_sum[o][r];
     }
   }
-#line 638 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 630 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
 #line 2632 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 642 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 634 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2754,14 +2754,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float d_k[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
-#line 654 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (valid) {
-#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
-      kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
-#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
-      kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 658 "templates/wgmma64/prepare_bwd.cu.j2"
-    }
+    if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
+    if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
+#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2774,7 +2769,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2778 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2773 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2783,7 +2778,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2787 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2782 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

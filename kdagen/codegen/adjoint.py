@@ -1,6 +1,6 @@
 """The recurrence-specific part of prepare_bwd: four emitted blocks and the names that bind them.
 
-`backward_prologue(r, ctypes)` is what templates/mma16/prepare_bwd.cu.j2 reads as `k1`:
+`backward_prologue(r, ctypes)` is what both families' prepare_bwd templates read as `k1`:
   qk_fwd  q̂, k̂ of the q/k head (recomputed)
   v_fwd   the decay a and β of a value head (recomputed)
   v_bwd   the adjoint of the value head's inputs and head parameters, seeded with d_decay, d_beta
@@ -71,15 +71,20 @@ def backward_prologue(r, ctypes: dict) -> dict:
                           f"for (int e = 0; e < KPT; ++e) given_{node}[e] = s_{tile}[i * ld_{tile} + d0 + e];"]
         return "\n".join(lines)
 
+    def store(inputs):
+        """The blocks' d_<input> into the input gradients, where `where` indexes the input: a row by its lanes, a
+        per-token scalar by the row's first lane; rows past the chunk's end are not stored."""
+        return "\n".join(f"if (valid) kdg::store_row({grad_param(n)} + {where(n)}, d_{n});" if row(n) else
+                         f"if (valid && rl == 0) store_f32({grad_param(n)} + {where(n)}, d_{n});" for n in inputs)
+
     scale = r.graph.nodes[ops["scale"]]
     def names(n):
         return {"name": n, "grad": grad_param(n), "row": row(n)}
 
     return {
-        "qk_leaves": [names(n) for n in qk_inputs],
-        "token_grads": [names(n) for n in v_inputs],
         "head_params": [names(n) for n in r.head_params],
         "scale": scalar_param(scale["name"]) if scale["op"] == "scalar" else c_float(scale["value"]),
         "blocks": {k: v.code.rstrip("\n") for k, v in blocks.items()},
         "bind": {k: bind(v) for k, v in blocks.items()},
+        "store": {"v_bwd": store(v_inputs), "qk_bwd": store(qk_inputs)},
     }

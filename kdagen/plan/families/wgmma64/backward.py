@@ -254,7 +254,8 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     warps = threads // 32
     parts = threads // K
     diagonal = diagonal_form(f)
-    mma = contractions_of(diagonal) == "mma"
+    contractions = contractions_of(diagonal)
+    mma = contractions == "mma"
     params, qk, qk_grads = prepare_bwd_io(f, CHUNK_GRADS)
     params += seq_params(varlen)
     head_params = f.head_params
@@ -352,5 +353,5 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                                + "; twice after the loop (the seeds)")],
         pipelines=[], steps=steps, params=params,
         options=PrepareBwd64Options(PREPARE_BWD_LANES_PER_ROW, K // PREPARE_BWD_LANES_PER_ROW,
-                                    contractions_of(diagonal), parts, f.decay_kind, diagonal, varlen),
+                                    contractions, parts, f.decay_kind, diagonal, varlen),
         note="token-parallel over (chunk, q/k head); loops over the G value heads of the group; surplus CTAs exit")
