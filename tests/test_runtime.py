@@ -193,6 +193,28 @@ def test_bf16_header_is_found(arch_):
     assert runtime.compile_cubin(BF16, "axpy.cu", arch_)[:4] == b"\x7fELF"
 
 
+@pytest.mark.parametrize("version, split", [((13, 0), True), ((12, 1), True), ((12, 0), False), ((11, 8), False)])
+def test_cubins_compile_their_kernels_in_parallel_where_nvrtc_can(monkeypatch, version, split):
+    class FakeNvrtc:
+        @staticmethod
+        def getVersion():
+            return version
+    monkeypatch.setattr(nvrtc, "_nvrtc", lambda: FakeNvrtc)
+    monkeypatch.setattr(nvrtc, "cuda_include_dir", lambda: "/cuda/include")
+    nvrtc.split_compile.cache_clear()
+    try:
+        assert ("--split-compile=0" in nvrtc.nvrtc_options("sm_90a", "cubin")) == split
+        assert "--split-compile=0" not in nvrtc.nvrtc_options("sm_90a", "ptx")   # PTX: no assembly to split
+    finally:
+        nvrtc.split_compile.cache_clear()
+
+
+@needs_nvrtc
+def test_two_kernels_in_one_unit_compile_in_parallel_threads():
+    image = runtime.compile_cubin(TINY + TINY.replace("fill", "fill_again"), "two.cu", "sm_80")
+    assert b"fill_again" in image and nvrtc.split_compile() == ["--split-compile=0"]
+
+
 @needs_nvrtc
 def test_ptx_for_the_driver_to_jit():
     ptx = runtime.compile_source(TINY, "fill.cu", "sm_80", kind="ptx").decode()

@@ -88,12 +88,25 @@ def cuda_include_dir() -> Path:
     return find_include_dir(candidate_include_dirs())
 
 
+# NVRTC's --split-compile (from 12.1) optimises and assembles a unit's kernels in parallel threads (0: one per
+# CPU): a unit is a direction's kernels, so a cold compile takes about its largest kernel's time, not their sum
+# (benchmarks/NOTES.md, session 15).
+SPLIT_COMPILE = (12, 1)
+
+
+@functools.cache
+def split_compile() -> list[str]:
+    """The option that compiles a unit's kernels in parallel, where this NVRTC has it."""
+    return ["--split-compile=0"] if _nvrtc().getVersion() >= SPLIT_COMPILE else []
+
+
 def nvrtc_options(arch: str, kind: str, options=()) -> list[str]:
-    """sm_90a → --gpu-architecture=sm_90a for a cubin, compute_90a for PTX."""
+    """sm_90a → --gpu-architecture=sm_90a for a cubin, compute_90a for PTX; a cubin's kernels compiled in parallel."""
     if kind not in ("cubin", "ptx"):
         raise ValueError(f"kind must be 'cubin' or 'ptx', got {kind!r}")
     target = arch if kind == "cubin" else arch.replace("sm_", "compute_")
-    return [f"--gpu-architecture={target}", "--std=c++17", f"-I{cuda_include_dir()}", *options]
+    parallel = split_compile() if kind == "cubin" else []
+    return [f"--gpu-architecture={target}", "--std=c++17", f"-I{cuda_include_dir()}", *parallel, *options]
 
 
 def compile_source(source: str, name: str, arch: str, kind: str = "cubin", options=()) -> bytes:
