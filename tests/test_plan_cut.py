@@ -14,7 +14,7 @@ from kdagen.plan.cut import CUT_MARGIN, plan_cut
 @pytest.mark.parametrize("T, pairs, varlen, keep, K, V, tokens, expected", [
     (256, 2, False, False, 64, 64, 64, 4),
     (256, 2, False, False, 64, 64, "off", 1),
-    (256, 2, False, True, 64, 64, 64, 1),        # a training step on wgmma64: its backward has no segment passes
+    (256, 2, False, True, 64, 64, 64, 4),        # a training step on wgmma64 (its dstate has the C pass)
     (256, 2, True, False, 64, 64, 64, 1),        # varlen: the lengths would need a host read
     (256, 2, False, False, 64, 128, 64, 1),      # K ≠ V: no K × K identity state
     (256, 2, False, False, 48, 48, 64, 1),       # a D the chain kernel is not compiled for
@@ -32,6 +32,26 @@ def test_which_calls_can_be_cut(T, pairs, varlen, keep, K, V, tokens, expected):
 def test_a_training_step_is_cut_on_mma16_where_a_length_is_given():
     cut = plan_cut("mma16", 2, 256, 64, 64, 132, maps_pass=True, resident=1, keep=True, tokens=64)
     assert (cut.segments, cut.tokens) == (4, 64), cut
+
+
+def test_a_family_without_a_c_pass_cuts_no_training_step():
+    cut = plan_cut("other", 2, 256, 64, 64, 132, maps_pass=True, resident=1, keep=True, tokens=64)
+    assert cut.segments == 1 and "no C pass" in cut.why, cut
+
+
+@pytest.mark.parametrize("pairs, T, K, expected", [
+    (4, 65536, 128, (16, 4096)),     # 8 of 132 SMs walk 1024 chunks uncut
+    (16, 32768, 128, (4, 8192)),     # 32 CTAs per pass uncut; cut into 4, 128 fill the SMs
+    (64, 8192, 128, None),           # 128 CTAs already fill them
+    (256, 4096, 128, None),
+    (64, 4096, 64, None),
+])
+def test_where_the_wgmma64_training_model_cuts_by_default(pairs, T, K, expected):
+    """wgmma64's training step (its recurrence and dstate on V/64 CTAs per pair, a maps pass): the decisions at the
+    bench's shapes."""
+    z = K // 64
+    cut = plan_cut("wgmma64", pairs, T, K, K, 132, maps_pass=True, resident=1, keep=True, slices=(z, z))
+    assert (cut.segments, cut.tokens) == (expected or (1, T)), cut
 
 
 @pytest.mark.parametrize("pairs, T, K, maps_pass, expected", [
@@ -79,7 +99,7 @@ def test_the_training_model_reproduces_its_fit():
     measured = {(4, 65536, 1): (4.328, 6.141), (4, 65536, 32): (0.223, 0.591), (4, 65536, 16): (0.288, 0.603),
                 (16, 32768, 1): (2.202, 3.109), (16, 32768, 8): (0.439, 1.236), (16, 32768, 4): (0.562, 1.222)}
     for (pairs, T, S), times in measured.items():
-        for got, want in zip(model.passes(pairs, T, S), times):
+        for got, want in zip((model.one("recurrence", pairs, T, S), model.one("dstate", pairs, T, S)), times):
             assert abs(got / 1e3 - want) <= 0.1 * want, (pairs, T, S, got, want)
 
 

@@ -1,6 +1,6 @@
-"""A training step cut into segments on the mma16 kernels (kdagen.ops.segmented, docs/segments.md §6), run on the
-CPU through the emulator: the forward on the view keeping its workspaces and the segments' states, then the C pass
-(dstate_pass from dht = 0 through block 0), the reverse chain and the backward on the view. Every gradient against
+"""A training step cut into segments on the mma16 and the wgmma64 kernels (kdagen.ops.segmented, docs/segments.md §6),
+run on the CPU through the emulator: the forward on the view keeping its workspaces and the segments' states, then
+the C pass (the dS chain's entry point dstate_starts from dht = 0), the reverse chain and the backward on the view. Every gradient against
 float64 and against the uncut step; the custom op's fake implementation against the kernels' saved shapes."""
 from __future__ import annotations
 
@@ -35,12 +35,24 @@ CASES = [
 ]
 
 
-def step(case: Case, seed: int, segments: int, monkeypatch, launched: list | None = None):
-    """(gradients, saved) of the forward + backward of the case, the forward cut into `segments` (1: uncut)."""
+# wgmma64 (chunk 64; its C pass is dstate's entry point dstate_starts): at K = V = 64 the recurrence has one CTA per
+# pair and no maps pass (B and M by two ordinary passes); at K = V = 128 two, and the maps pass computes both
+WGMMA64_CASES = [
+    # the lower-bound gate, h0 and dht, state_v_first: 3 segments of one chunk each
+    Case("wgmma64_kda_lb_vfirst_k64", Options(**FULL, state_v_first=True), 64, dict(B=1, T=192, H=1), g_scale=0.02),
+    # a per-head decay, K = V = 128 (the maps pass), no h0, a dht: 2 segments
+    Case("wgmma64_gdn_k128", Options(op="gdn", use_qk_l2norm_in_kernel=True), 128,
+         dict(B=1, T=128, H=1, initial_state=False), g_scale=0.02),
+]
+
+
+def step(case: Case, seed: int, segments: int, monkeypatch, launched: list | None = None, family: str | None = None):
+    """(gradients, saved) of the forward + backward of the case, the forward cut into `segments` (1: uncut), on
+    `family`'s kernels (None: the planner's choice)."""
     x, do, dht = case_inputs(case, seed)
     call = make_call(case.opt.op, initial_state=x.get("initial_state"), output_final_state=True,
                      A_log=x.get("A_log"), dt_bias=x.get("dt_bias"), **call_options(case.opt))
-    kcall, tensors = kernel_call(call, x, emulate=True)
+    kcall, tensors = kernel_call(call, x, emulate=True, family=family)
     kcall = dataclasses.replace(kcall, segments=segments)
     if launched is not None:
         real = segmented.run_kernels
@@ -52,16 +64,21 @@ def step(case: Case, seed: int, segments: int, monkeypatch, launched: list | Non
 
 
 @needs_emulation
-@pytest.mark.parametrize("case", CASES, ids=str)
-def test_a_cut_training_step_matches_float64_and_the_uncut_one(case, monkeypatch):
+@pytest.mark.parametrize("case, family", [(c, None) for c in CASES] + [(c, "wgmma64") for c in WGMMA64_CASES],
+                         ids=str)
+def test_a_cut_training_step_matches_float64_and_the_uncut_one(case, family, monkeypatch):
     seed = 11
     T = case.shape["T"]
     launched = []
-    grads, saved, (x, do, dht) = step(case, seed, T // 64, monkeypatch, launched)
-    # forward: the prepare, the recurrence three times (B, M, the ordinary pass); backward: the C pass alone
-    assert launched.count("recurrence") == 3 and launched[-1] == "dstate_starts", launched
+    grads, saved, (x, do, dht) = step(case, seed, T // 64, monkeypatch, launched, family)
+    # forward: the prepare, then B and M (one maps pass, or two ordinary ones) and the ordinary pass; backward: the
+    # C pass alone
+    maps_pass = segmented.has_maps_pass(saved["plan"])
+    assert saved["plan"].family == (family or "mma16")
+    assert launched.count("recurrence") == (1 if maps_pass else 3), launched
+    assert launched.count("recurrence_maps") == maps_pass and launched[-1] == "dstate_starts", launched
     assert saved["segments"] == T // 64 and set(saved["segment_states"]) == {"segment_h0", "segment_maps"}
-    uncut, _, _ = step(case, seed, 1, monkeypatch)
+    uncut, _, _ = step(case, seed, 1, monkeypatch, family=family)
     ref = reference(case, x, do, dht)
     check_grads(grads, ref, f"{case.name} cut into {T // 64} segments")
     for name, r in ref.items():

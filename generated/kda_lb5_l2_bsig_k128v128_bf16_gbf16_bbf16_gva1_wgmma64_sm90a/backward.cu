@@ -1207,9 +1207,10 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 18 "templates/wgmma64/dstate.cu.j2"
 }  // namespace kdg_dstate
 
+#line 25 "templates/wgmma64/dstate.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1213 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1214 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1221,11 +1222,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_dh_lo,
     const float* __restrict__ dht,
     float* __restrict__ grad_h0,
+    float* __restrict__ dstate_start,
     int T,
     int N) {
-#line 22 "templates/wgmma64/dstate.cu.j2"
+#line 27 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
-#line 1229 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+  constexpr bool starts = false;   // the C pass: no dh stores, dS entering → dstate_start
+#line 1232 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216064 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1255,7 +1258,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
   bf16* const s_dh_out = reinterpret_cast<bf16*>(smem_raw + 150528);  // dh_out [4 x 64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_dh_out = 64;
   constexpr int stride_dh_out = 16384;  // elements per stage / warp copy
-#line 24 "templates/wgmma64/dstate.cu.j2"
+#line 30 "templates/wgmma64/dstate.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * 2, "64-token chunks, 64-column tiles, 64 rows per CTA");
   constexpr u32 STAGE_BYTES = 74496;
   const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y, slice = blockIdx.z;
@@ -1279,11 +1282,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1283 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1286 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
-#line 35 "templates/wgmma64/dstate.cu.j2"
+#line 41 "templates/wgmma64/dstate.cu.j2"
     if (threadIdx.x == 0) {
       for (int i = 0; i < num_chunks; ++i) {
         const int s = i % STAGES, c = num_chunks - 1 - i;
@@ -1307,15 +1310,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1311 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1314 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
-#line 58 "templates/wgmma64/dstate.cu.j2"
+#line 64 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
     const int v0 = slice * VR;           // its value rows of dS
     WgmmaAcc<K> dS;                      // dSᵀ: rows v0.., all K columns
 #line 15 "templates/skeleton.j2"
     // ---- step dstate_in (consumer, wgmma_acc): dSᵀ rows of this group from dht or 0 ----
-#line 62 "templates/wgmma64/dstate.cu.j2"
+#line 68 "templates/wgmma64/dstate.cu.j2"
     #pragma unroll
     for (int i = 0; i < K / 2; ++i) {
       const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
@@ -1335,24 +1338,28 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
       // ---- step dh_out (consumer, wgmma_acc): dhᵀ, the gradient of the state leaving the chunk, split bf16 hi + lo: the dvn step's register operands, and staged for one thread's bulk tensor stores into ws_dstate_hi / _lo ----
-#line 80 "templates/wgmma64/dstate.cu.j2"
+#line 86 "templates/wgmma64/dstate.cu.j2"
       // dhᵀ split once into bf16 hi + lo register operands; the same pairs staged (tile per 64 key columns, hi then
       // lo, two stagings in turn) for the bulk tensor stores into ws_dstate_hi / _lo
       WgmmaFragA dh_hi[K / 16], dh_lo[K / 16], dOt[C / 16];
       bf16* const staged = s_dh_out + (i % 2) * stride_dh_out;
     #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) frag_split(dS, kk, dh_hi[kk], dh_lo[kk]);
-      stage_frags(staged, dh_hi, t);
-      stage_frags(staged + KA * ATOM, dh_lo, t);
+      if (!starts) {
+        stage_frags(staged, dh_hi, t);
+        stage_frags(staged + KA * ATOM, dh_lo, t);
+      }
     #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
         wgmma_fence_operand(dh_hi[kk]);
         wgmma_fence_operand(dh_lo[kk]);
       }
-      fence_proxy_async();                     // the staged pairs, before the stores (async proxy) read them
-      if (t == 0) bulk_wait_read<0>();         // the previous chunk's stores have read the other staging
-      named_barrier_sync(1, 128);              // barrier "dh_staged"
-      if (t == 0) {
+      if (!starts) {
+        fence_proxy_async();                   // the staged pairs, before the stores (async proxy) read them
+        if (t == 0) bulk_wait_read<0>();       // the previous chunk's stores have read the other staging
+        named_barrier_sync(1, 128);            // barrier "dh_staged"
+      }
+      if (!starts && t == 0) {
         const int at = (int)(((chunk0 + c) * HV + h) * V + v0);   // the rows of ws_dstate_hi / _lo seen [.][K]
     #pragma unroll
         for (int a = 0; a < KA; ++a) {
@@ -1365,7 +1372,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
       // ---- step dvn (consumer, wgmma_acc): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ: dOᵀ by ldmatrix.trans, Mqk read N-major ----
-#line 108 "templates/wgmma64/dstate.cu.j2"
+#line 118 "templates/wgmma64/dstate.cu.j2"
       // Every register operand is written before wgmma_fence, so no product waits on another.
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
@@ -1389,7 +1396,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
       // ---- step dx (consumer, wgmma_acc): dXᵀ = dVnᵀ·A: A read N-major, dVnᵀ split bf16 hi + lo ----
-#line 130 "templates/wgmma64/dstate.cu.j2"
+#line 140 "templates/wgmma64/dstate.cu.j2"
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
@@ -1412,7 +1419,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
       // ---- step dstate_update (consumer, wgmma_acc): dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed (both read N-major, β⊙dX formed here); the stage is released ----
-#line 151 "templates/wgmma64/dstate.cu.j2"
+#line 161 "templates/wgmma64/dstate.cu.j2"
       // −(β⊙dX)ᵀ as the register operand: columns are tokens j, scaled by β_j
       WgmmaFragA nbdx[C / 16];
     #pragma unroll
@@ -1438,21 +1445,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     }
 
 #line 15 "templates/skeleton.j2"
-    // ---- step dstate_out (consumer, wgmma_acc): dh0: dS after the first chunk (dht, or zero, for an empty sequence) ----
-#line 176 "templates/wgmma64/dstate.cu.j2"
-    if (t == 0) bulk_wait_read<0>();           // the last stores have read their staging before the CTA exits
-    if (grad_h0 != nullptr) {
+    // ---- step dstate_out (consumer, wgmma_acc): dh0: dS after the first chunk (dht, or zero, for an empty sequence); the C pass of a cut training call (entry dstate_starts: no dh stored, dht = 0) writes it to dstate_start ----
+#line 186 "templates/wgmma64/dstate.cu.j2"
+    if (!starts && t == 0) bulk_wait_read<0>();   // the last stores have read their staging before the CTA exits
+    float* const dS_in = starts ? dstate_start : grad_h0;   // the C pass: the dS entering the segment
+    if (dS_in != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
         const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
-        grad_h0[((long long)n * HV + h) * K * V + state_index(k, v0 + r, STATE_V_FIRST)] = dS.x[i];
+        dS_in[((long long)n * HV + h) * K * V + state_index(k, v0 + r, STATE_V_FIRST)] = dS.x[i];
       }
     }
 
 #line 50 "templates/skeleton.j2"
   }
-#line 187 "templates/wgmma64/dstate.cu.j2"
+#line 198 "templates/wgmma64/dstate.cu.j2"
 }
+
 
 #line 4 "templates/wgmma64/chunk_bwd.cu.j2"
 // ===== chunk_bwd: a chunk's backward from S_c and dh, chunk 64 on bulk tensor copies and wgmma =====
@@ -1596,7 +1605,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1600 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1609 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1619,7 +1628,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dbeta) {
 #line 55 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1623 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1632 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1680,7 +1689,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1684 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1693 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1712,7 +1721,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1716 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1725 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
@@ -2023,7 +2032,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2027 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2036 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2047,7 +2056,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     int N) {
 #line 55 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2051 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2060 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216320 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 136
@@ -2103,14 +2112,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2107 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2116 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
 #line 86 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2114 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2123 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2181,14 +2190,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
-#line 2185 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2194 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 136 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2192 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2201 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2457,7 +2466,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
 #line 538 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2461 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2470 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 541 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
@@ -2474,7 +2483,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
 #line 562 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2478 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2487 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2628,7 +2637,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2632 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2641 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
 #line 634 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
@@ -2641,7 +2650,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_Q[i * LDT + d0 + e];
     }
-#line 2645 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2654 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2769,7 +2778,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2773 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2782 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2778,7 +2787,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2782 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2791 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

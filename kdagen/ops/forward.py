@@ -111,8 +111,8 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     state layout, output_final_state; for a training call, `segments`: see training_segments). `keep` says a
     backward follows (the family must plan one) and makes `saved`. `loader(config, device, direction,
     entries=False)` returns a module with `launch(...)` (default: the runtime's, or the CPU emulation for an
-    emulated call; `entries=True`, asked only by an inference call the planner cuts, the module of the kernels'
-    further entry points); `poison` fills every output and workspace with NaN first (tests; also
+    emulated call; `entries=True`, asked only by a call cut into segments, the module of the kernels' further
+    entry points); `poison` fills every output and workspace with NaN first (tests; also
     KDAGEN_POISON=1); `debug` receives every forward workspace by plan name. Sizes come from the tensors: nothing
     here syncs with the host."""
     v = x[call.spec.value]
@@ -126,7 +126,7 @@ def forward(x: dict, call, keep: bool = True, *, loader=None, poison: bool = Fal
     states = None
     if S > 1:
         entries = (loader or loader_for(call.emulate))(config, v.device, "forward", entries=True) \
-            if not keep and segmented.has_maps_pass(schedule.plan) else None
+            if segmented.has_maps_pass(schedule.plan) else None
         o, ht, ws, states = segmented.launch_cut(schedule, module, entries, x, call.scalars, S,
                                                  output_final_state=call.output_final_state, alloc=alloc, keep=keep)
     else:

@@ -18,8 +18,9 @@ batches (a varlen cut needs the lengths on the host), and where the planner's co
 A training step runs its backward on the same view. The forward keeps its workspaces (chunk-local, and the
 states checkpoints of the view's blocks), every segment's incoming state and its map M. The state gradient is
 affine across a segment too, dS_in(j) = M_jᵀ·dS_out(j) + C_j, where C_j is the dS entering segment j when its dht
-is 0 (it depends on do alone). So the backward runs (1) dstate_pass over every segment from dht = 0, through block 0,
-writing C_j; (2) the chain in reverse with M_jᵀ from the call's dht, giving each segment's dS_out; (3) the whole
+is 0 (it depends on do alone). So the backward runs (1) the dS chain over every segment from dht = 0 (the entry point
+dstate_starts of mma16's dstate_pass, through block 0, or of wgmma64's dstate, storing no dh), writing C_j; (2) the
+chain in reverse with M_jᵀ from the call's dht, giving each segment's dS_out; (3) the whole
 backward on the view with those as dht. Every gradient is then exact, and the per-chunk partials of the head
 parameters are summed in the same order as uncut.
 """
@@ -32,7 +33,7 @@ import torch
 from ..paths import templates_dir
 from ..plan.cut import CHAIN_DIMS, H200_SMS, Cut, plan_cut, resident_ctas
 from ..runtime import env as runtime_env
-from .launcher import Workspaces, run_kernels, scalar_values
+from .launcher import NOT_KEPT, Workspaces, run_kernels, scalar_values
 
 
 @functools.lru_cache(maxsize=8)
@@ -46,17 +47,24 @@ def has_maps_pass(plan) -> bool:
     return any("recurrence_maps" in k.entries for k in plan.kernels if k.name == "recurrence")
 
 
+def c_pass_kernel(plan) -> str | None:
+    """The dS chain's backward kernel, whose entry point dstate_starts is a cut training call's C pass (mma16's
+    dstate_pass, wgmma64's dstate), or None."""
+    return next((k.name for k in plan.direction("backward") if "dstate_starts" in k.entries), None)
+
+
 def plan_facts(plan) -> tuple[bool, int, tuple[int, int]]:
     """What the cut's cost models read from a plan: whether the recurrence has a maps pass, how many of its CTAs
-    an SM holds, and the CTAs per (sequence, head) of the recurrence and of dstate_pass (their grids' z)."""
+    an SM holds, and the CTAs per (sequence, head) of the recurrence and of the dS chain's kernel (their grids' z:
+    mma16's dstate_pass, wgmma64's dstate)."""
     kernels = {k.name: k for k in plan.kernels}
     recurrence = kernels.get("recurrence")
 
-    def z(name: str) -> int:
+    def z(name: str | None) -> int:
         grid = kernels[name].grid if name in kernels else ()
         return grid[2] if len(grid) > 2 and isinstance(grid[2], int) else 1
     return (has_maps_pass(plan), resident_ctas(recurrence, plan.problem["arch"]) if recurrence else 1,
-            (z("recurrence"), z("dstate_pass")))
+            (z("recurrence"), z(c_pass_kernel(plan))))
 
 
 @functools.lru_cache(maxsize=64)
@@ -227,8 +235,8 @@ def backward_cut(schedule, module, entries, x: dict, workspace: dict, states: di
                  dht: torch.Tensor | None, S: int, *, alloc, debug: dict | None = None) -> dict:
     """The gradients (kdagen.ops.backward.launch's) of a training call whose forward was cut into S segments
     (launch_cut with keep: `workspace` the view's saved workspaces, `states` its segment_h0 and segment_maps): the
-    C pass (dstate_pass's entry point dstate_starts, on `entries`, the backward's entries module), the reverse
-    chain, then the whole backward on `module` on the view (module doc)."""
+    C pass (the entry point dstate_starts of the dS chain's kernel, on `entries`, the backward's entries module),
+    the reverse chain, then the whole backward on `module` on the view (module doc)."""
     from .backward import launch_scheduled
     value = schedule.value
     v = x[value]
@@ -238,15 +246,18 @@ def backward_cut(schedule, module, entries, x: dict, workspace: dict, states: di
     checked: dict = {}                                    # the view's checks, run once for both launches below
     sized = schedule.checked_sized(view, scalars, device, checked)
     problem = schedule.plan.problem
-    # 1. C_j: dstate_pass from dht = 0 through every chunk of every segment, no checkpoints
+    # 1. C_j: the dS chain from dht = 0 through every chunk of every segment, storing nothing on the way
     starts = alloc(sized.state, dtype=torch.float32, device=device)
-    passes = [("dstate_starts", *rest) for name, *rest in sized.launches if name == "dstate_pass"]
-    if not passes or "dstate_starts" not in schedule.plan.kernel("dstate_pass").entries:
-        raise NotImplementedError(f"a cut training call needs dstate_pass's C pass (entry dstate_starts); family "
-                                  f"{schedule.plan.family} has none (KDAGEN_CUT=off runs it uncut)")
+    chain_kernel = c_pass_kernel(schedule.plan)
+    if chain_kernel is None:
+        raise NotImplementedError(f"a cut training call needs a C pass (a backward kernel with the entry point "
+                                  f"dstate_starts); family {schedule.plan.family} has none (KDAGEN_CUT=off runs it "
+                                  "uncut)")
+    passes = [("dstate_starts", *rest) for name, *rest in sized.launches if name == chain_kernel]
+    unwritten = dict.fromkeys((name for name, _, _ in sized.workspaces), NOT_KEPT)   # the backward's own: unused
     run_kernels(passes, entries, {**schedule.layout_tensors(sized, None, device), **workspace, **sized.scalars,
-                                 "dout": do_view, "dht": None, "ws_dstate_blocks": None, "grad_h0": None,
-                                 "dstate_start": starts}, "backward")
+                                 **unwritten, "dout": do_view, "dht": None, "grad_h0": None, "dstate_start": starts},
+                "backward")
     # 2. every segment's dS_out, from the call's dht backwards
     dht_view = reverse_chain(states["segment_maps"], starts, dht, S, problem["state_layout"] == "vk",
                              arch=problem["arch"], alloc=alloc)

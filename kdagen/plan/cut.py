@@ -12,9 +12,9 @@ CUT_MARGIN of the uncut time. The constants are the H200's wgmma64 (benchmarks/N
 a family without measured constants is never cut by the model (KDAGEN_CUT=<tokens> still cuts it). `kdagen plan
 --inference --pairs P --tokens T` prints the decision.
 
-A training step cut into S segments (forward and backward on the view [B·S, T/S]) runs the forward's recurrence three
-times (the two maps, then the ordinary pass) and dstate_pass twice (from dht = 0 for each segment's C, then with each
-segment's dht), all segments at once, plus two chains; every other kernel of the step is token- or block-parallel and
+A training step cut into S segments (forward and backward on the view [B·S, T/S]) runs the forward's recurrence for
+the two maps (one maps pass, or two ordinary passes) and then the ordinary pass, and the dS chain twice (its C pass
+from dht = 0 for each segment's C, then with each segment's dht), all segments at once, plus two chains; every other kernel of the step is token- or block-parallel and
 costs the same cut or not. Each of those passes takes the longer of its serial walk and its CTA-steps spread over the
 SMs (`TRAIN_STEPS`). `kdagen plan --pairs P --tokens T` (without --inference) prints that decision.
 """
@@ -39,12 +39,17 @@ FIXED_US = 20.0                      # the cut's own launches and allocations, t
 CUT_MARGIN = 0.85                    # cut only where the model gives under this share of the uncut time
 MIN_SEGMENT = 1024
 CHAIN_DIMS = (32, 64, 96, 128)       # the state sizes D = K = V the chain kernel is compiled for
-# training, per family: (µs per chunk step of one CTA's walk, µs of one SM per CTA-step once CTAs share the SMs) for
-# the forward's recurrence and dstate_pass at K = 128, chunks of TRAIN_CHUNK tokens; fitted to backward_timing.py on
-# the view shapes 1×65536×4, 32×2048×4, 16×4096×4, 1×32768×16, 8×4096×16, 4×8192×16 (×128) (NOTES, session 11, run 1)
-TRAIN_CHUNK = {"mma16": 16}
-# (its keys are also the families whose training step can be cut: their backward has the segment passes)
-TRAIN_STEPS = {"mma16": {"recurrence": (1.06, 0.90), "dstate_pass": (1.5, 0.61)}}
+# training, per family: (µs per chunk step of one CTA's walk, µs of one SM per CTA-step once CTAs share the SMs) at
+# K = 128, chunks of TRAIN_CHUNK tokens, for the forward's recurrence keeping its states, its maps pass where it has
+# one (else the maps are two more ordinary passes), the dS chain (dstate) and its C pass (starts, else as dstate).
+# mma16: fitted to backward_timing.py on the view shapes 1×65536×4, 32×2048×4, 16×4096×4, 1×32768×16, 8×4096×16,
+# 4×8192×16 (×128) (NOTES, session 11, run 1); wgmma64: from the uncut kernels at 4, 16 and 64 pairs (session 15,
+# run 1, and docs/kernels.md §4.3), the maps pass as the forward's cut (session 10).
+TRAIN_CHUNK = {"mma16": 16, "wgmma64": 64}
+# (its keys are also the families whose training step can be cut: their backward has the C pass)
+TRAIN_STEPS = {"mma16": {"recurrence": (1.06, 0.90), "dstate": (1.5, 0.61)},
+               "wgmma64": {"recurrence": (1.85, 2.48), "maps": (1.3, 1.6), "dstate": (1.96, 2.97),
+                           "starts": (1.8, 2.1)}}
 
 
 @dataclass(frozen=True)
@@ -103,24 +108,25 @@ class _TrainingModel:
     family: str
     K: int
     sms: int
-    slices: tuple[int, int]          # CTAs per (sequence, head) of the recurrence and of dstate_pass
+    slices: tuple[int, int]          # CTAs per (sequence, head) of the recurrence and of the dS chain's kernel
 
-    def passes(self, pairs: int, T: int, S: int) -> tuple[float, float]:
-        """The recurrence's and dstate_pass's time with each sequence cut into S segments, all walked at once."""
+    def one(self, name: str, pairs: int, T: int, S: int) -> float:
+        """One pass (a TRAIN_STEPS entry) over every segment of S per sequence, all walked at once: the longer of
+        its walk and its CTA-steps spread over the SMs (the maps pass has twice the recurrence's CTAs)."""
         chunks = -(-T // S // TRAIN_CHUNK[self.family])
-        steps = TRAIN_STEPS[self.family]
-
-        def one(kernel: str, z: int) -> float:
-            walk, sm = steps[kernel]
-            return max(chunks * walk, pairs * z * S * chunks * sm / self.sms) * self.K / 128
-        return one("recurrence", self.slices[0]), one("dstate_pass", self.slices[1])
+        walk, sm = TRAIN_STEPS[self.family][name]
+        z = self.slices[0] * (2 if name == "maps" else 1) if name in ("recurrence", "maps") else self.slices[1]
+        return max(chunks * walk, pairs * z * S * chunks * sm / self.sms) * self.K / 128
 
     def uncut(self, pairs: int, T: int) -> float:
-        return sum(self.passes(pairs, T, 1))
+        return self.one("recurrence", pairs, T, 1) + self.one("dstate", pairs, T, 1)
 
     def cut(self, pairs: int, T: int, S: int) -> float:
-        recurrence, dstate = self.passes(pairs, T, S)
-        return 3 * recurrence + 2 * dstate + 2 * (S * CHAIN_STEP_US + FIXED_US)
+        steps = TRAIN_STEPS[self.family]
+        pass_of = lambda name: self.one(name, pairs, T, S)          # noqa: E731
+        forward = pass_of("maps") + pass_of("recurrence") if "maps" in steps else 3 * pass_of("recurrence")
+        backward = pass_of("starts" if "starts" in steps else "dstate") + pass_of("dstate")
+        return forward + backward + 2 * (S * CHAIN_STEP_US + FIXED_US)
 
 
 def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_pass: bool, resident: int,
@@ -128,8 +134,8 @@ def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_
              slices: tuple[int, int] = (1, 1)) -> Cut:
     """The cut of a call of `pairs` (sequence, value head) pairs of T tokens, head dims K and V, on `sms` SMs: an
     inference forward (the recurrence's CTAs: `resident` per SM, resident_ctas; `maps_pass`: Kernel.entries holds
-    recurrence_maps) or, with `keep`, a training step (`slices`: CTAs per pair of the recurrence and of
-    dstate_pass). `tokens`: "auto" (the model decides), "off", or a segment length to use wherever the call can be
+    recurrence_maps) or, with `keep`, a training step (`slices`: CTAs per pair of the recurrence and of the dS
+    chain's kernel). `tokens`: "auto" (the model decides), "off", or a segment length to use wherever the call can be
     cut."""
     why_not = ("KDAGEN_CUT=off" if tokens == "off" else
                "varlen (the lengths would need a host read)" if varlen else
@@ -138,8 +144,7 @@ def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_
     if why_not:                    # (before the model: an ineligible call's hot path meets this first)
         return Cut(1, T, 0.0, 0.0, why_not)
     if keep and family not in TRAIN_STEPS:
-        return Cut(1, T, 0.0, 0.0, f"family {family}: its training step is not cut (its backward has no segment "
-                                   "passes)")
+        return Cut(1, T, 0.0, 0.0, f"family {family}: its training step is not cut (its backward has no C pass)")
     if keep:
         model = _TrainingModel(family, K, sms, slices)
         modelled = (lambda S: model.cut(pairs, T, S)) if model else None

@@ -92,28 +92,30 @@ def test_an_inference_forward_cut_on_the_kernels_matches_float64(monkeypatch, na
     assert torch.equal(o, o2) and torch.equal(ht, ht2) and ht.is_contiguous()
 
 
-# fixed-length cases for the training step cut on the mma16 kernels (kdagen.ops.segmented, docs/segments.md §6)
+# fixed-length cases for the training step cut on the family's kernels (kdagen.ops.segmented, docs/segments.md §6)
 TRAINING_CASES = {
     "weak-decay-k128": CUT_CASES["weak-decay-k128"],
     "strong-decay-gate": CASES["strong-decay-gate"],
 }
 
 
+@pytest.mark.parametrize("family", ["mma16", "wgmma64"])
 @pytest.mark.parametrize("name, setting", [("weak-decay-k128", "auto"), ("strong-decay-gate", "4096")])
-def test_a_training_step_cut_on_the_kernels_matches_float64(monkeypatch, name, setting):
+def test_a_training_step_cut_on_the_kernels_matches_float64(monkeypatch, name, setting, family):
     """A training call cut into segments (KDAGEN_CUT: the planner's model, or every 4096 tokens) and the same call
-    uncut: o, the final state and every gradient against float64 within today's bounds for both, the cut no
-    worse than 1.5× the uncut error (+1e-4); two cut runs bitwise equal; the cut backward did run (it reads what only
-    a cut forward saves)."""
+    uncut, on each family's kernels: o, the final state and every gradient against float64 within today's bounds
+    for both, the cut no worse than 1.5× the uncut error (+1e-4); two cut runs bitwise equal; the cut backward did
+    run (it reads what only a cut forward saves) on that family."""
     from kdagen.ops import segmented
+    monkeypatch.setenv("KDAGEN_FAMILY", family)
     op, options, shape = TRAINING_CASES[name]
     options, x, opt, (o_ref, ht_ref) = fixed_length_case(name, op, options, shape, 17)
     do, dht = torch.randn_like(o_ref), torch.randn_like(ht_ref)
     grads_ref = reference.chunked_backward(x, opt, do, dht, 64)
     scales = ops_gpu.grad_scales(x, opt, grads_ref)
-    cuts = []
+    cuts, families = [], set()
     monkeypatch.setattr(segmented, "backward_cut", lambda *a, _cut=segmented.backward_cut, **k: cuts.append(a[-1]) or
-                        _cut(*a, **k))
+                        families.add(a[0].plan.family) or _cut(*a, **k))
 
     def errors_of(o, ht, grads):
         errors = {"o": ops_gpu.rel_l2(o, o_ref), "final_state": ops_gpu.rel_l2(ht, ht_ref)}
@@ -124,9 +126,10 @@ def test_a_training_step_cut_on_the_kernels_matches_float64(monkeypatch, name, s
     monkeypatch.setenv("KDAGEN_CUT", setting)
     runs = [ops_gpu.run_kdagen(op, x, options, do, dht) for _ in range(2)]
     cut = errors_of(*runs[0])
-    print(f"\n[{name} training, KDAGEN_CUT={setting}: {cuts} segments] "
+    print(f"\n[{name} training on {family}, KDAGEN_CUT={setting}: {cuts} segments] "
           + " ".join(f"{n}={e:.2e} (uncut {uncut[n]:.2e})" for n, e in cut.items()))
     assert len(cuts) == 2 and cuts[0] == cuts[1] > 1 and (setting != "4096" or cuts[0] == shape["T"] // 4096), cuts
+    assert families == {family}, families
     for errors in (uncut, cut):
         assert all(e <= ops_gpu.BOUNDS[n] for n, e in errors.items()), errors
     assert all(cut[n] <= 1.5 * uncut[n] + 1e-4 for n in cut), (cut, uncut)

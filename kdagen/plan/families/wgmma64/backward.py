@@ -11,7 +11,9 @@ for the whole sequence and, per chunk, in the transposed form (value rows are wg
   dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed
 
 Before a chunk's step it hands dh, the gradient of the state leaving the chunk (dhᵀ [V, K], bf16 hi + lo), to
-ws_dstate_hi / _lo by bulk tensor stores; after the first chunk, dh0.
+ws_dstate_hi / _lo by bulk tensor stores; after the first chunk, dh0. Its entry point dstate_starts is the C pass of
+a cut training call (docs/segments.md §6): the same walk with no dh stored, the dS entering each segment written
+to dstate_start.
 
 chunk_bwd — everything else of the chunk's backward, chunk-parallel: one CTA per (chunk, value head) from S_c (the
 forward's ws_states) and dh, mma16's recurrence_bwd outputs (docs/math.md §7.3–7.4) at chunk 64 on wgmma. So the
@@ -96,13 +98,15 @@ def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list
              arrives=["free"], loop=True,
              note="dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed (both read N-major, β⊙dX formed "
                   "here); the stage is released"),
-        Step("dstate_out", "consumer", "wgmma_acc", global_writes=["grad_h0"],
-             note="dh0: dS after the first chunk (dht, or zero, for an empty sequence)"),
+        Step("dstate_out", "consumer", "wgmma_acc", global_writes=["grad_h0", "dstate_start"],
+             note="dh0: dS after the first chunk (dht, or zero, for an empty sequence); the C pass of a cut training "
+                  "call (entry dstate_starts: no dh stored, dht = 0) writes it to dstate_start"),
     ]
     params = ring_maps(K, V, "dO", "dout") + [Param(n, "ptr", dtypes[n]) for n in ("ws_decay_total", "ws_beta")]
     params += [tile_map(f"map_dh_{part}", f"ws_dstate_{part}", K, f"chunks * HV * {V}", "dh_out")
                for part in ("hi", "lo")]
-    params += [Param("dht", "ptr", "f32"), Param("grad_h0", "ptr", "f32", const=False), *seq_params(varlen)]
+    params += [Param("dht", "ptr", "f32"), Param("grad_h0", "ptr", "f32", const=False),
+               Param("dstate_start", "ptr", "f32", const=False), *seq_params(varlen)]
     return Kernel(
         name="dstate", kind="dstate", template="wgmma64/dstate.cu.j2", direction="backward",
         grid=["N", "HV", slices], threads=256, min_ctas_per_sm=1,
@@ -117,6 +121,8 @@ def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list
         pipelines=[Pipeline("chunk_ring", STAGES, "producer", ["consumer"], "ready", "free", list(CHAIN_RING),
                             copy="tma")],
         steps=steps, params=params, options=Dstate64Options(slices, STAGES, state_layout, varlen, dw),
+        # the C pass of a cut training call (docs/segments.md §6): every segment from dht = 0, no dh stored
+        entries=["dstate_starts"],
         note="head-parallel, chunks in reverse: the backward's only serial pass, dS in fp32 registers")
 
 
