@@ -372,7 +372,7 @@ def install_fake_driver(monkeypatch) -> FakeDriver:
     monkeypatch.setattr(launch, "_driver", lambda: driver)
     monkeypatch.setattr(launch, "_raw_stream", lambda index: 99)
     monkeypatch.setattr(launch, "_CONTEXTS", {0: driver.context})
-    monkeypatch.setattr(launch, "_on_device", lambda index: contextlib.nullcontext())
+    monkeypatch.setattr(launch, "on_device", lambda index: contextlib.nullcontext())
     monkeypatch.setattr(launch.Module, "function", lambda self, name, index: driver.function(name))
     return driver
 
@@ -426,7 +426,7 @@ def test_a_launch_switches_device_only_where_its_context_is_not_current(fake_dri
     def on_device(index):
         switched.append(index)
         yield
-    monkeypatch.setattr(launch, "_on_device", on_device)
+    monkeypatch.setattr(launch, "on_device", on_device)
     driver.arity["k"] = 1
     prepared = module.prepare("k", 1, 32, [launch.Slot("ptr")], smem_bytes=64 * 1024, device_index=0)
     assert switched == [0] and driver.attributes == [(1000, 8, 64 * 1024)]    # the opt-in, once, on the device

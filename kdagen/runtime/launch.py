@@ -136,7 +136,7 @@ def _ensure_context(index: int) -> None:
 
 
 @contextlib.contextmanager
-def _on_device(index: int):
+def on_device(index: int):
     """torch's current device is `index` and its context the current one, for the driver calls inside."""
     with torch.cuda.device(index):
         _ensure_context(index)
@@ -151,7 +151,7 @@ def _launch(index: int, fn: int, grid: tuple, block: tuple, smem_bytes: int, par
     if _CONTEXTS.get(index, 0) == driver.ctxGetCurrent() != 0:
         driver.launchKernel(fn, *grid, *block, smem_bytes, _raw_stream(index), params, 0)
         return
-    with _on_device(index):
+    with on_device(index):
         driver.launchKernel(fn, *grid, *block, smem_bytes, _raw_stream(index), params, 0)
 
 
@@ -177,7 +177,7 @@ class Module:
             return fn
         from cupy.cuda import function
         if device_index not in self._loaded:
-            with _on_device(device_index):
+            with on_device(device_index):
                 mod = function.Module()
                 mod.load(self.image + b"\0" if self.kind == "ptx" else self.image)
             self._loaded[device_index] = mod
@@ -195,7 +195,7 @@ class Module:
         fn = self.function(name, device_index)
         if smem_bytes > _SMEM_DEFAULT_LIMIT and self._smem_set.get((device_index, name), 0) < smem_bytes:
             driver = _driver()
-            with _on_device(device_index):
+            with on_device(device_index):
                 driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem_bytes)
             self._smem_set[(device_index, name)] = smem_bytes
         return fn.ptr

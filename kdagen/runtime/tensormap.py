@@ -142,7 +142,10 @@ def encode_tiled(tensor: torch.Tensor, box, swizzle: int = 0, dims=None, strides
     key = _encoding_key(tensor, box, swizzle, dims, strides)
     encoded = _ENCODED.get(key) if key is not None else None
     if encoded is None:
-        encoded = _encode(tiled_layout(tensor, box, swizzle, dims, strides))
+        from .launch import on_device          # (launch imports this module)
+        layout = tiled_layout(tensor, box, swizzle, dims, strides)
+        with on_device(tensor.device.index):   # the driver wants a current context: the autograd thread may have none
+            encoded = _encode(layout)
         if key is not None:
             if len(_ENCODED) >= _ENCODED_LIMIT:
                 _ENCODED.clear()

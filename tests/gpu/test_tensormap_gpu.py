@@ -43,3 +43,15 @@ def test_a_cached_encoding_keeps_the_checks(encodes):
     with pytest.raises(TypeError, match="box must be ints"):
         tensormap.encode_tiled(t, (32.0, 32), 128, dims=[64, 64], strides=[64])      # equal as a key, not an int
     assert len(encodes) == 1       # (the storage size in the key: tests/test_tensormap_key.py)
+
+
+def test_a_thread_that_has_run_no_cuda_work_can_encode(encodes):
+    """The autograd engine runs a backward on its own thread, which may have no current context yet when a cut
+    backward's first launch encodes its maps; the driver refuses an encoding then (CUDA_ERROR_INVALID_CONTEXT)."""
+    import threading
+    t = torch.zeros(2, 64, 64, dtype=torch.bfloat16, device="cuda")
+    got = []
+    thread = threading.Thread(target=lambda: got.append(tensormap.encode_tiled(t, (64, 64, 1), 128)))
+    thread.start()
+    thread.join()
+    assert len(got) == 1 and len(encodes) == 1
