@@ -12,7 +12,7 @@ import pytest
 from kdagen.cli import main
 from kdagen.ops.arguments import parse_config
 from kdagen.plan import Plan
-from kdagen.plan.families import FEW_PAIRS
+from kdagen.plan.families import FEW_PAIRS, training_pairs_limit
 from cli_run import run_main
 
 LB = ["--use-gate-in-kernel", "--lower-bound", "-5", "--use-qk-l2norm-in-kernel", "--use-beta-sigmoid-in-kernel"]
@@ -131,7 +131,8 @@ def test_plan_json_names_the_family(capsys, monkeypatch):
     (["--inference", "--pairs", "16", "--head-dim", "64"], "wgmma64"),
     (["--inference", "--pairs", "17", "--head-dim", "64"], "mma16"),
     (["--inference"], "mma16"),                            # pairs unknown: the usual ranking
-    (["--pairs", "4"], "mma16"),                           # training on 4 pairs: mma16 (its cut)
+    (["--pairs", "4"], "wgmma64"),                         # training on 4 pairs at head dim 128: wgmma64 (cut)
+    (["--pairs", "4", "--head-dim", "64"], "mma16"),       # ... at head dim 64: mma16 (fewer than 16 not timed)
     (["--pairs", "16"], "wgmma64"),                        # training on 16 pairs: the chunk-64 backward
     (["--inference", "--pairs", "4", "--arch", "sm_80"], "mma16"),
     (["--inference", "--pairs", "4", "--family", "mma16"], "mma16"),   # a requested family is kept
@@ -149,8 +150,9 @@ def test_the_call_class_ranks_the_long_chunk_family_first(words, family, capsys,
     few = ("--inference" in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) <= limit
            and "--family" not in words)           # a named family is not ranked
     assert (f"ranked for an inference call with ≤ {limit} (sequence, head) pairs" in out) == few
-    training = "--inference" not in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) >= 16
-    assert ("ranked for a training call with ≥ 16 (sequence, head) pairs" in out) == training
+    least = training_pairs_limit(head_dim)
+    training = "--inference" not in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) >= least
+    assert (f"ranked for a training call with ≥ {least} (sequence, head) pairs" in out) == training
 
 
 def test_pairs_must_be_positive(capsys):

@@ -148,10 +148,15 @@ def test_kdagen_plan_prints_the_cut(capsys):
     assert main(["plan", "--op", "kda", "--inference", "--pairs", "64", "--tokens", "8192", "--kernel",
                  "recurrence"]) == 0
     assert "not cut: the best cut" in capsys.readouterr().out
-    # without --inference: a training step's cut (mma16's forward and backward on the view)
-    assert main(["plan", "--op", "kda", "--pairs", "4", "--tokens", "65536", "--kernel", "dstate_pass"]) == 0
+    # without --inference: a training step's cut (wgmma64's forward and backward on the view; mma16's at head dim 64)
+    assert main(["plan", "--op", "kda", "--pairs", "4", "--tokens", "65536", "--kernel", "dstate"]) == 0
     out = capsys.readouterr().out
-    assert "segments of a training step" in out and "cut into 32 segments of 2048 tokens" in out
+    assert "segments of a training step" in out and "cut into 16 segments of 4096 tokens" in out
+    assert "further entry points (same parameters, a constant switched): dstate_starts" in out
+    assert main(["plan", "--op", "kda", "--head-dim", "64", "--pairs", "4", "--tokens", "65536", "--kernel",
+                 "dstate_pass"]) == 0
+    out = capsys.readouterr().out
+    assert "segments of a training step" in out and "cut into" in out
     assert "further entry points (same parameters, a constant switched): dstate_starts" in out
     for refused in (["--tokens", "65536"], ["--inference", "--pairs", "4", "--tokens", "65536", "--json"],
                     ["--sms", "114"], ["--inference", "--pairs", "4", "--tokens", "65536", "--sms", "0"]):

@@ -43,13 +43,13 @@ CHAIN_DIMS = (32, 64, 96, 128)       # the state sizes D = K = V the chain kerne
 # K = 128, chunks of TRAIN_CHUNK tokens, for the forward's recurrence keeping its states, its maps pass where it has
 # one (else the maps are two more ordinary passes), the dS chain (dstate) and its C pass (starts, else as dstate).
 # mma16: fitted to backward_timing.py on the view shapes 1×65536×4, 32×2048×4, 16×4096×4, 1×32768×16, 8×4096×16,
-# 4×8192×16 (×128) (NOTES, session 11, run 1); wgmma64: from the uncut kernels at 4, 16 and 64 pairs (session 15,
-# run 1, and docs/kernels.md §4.3), the maps pass as the forward's cut (session 10).
+# 4×8192×16 (×128) (NOTES, session 11, run 1); wgmma64: the walks from the uncut kernels at 4 and 16 pairs, the SM
+# costs from the cut ones at 1×65536×4 (16 segments) and 1×32768×16 (4) (×128; NOTES, session 15, runs 1 and 3).
 TRAIN_CHUNK = {"mma16": 16, "wgmma64": 64}
 # (its keys are also the families whose training step can be cut: their backward has the C pass)
 TRAIN_STEPS = {"mma16": {"recurrence": (1.06, 0.90), "dstate": (1.5, 0.61)},
-               "wgmma64": {"recurrence": (1.85, 2.48), "maps": (1.3, 1.6), "dstate": (1.96, 2.97),
-                           "starts": (1.8, 2.1)}}
+               "wgmma64": {"recurrence": (1.85, 2.45), "maps": (1.3, 1.22), "dstate": (1.96, 3.05),
+                           "starts": (1.8, 1.78)}}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ The rank is a family's priority, except in two classes of call (`ranking`), wher
 "few_pairs", an inference call with at most few_pairs_limit(K) (sequence, value head) pairs — there the
 recurrence's serial chain of chunk steps outweighs the token-parallel kernel, so a family with longer chunks wins
 although that kernel costs more per token (benchmarks/NOTES.md, sessions 8 and 9) — and "training", a call with
-gradients over at least TRAINING_PAIRS pairs, where wgmma64's backward is measured faster (session 13).
+gradients over at least TRAINING_PAIRS pairs at its head dim, where wgmma64's step is measured faster (sessions 13
+and 15).
 """
 from __future__ import annotations
 
@@ -26,11 +27,12 @@ ENV = "KDAGEN_FAMILY"
 # trails for the lower-bound gate and GDN (softplus still leads). At K = 64 it trails at 64 pairs (its prepare
 # costs 2.4× mma16's); fewer pairs were not timed there, so session 8's limit of 16 stays, as for other head dims.
 FEW_PAIRS = {64: 16, 128: 64}
-# The fewest (sequence, value head) pairs a training call needs to rank as "training". Measured on the H200
-# (benchmarks/NOTES.md, session 13): wgmma64's step is 1.6–1.8× shorter than mma16's at 16 and 64 pairs at K = 128,
-# about as long at K = 64 (1.64 against 1.73 ms); at 4 pairs (1×65536×4×128) mma16's step cut into segments
-# (docs/segments.md §6) is shorter.
-TRAINING_PAIRS = 16
+# The fewest (sequence, value head) pairs a training call needs to rank as "training", by head dim. Measured on the
+# H200 (benchmarks/NOTES.md, sessions 13 and 15): wgmma64's step is 1.6–1.8× shorter than mma16's at 16 and 64
+# pairs at K = 128, about as long at K = 64 (1.64 against 1.73 ms); at 4 pairs (1×65536×4×128) both cut into
+# segments (docs/segments.md §6), wgmma64's 2.56 ms against mma16's 5.12. Fewer than 16 pairs at K = 64 were not
+# timed, so that limit stays, as for other head dims.
+TRAINING_PAIRS = {64: 16, 128: 1}
 
 
 def few_pairs_limit(head_dim: int) -> int:
@@ -38,15 +40,20 @@ def few_pairs_limit(head_dim: int) -> int:
     return FEW_PAIRS.get(head_dim, min(FEW_PAIRS.values()))
 
 
+def training_pairs_limit(head_dim: int) -> int:
+    """The training limit at a head dim (TRAINING_PAIRS; the largest where the head dim was not measured)."""
+    return TRAINING_PAIRS.get(head_dim, max(TRAINING_PAIRS.values()))
+
+
 def ranking(directions, pairs: int | None, head_dim: int) -> str:
     """How a call running `directions` over `pairs` (sequence, value head) pairs (None: unknown) of head dim
     `head_dim` ranks families: "few_pairs" (an inference call with at most few_pairs_limit(head_dim)), "training"
-    (a call with gradients over at least TRAINING_PAIRS), else "default"."""
+    (a call with gradients over at least training_pairs_limit(head_dim)), else "default"."""
     if pairs is None:
         return "default"
     if tuple(directions) == ("forward",):
         return "few_pairs" if pairs <= few_pairs_limit(head_dim) else "default"
-    return "training" if pairs >= TRAINING_PAIRS else "default"
+    return "training" if pairs >= training_pairs_limit(head_dim) else "default"
 
 
 def family(name: str) -> Family:
@@ -93,4 +100,4 @@ def ranking_note(ranking: str, head_dim: int, prefix: str = "") -> str:
     """The call class a ranking names, in words ("" for the default)."""
     return {"default": "",
             "few_pairs": f"{prefix}an inference call with ≤ {few_pairs_limit(head_dim)} (sequence, head) pairs",
-            "training": f"{prefix}a training call with ≥ {TRAINING_PAIRS} (sequence, head) pairs"}[ranking]
+            "training": f"{prefix}a training call with ≥ {training_pairs_limit(head_dim)} (sequence, head) pairs"}[ranking]
