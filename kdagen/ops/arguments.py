@@ -45,7 +45,8 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pairs", type=int, default=None, metavar="N",
                    help="the call's (sequence, value head) pairs, B·HV: families are ranked as a call of that shape "
                         "ranks them — with --inference and few pairs (N ≤ 64 at head dim 128, ≤ 16 otherwise) for few "
-                        "pairs, without it and N ≥ 16 for a training call (default: unknown, the usual rank)")
+                        "pairs, without it for a training call (any N at head dim 128, N ≥ 16 otherwise) (default: "
+                        "unknown, the usual rank)")
 
 
 @dataclass(frozen=True)

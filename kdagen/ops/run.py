@@ -157,7 +157,8 @@ def training_ranking(call: Call, inputs: list) -> str:
     size), and it must plan the same family, so the same saved workspaces, as the kernels. Shape arithmetic only."""
     from .forward import call_pairs
     v = inputs[call.spec.inputs.index(call.spec.value)]
-    return ranking(TRAINING, call_pairs(v, call.cu_seqlens, int(v.shape[2])), int(v.shape[3]))
+    ref = inputs[call.spec.inputs.index(call.spec.qk[0])] if call.spec.qk else v   # the head dim K, as the Config
+    return ranking(TRAINING, call_pairs(v, call.cu_seqlens, int(v.shape[2])), int(ref.shape[3]))
 
 
 def apply(call: Call, tensors: dict, initial_state):

@@ -109,6 +109,7 @@ class _TrainingModel:
     K: int
     sms: int
     slices: tuple[int, int]          # CTAs per (sequence, head) of the recurrence and of the dS chain's kernel
+    maps_pass: bool                  # the plan's recurrence has one (else B and M are two ordinary passes)
 
     def one(self, name: str, pairs: int, T: int, S: int) -> float:
         """One pass (a TRAIN_STEPS entry) over every segment of S per sequence, all walked at once: the longer of
@@ -124,7 +125,8 @@ class _TrainingModel:
     def cut(self, pairs: int, T: int, S: int) -> float:
         steps = TRAIN_STEPS[self.family]
         pass_of = lambda name: self.one(name, pairs, T, S)          # noqa: E731
-        forward = pass_of("maps") + pass_of("recurrence") if "maps" in steps else 3 * pass_of("recurrence")
+        maps = self.maps_pass and "maps" in steps
+        forward = pass_of("maps") + pass_of("recurrence") if maps else 3 * pass_of("recurrence")
         backward = pass_of("starts" if "starts" in steps else "dstate") + pass_of("dstate")
         return forward + backward + 2 * (S * CHAIN_STEP_US + FIXED_US)
 
@@ -146,7 +148,7 @@ def plan_cut(family: str, pairs: int, T: int, K: int, V: int, sms: int, *, maps_
     if keep and family not in TRAIN_STEPS:
         return Cut(1, T, 0.0, 0.0, f"family {family}: its training step is not cut (its backward has no C pass)")
     if keep:
-        model = _TrainingModel(family, K, sms, slices)
+        model = _TrainingModel(family, K, sms, slices, maps_pass)
         modelled = (lambda S: model.cut(pairs, T, S)) if model else None
     else:
         model = _Model(family, K, V, sms, resident) if family in STEP_US else None

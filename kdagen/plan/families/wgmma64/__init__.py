@@ -2,8 +2,8 @@
 head-parallel recurrence whose producer warp feeds a ring of shared-memory stages by bulk tensor copies and
 whose consumer warp groups run wgmma with the state in registers. Ranked below mma16, except for inference
 calls with few (sequence, head) pairs, where its 64-token chain steps (≈ 42 ns per token against mma16's ≈ 63
-on the H200) outweigh its costlier prepare, and for training calls with at least 16 pairs, where its backward
-wins (families.ranking). docs/kernels.md §3.
+on the H200) outweigh its costlier prepare, and for training calls at head dim 128 (with at least 16 pairs
+at 64), where its backward wins (families.ranking). docs/kernels.md §3.
 
 The backward (docs/kernels.md §4), planned where the recurrence keeps S_c for it: the serial dS chain `dstate`,
 the chunk-parallel `chunk_bwd` and `prepare_bwd` (by 16-row blocks, on tensor cores or CUDA cores as the decay's
