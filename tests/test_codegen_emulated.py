@@ -44,7 +44,7 @@ def run_op(op: str, options: dict, **shape):
     xk, xr = kernel_inputs(opt, **shape)
     call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
                      cu_seqlens=xk.get("cu_seqlens"), A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
-    kcall, tensors = kernel_call(call, xk, emulate=True)
+    kcall, tensors = kernel_call(call, xk, emulate=True, family="mma16")   # wgmma64's: test_wgmma64_emulated.py
     o, ht, saved = forward({**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": xk.get("cu_seqlens")},
                            kcall, poison=True)
     return o, ht, saved, xr, opt

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import ctypes
 import struct
 import threading
@@ -13,6 +14,8 @@ import torch
 from kdagen import runtime
 from kdagen.runtime import arch, env, launch, loader, nvrtc
 from markers import needs_nvrtc
+
+from kdagen.reference import Options
 
 TINY = 'extern "C" __global__ void fill(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.f; }'
 # setmaxnreg exists only on sm_90a: compiling it proves the 'a' target reached ptxas.
@@ -229,6 +232,24 @@ def test_syntax_errors_carry_the_compiler_log():
 
 
 # ---- load_module: memo, disk cache, KDAGEN_DISABLE_JIT ------------------------------------------------------
+
+@needs_nvrtc
+def test_a_training_forward_starts_its_backward_compile(cache_root, monkeypatch):
+    """The first forward of a training Config loads its backward in a background thread (kdagen.ops.config.load),
+    so the two directions compile side by side; the backward's own load then finds that module. An inference
+    Config starts none."""
+    from kdagen.ops import config as config_mod
+    monkeypatch.setattr(config_mod, "_AHEAD", {})
+    training = dataclasses.replace(config_mod.options_config(Options(op="gdn"), 64, 64, "sm_90a", has_A_log=False,
+                                                             has_dt_bias=False), family="mma16")
+    inference = dataclasses.replace(training, directions=config_mod.INFERENCE)
+    config_mod.load(inference, None, "forward")
+    assert config_mod._AHEAD == {}
+    forward = config_mod.load(training, None, "forward")
+    ahead = config_mod._AHEAD[(training, None)].result(timeout=300)
+    assert ahead.uri.endswith("_backward") and forward.uri.endswith("_forward")
+    assert config_mod.load(training, None, "backward") is ahead
+
 
 @needs_nvrtc
 def test_load_module_compiles_once_then_memo_then_disk(cache_root, monkeypatch):

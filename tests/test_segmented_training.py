@@ -1,7 +1,8 @@
 """A training step cut into segments on the mma16 and the wgmma64 kernels (kdagen.ops.segmented, docs/segments.md §6),
 run on the CPU through the emulator: the forward on the view keeping its workspaces and the segments' states, then
-the C pass (the dS chain's entry point dstate_starts from dht = 0), the reverse chain and the backward on the view. Every gradient against
-float64 and against the uncut step; the custom op's fake implementation against the kernels' saved shapes."""
+the C pass (the dS chain's entry point dstate_starts from dht = 0), the reverse chain and the backward on the view.
+Every gradient against float64 and against the uncut step; the custom op's fake implementation against the
+kernels' saved shapes."""
 from __future__ import annotations
 
 import dataclasses

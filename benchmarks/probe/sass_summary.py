@@ -1,45 +1,69 @@
-"""Summarise `ncu -i X --page source --csv --print-source sass` output: by opcode and by stretch of SASS."""
-import csv, sys, collections, gzip
-path = sys.argv[1]
-op = gzip.open if path.endswith(".gz") else open
-rows = list(csv.reader(op(path, "rt")))
-hdr_i = next(i for i, r in enumerate(rows) if "Source" in r and any("Executed" in c for c in r))
-hdr = rows[hdr_i]
-def col(name):
-    return next(i for i, c in enumerate(hdr) if c == name)
-src = col("Source")
-ex = next(i for i, c in enumerate(hdr) if c.startswith("Warp Instructions Executed") or c == "Instructions Executed")
-samp = next(i for i, c in enumerate(hdr) if c.startswith("Warp Stall Sampling (All") )
-data = []
-for r in rows[hdr_i + 1:]:
-    if len(r) <= max(src, ex, samp): continue
+"""Where a kernel's time goes by SASS instruction: `python benchmarks/probe/sass_summary.py SOURCE.csv[.gz] [W]`.
+
+SOURCE is Nsight Compute's source page of one kernel (`ncu -i REPORT --kernel-name NAME --page source --csv
+--print-source sass`, the report taken with `--section SourceCounters --section WarpStateStats`). Prints, as
+Markdown: each opcode's share of the warp instructions executed and of the stall samples, the stall reasons' shares,
+and both shares by stretch of W SASS instructions in address order (default 150) with the stretch's count of
+global loads, shared loads, barriers and special-function instructions, which place a stretch in the source."""
+from __future__ import annotations
+
+import collections
+import csv
+import gzip
+import sys
+
+
+def rows_of(path: str) -> tuple[list[str], list[list[str]]]:
+    opener = gzip.open if path.endswith(".gz") else open
+    rows = list(csv.reader(opener(path, "rt")))
+    at = next(i for i, r in enumerate(rows) if "Source" in r and any("Executed" in c for c in r))
+    return rows[at], rows[at + 1:]
+
+
+def number(text: str) -> float:
     try:
-        data.append((r[src].strip(), float(r[ex] or 0), float(r[samp] or 0)))
+        return float(text or 0)
     except ValueError:
-        pass
-stalls = [i for i, c in enumerate(hdr) if c.startswith("stall_") and "Not Issued" not in c]
-st = collections.Counter()
-for r in rows[hdr_i + 1:]:
-    for i in stalls:
-        try: st[hdr[i]] += float(r[i] or 0)
-        except (ValueError, IndexError): pass
-tot_e = sum(d[1] for d in data); tot_s = sum(d[2] for d in data)
-print(f"{len(data)} SASS instructions, {tot_e:.0f} warp instructions executed (all CTAs), {tot_s:.0f} samples")
-by = collections.defaultdict(lambda: [0, 0])
-for s, e, m in data:
-    o = s.split()[0] if s else "?"
-    if o.startswith("@"): o = s.split()[1]
-    o = o.split(".")[0]
-    by[o][0] += e; by[o][1] += m
-print("| opcode | share of executions | share of samples |\n| --- | ---: | ---: |")
-for o, (e, m) in sorted(by.items(), key=lambda kv: -kv[1][0])[:16]:
-    print(f"| {o} | {100*e/tot_e:.1f}% | {100*m/tot_s:.1f}% |")
-print("\n| stall | share |\n| --- | ---: |")
-for k, v in st.most_common(8): print(f"| {k} | {100*v/max(sum(st.values()),1):.1f}% |")
-W = int(sys.argv[2]) if len(sys.argv) > 2 else 150
-print(f"\n| stretch | samples | executions | LDG | LDS | BAR | MUFU | first opcodes |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-for a in range(0, len(data), W):
-    ch = data[a:a + W]
-    cnt = lambda p: sum(1 for s, _, _ in ch if p in s.split(" ")[0] or (s.startswith("@") and p in s.split(" ")[1]))
-    print(f"| {a}–{a+len(ch)} | {100*sum(c[2] for c in ch)/tot_s:.1f}% | {100*sum(c[1] for c in ch)/tot_e:.1f}% | "
-          f"{cnt('LDG')} | {cnt('LDS')} | {cnt('BAR')} | {cnt('MUFU')} | |")
+        return 0.0
+
+
+def opcode(source: str) -> str:
+    words = source.split()
+    word = words[1] if words and words[0].startswith("@") and len(words) > 1 else (words[0] if words else "?")
+    return word.split(".")[0]
+
+
+def main(path: str, width: int = 150) -> None:
+    header, rows = rows_of(path)
+    source = header.index("Source")
+    executed = next(i for i, c in enumerate(header) if c in ("Warp Instructions Executed", "Instructions Executed"))
+    sampled = next(i for i, c in enumerate(header) if c.startswith("Warp Stall Sampling (All"))
+    stalls = [i for i, c in enumerate(header) if c.startswith("stall_") and "Not Issued" not in c]
+    kept = [r for r in rows if len(r) > max(source, executed, sampled)]
+    data = [(opcode(r[source].strip()), number(r[executed]), number(r[sampled])) for r in kept]
+    total_e = sum(d[1] for d in data) or 1.0
+    total_s = sum(d[2] for d in data) or 1.0
+    print(f"{len(data)} SASS instructions, {total_e:.0f} warp instructions executed, {total_s:.0f} samples\n")
+    by_op = collections.defaultdict(lambda: [0.0, 0.0])
+    for op, e, s in data:
+        by_op[op][0] += e
+        by_op[op][1] += s
+    print("| opcode | share of executions | share of samples |\n| --- | ---: | ---: |")
+    for op, (e, s) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[:16]:
+        print(f"| {op} | {100 * e / total_e:.1f}% | {100 * s / total_s:.1f}% |")
+    reasons = collections.Counter({header[i]: sum(number(r[i]) for r in kept if len(r) > i) for i in stalls})
+    all_reasons = sum(reasons.values()) or 1.0
+    print("\n| stall | share |\n| --- | ---: |")
+    for name, n in reasons.most_common(8):
+        print(f"| {name} | {100 * n / all_reasons:.1f}% |")
+    print("\n| stretch | samples | executions | LDG | LDS | BAR | MUFU |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for start in range(0, len(data), width):
+        part = data[start:start + width]
+        count = collections.Counter(op for op, _, _ in part)
+        print(f"| {start}–{start + len(part)} | {100 * sum(p[2] for p in part) / total_s:.1f}% | "
+              f"{100 * sum(p[1] for p in part) / total_e:.1f}% | {count['LDG']} | {count['LDS']} | {count['BAR']} | "
+              f"{count['MUFU']} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], *map(int, sys.argv[2:3]))

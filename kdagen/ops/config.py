@@ -206,11 +206,34 @@ def kernel_sources(config: Config) -> list[tuple[str, str]]:
 
 def load(config: Config, device, direction: str, entries: bool = False):
     """The compiled module of a direction for this config (kdagen.runtime: memo, disk cache, NVRTC), or of its
-    further entry points (`entries`: compiled on the first call that launches one)."""
+    further entry points (`entries`: compiled on the first call that launches one). A training call's first
+    forward starts its backward's compile too (`compile_backward_ahead`)."""
     from .. import runtime
     plan, _ = config.planned()
+    if direction == "forward" and not entries and "backward" in config.directions:
+        compile_backward_ahead(config, device)
     return runtime.load_module(module_uri(plan, direction, entries), config.source(direction, entries), config.arch,
                                device=device)
+
+
+_AHEAD: dict[tuple, object] = {}     # (Config, device) -> the background load of its backward (a Future)
+
+
+@functools.cache
+def _compiler():
+    from concurrent.futures import ThreadPoolExecutor
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdagen-backward-compile")
+
+
+def compile_backward_ahead(config: Config, device):
+    """The Future of the backward's module of a training Config, loaded (rendered and, on a cache miss, compiled)
+    in a background thread from the first forward on: NVRTC releases the GIL, so the two directions compile side
+    by side and a training step's first call waits for the longer compile, not for both. Any error is the
+    backward's own load's to report (it loads again: the memo, or the entry this thread wrote)."""
+    key = (config, device)
+    if key not in _AHEAD:
+        _AHEAD[key] = _compiler().submit(load, config, device, "backward")
+    return _AHEAD[key]
 
 
 def load_emulated(config: Config, device, direction: str, entries: bool = False):

@@ -14,8 +14,8 @@ a family without measured constants is never cut by the model (KDAGEN_CUT=<token
 
 A training step cut into S segments (forward and backward on the view [B·S, T/S]) runs the forward's recurrence for
 the two maps (one maps pass, or two ordinary passes) and then the ordinary pass, and the dS chain twice (its C pass
-from dht = 0 for each segment's C, then with each segment's dht), all segments at once, plus two chains; every other kernel of the step is token- or block-parallel and
-costs the same cut or not. Each of those passes takes the longer of its serial walk and its CTA-steps spread over the
+from dht = 0 for each segment's C, then with each segment's dht), all segments at once, plus two chains; every
+other kernel of the step is token- or block-parallel and costs the same cut or not. Each of those passes takes the longer of its serial walk and its CTA-steps spread over the
 SMs (`TRAIN_STEPS`). `kdagen plan --pairs P --tokens T` (without --inference) prints that decision.
 """
 from __future__ import annotations

@@ -100,4 +100,5 @@ def ranking_note(ranking: str, head_dim: int, prefix: str = "") -> str:
     """The call class a ranking names, in words ("" for the default)."""
     return {"default": "",
             "few_pairs": f"{prefix}an inference call with ≤ {few_pairs_limit(head_dim)} (sequence, head) pairs",
-            "training": f"{prefix}a training call with ≥ {training_pairs_limit(head_dim)} (sequence, head) pairs"}[ranking]
+            "training": f"{prefix}a training call with ≥ {training_pairs_limit(head_dim)} (sequence, head) pairs",
+            }[ranking]
