@@ -71,23 +71,6 @@ def backward_prologue(r, ctypes: dict) -> dict:
                           f"for (int e = 0; e < KPT; ++e) given_{node}[e] = s_{tile}[i * ld_{tile} + d0 + e];"]
         return "\n".join(lines)
 
-    def prefetch(keys):
-        """L2 prefetches of the token inputs the blocks `keys` read, at token `tok` of q/k head `jh` and its value
-        heads (rows from their start, d0 = 0; a per-token scalar by its line): the inputs of a later CTA."""
-        leaves = sorted({n for k in keys for n in blocks[k].leaves if n in r.token_inputs})
-        per_qk = [n for n in leaves if n in qk_inputs]
-        per_v = [n for n in leaves if n not in qk_inputs]
-
-        def line(n):
-            p = input_param(n)
-            return (f"kdg::prefetch_l2({p} + {where(n)}, K * sizeof(*{p}));" if row(n) else
-                    f"kdg::prefetch_line({p} + {where(n)});")
-        body = [line(n) for n in per_qk]
-        if per_v:
-            body += ["for (int gi = 0; gi < G; ++gi) {", "  const int h = jh * G + gi;",
-                     *(f"  {line(n)}" for n in per_v), "}"]
-        return "\n".join(["constexpr int d0 = 0;", *body])
-
     def store(inputs):
         """The blocks' d_<input> into the input gradients, where `where` indexes the input: a row by its lanes, a
         per-token scalar by the row's first lane; rows past the chunk's end are not stored."""
@@ -104,5 +87,4 @@ def backward_prologue(r, ctypes: dict) -> dict:
         "blocks": {k: v.code.rstrip("\n") for k, v in blocks.items()},
         "bind": {k: bind(v) for k, v in blocks.items()},
         "store": {"v_bwd": store(v_inputs), "qk_bwd": store(qk_inputs)},
-        "prefetch": prefetch(("qk_fwd", "v_fwd")),
     }
