@@ -63,11 +63,13 @@ __device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const F
   ptx_mma_1688_tf32(d.x, a.x, b.x);
 }
 
-// x ≈ big + small, both tf32: small carries the next 11 bits. Products formed as big·big' + big·small' +
-// small·big' ("3xTF32") keep close to fp32 accuracy on the tf32 tensor cores.
+// x = big + small exactly: big is x with its low 13 mantissa bits cleared (a tf32 value), small the rest (an fp32
+// value of at most 13 significant bits, which the tensor cores read to its top 10 mantissa bits). Products formed as
+// big·big' + big·small' + small·big' ("3xTF32") are then within ≈ 2^-20 of fp32's. Two instructions (an AND and a
+// subtraction) where two cvt.rna.tf32 take about a dozen on sm_90 (benchmarks/NOTES.md, session 15, run 6).
 __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-  big = ptx_cvt_tf32(x);
-  small = ptx_cvt_tf32(x - __uint_as_float(big));
+  big = __float_as_uint(x) & 0xffffe000u;
+  small = __float_as_uint(x - __uint_as_float(big));
 }
 
 // d += (ab + as)·(bb + bs), dropping only as·bs.
