@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -121,6 +122,7 @@ def test_compile_prints_cold_and_cached_times(fake_kernels, capsys, tmp_path):
     code, out, err = run_main(argv, capsys)
     assert code == 0, err
     assert "cold compile" in out and "cached load" in out
+    assert re.search(r"NVRTC loaded in \d+\.\d\ds first .*; \d+\.\d\ds from start to end", out), out
     assert "fake_kda128_a" in out and "fake_kda128_b" in out and "2 module(s), cubin for sm_90a" in out
     assert "compiling for sm_90a" in err and "2/2" in err                      # the progress bar
     [config] = fake_kernels

@@ -9,6 +9,7 @@ import functools
 import importlib.util
 import os
 import shutil
+import time
 from pathlib import Path
 
 from . import env
@@ -127,6 +128,14 @@ def compile_source(source: str, name: str, arch: str, kind: str = "cubin", optio
         return nvrtc.getCUBIN(prog) if kind == "cubin" else nvrtc.getPTX(prog)
     finally:
         nvrtc.destroyProgram(prog)
+
+
+def load_compiler(arch: str) -> float:
+    """Seconds to compile an empty kernel: what the first compile of a process pays on top of its own work (NVRTC's
+    libraries loaded, on a fresh machine from disk), so that `kdagen compile` times the units alone."""
+    start = time.perf_counter()
+    compile_source('extern "C" __global__ void kdagen_load() {}', "load.cu", arch)
+    return time.perf_counter() - start
 
 
 def compile_cubin(source: str, name: str, arch: str, options=()) -> bytes:
