@@ -71,15 +71,6 @@ def backward_prologue(r, ctypes: dict) -> dict:
                           f"for (int e = 0; e < KPT; ++e) given_{node}[e] = s_{tile}[i * ld_{tile} + d0 + e];"]
         return "\n".join(lines)
 
-    def prefetch(keys):
-        """L2 line prefetches of the token inputs the blocks `keys` read, at this thread's element(s) (`where`) of
-        token `tok`, q/k head `jh` and its value heads: the lines a later CTA's threads will load."""
-        leaves = sorted({n for k in keys for n in blocks[k].leaves if n in r.token_inputs})
-        per_qk = [f"kdg::prefetch_line({input_param(n)} + {where(n)});" for n in leaves if n in qk_inputs]
-        per_v = [f"  kdg::prefetch_line({input_param(n)} + {where(n)});" for n in leaves if n not in qk_inputs]
-        return "\n".join(per_qk + (["for (int gi = 0; gi < G; ++gi) {", "  const int h = jh * G + gi;", *per_v, "}"]
-                                    if per_v else []))
-
     def store(inputs):
         """The blocks' d_<input> into the input gradients, where `where` indexes the input: a row by its lanes, a
         per-token scalar by the row's first lane; rows past the chunk's end are not stored."""
@@ -96,5 +87,4 @@ def backward_prologue(r, ctypes: dict) -> dict:
         "blocks": {k: v.code.rstrip("\n") for k, v in blocks.items()},
         "bind": {k: bind(v) for k, v in blocks.items()},
         "store": {"v_bwd": store(v_inputs), "qk_bwd": store(qk_inputs)},
-        "prefetch": prefetch(("qk_fwd", "v_fwd")),
     }

@@ -159,12 +159,6 @@ __device__ __forceinline__ void ptx_prefetch_l2(const void* p, u32 bytes) {
                   bytes);
 }
 
-// A hint with no effect on memory.
-__device__ __forceinline__ void ptx_prefetch_line(const void*) {}
-
-// The H200's SM count: the emulator runs one CTA at a time, so any count gives the same results.
-__device__ __forceinline__ u32 ptx_sm_count() { return 132; }
-
 __device__ __forceinline__ void ptx_bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {
   if (smem_addr(dst) % 16 || reinterpret_cast<std::uintptr_t>(src) % 16 || bytes % 16)
     kdg_emu::fail("cp.async.bulk: %p <- %p, %u bytes: addresses and size must be multiples of 16", dst, src, bytes);

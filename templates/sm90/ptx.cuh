@@ -75,18 +75,6 @@ __device__ __forceinline__ void ptx_prefetch_l2(const void* p, u32 bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" :: "l"(p), "r"(bytes) : "memory");
 }
 
-// A hint: the L2 line holding p, fetched ahead of a plain load that will read it.
-__device__ __forceinline__ void ptx_prefetch_line(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" :: "l"(p) : "memory");
-}
-
-// The GPU's SM count (%nsmid: one more than the largest SM id), for a CTA to find the one a wave after it.
-__device__ __forceinline__ u32 ptx_sm_count() {
-  u32 n;
-  asm("mov.u32 %0, %%nsmid;" : "=r"(n));
-  return n;
-}
-
 // Shared -> global: one box of a tensor map from a shared tile (laid out as a load of the same map writes it),
 // committed into the issuing thread's bulk groups; elements outside the tensor are not written.
 __device__ __forceinline__ void ptx_tma_store_2d(const void* map, int c0, int c1, const void* src) {

@@ -60,8 +60,6 @@ __device__ __forceinline__ void bulk_wait_read() { ptx_bulk_wait_group_read<N>()
 // Ask L2 for `bytes` (a multiple of 16) of global memory at p (16-byte aligned) that plain loads will read later:
 // one thread issues it, nobody waits for it.
 __device__ __forceinline__ void prefetch_l2(const void* p, u32 bytes) { ptx_prefetch_l2(p, bytes); }
-__device__ __forceinline__ void prefetch_line(const void* p) { ptx_prefetch_line(p); }
-__device__ __forceinline__ u32 sm_count() { return ptx_sm_count(); }
 
 // `bytes` (a multiple of 16) from src to dst, both 16-byte aligned, completing them on bar.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, u32 bytes, u64* bar) {

@@ -222,10 +222,6 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
 
 PREPARE_BWD_THREADS = 256
 PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per token row, 16 rows per pass
-# One CTA per SM: the next CTA an SM runs waits on its first loads (q, k: 18–21% of the kernel's samples, session 15
-# runs 1 and 6) with nothing else to run; a CTA's threads ask L2 for the lines of the inputs the CTA launched a wave
-# after it loads first (line prefetches: the bulk form, through the copy engine, made the kernel slower, run 5).
-PREFETCH_AHEAD = True
 # each head parameter stages its per-row partials in a 16-row slice of Q's [64][K] tile
 MAX_HEAD_PARAMS = CHUNK // (PREPARE_BWD_THREADS // PREPARE_BWD_LANES_PER_ROW)
 TILE_PAD = 8                     # [C][K] tiles: rows K + 8 floats apart, so a tf32 B fragment meets no bank twice
@@ -242,7 +238,6 @@ class PrepareBwd64Options:
     decay_kind: str
     diagonal: str            # forward.diagonal_form: how the diagonal blocks' pair factors are formed
     varlen: bool
-    prefetch_ahead: bool     # warp 1 asks L2 for the token inputs of the CTA a wave later (PREFETCH_AHEAD)
 
 
 def contractions_of(diagonal: str) -> str:
@@ -283,8 +278,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     steps = [
         Step("prefetch", "all", "thread0",
              note="one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not "
-                  "waited for): the later plain loads meet L2" + ("; every thread for the lines of the token inputs "
-                                                                  "of the CTA a wave later" if PREFETCH_AHEAD else "")),
+                  "waited for): the later plain loads meet L2"),
         Step("prologue_qk", "all", "row", writes=["q_hat", "k_hat"], global_reads=qk + seq,
              note="emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero)"),
         *([] if mma else [Step("load_terms", "all", "column_blocks", waits=["sync"], loop=True,
@@ -365,5 +359,5 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                                + "; twice after the loop (the seeds)")],
         pipelines=[], steps=steps, params=params,
         options=PrepareBwd64Options(PREPARE_BWD_LANES_PER_ROW, K // PREPARE_BWD_LANES_PER_ROW,
-                                    contractions, parts, f.decay_kind, diagonal, varlen, PREFETCH_AHEAD),
+                                    contractions, parts, f.decay_kind, diagonal, varlen),
         note="token-parallel over (chunk, q/k head); loops over the G value heads of the group; surplus CTAs exit")
