@@ -219,20 +219,28 @@ def load(config: Config, device, direction: str, entries: bool = False):
 _AHEAD: dict[tuple, object] = {}     # (Config, device) -> the background load of its backward (a Future)
 
 
-@functools.cache
-def _compiler():
-    from concurrent.futures import ThreadPoolExecutor
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="kdagen-backward-compile")
-
-
 def compile_backward_ahead(config: Config, device):
     """The Future of the backward's module of a training Config, loaded (rendered and, on a cache miss, compiled)
     in a background thread from the first forward on: NVRTC releases the GIL, so the two directions compile side
     by side and a training step's first call waits for the longer compile, not for both. Any error is the
-    backward's own load's to report (it loads again: the memo, or the entry this thread wrote)."""
+    backward's own load's to report (it loads again: the memo, or the entry this thread wrote; with a cache it
+    cannot write, it compiles once more). The thread is a daemon, so no exit waits for it, and where no thread can
+    start (the interpreter shutting down) the backward simply loads when it runs."""
+    import threading
+    from concurrent.futures import Future
     key = (config, device)
     if key not in _AHEAD:
-        _AHEAD[key] = _compiler().submit(load, config, device, "backward")
+        future = _AHEAD[key] = Future()
+
+        def run():
+            try:
+                future.set_result(load(config, device, "backward"))
+            except BaseException as e:      # noqa: BLE001 — reported by the backward's own load
+                future.set_exception(e)
+        try:
+            threading.Thread(target=run, name="kdagen-backward-compile", daemon=True).start()
+        except RuntimeError as e:
+            future.set_exception(e)
     return _AHEAD[key]
 
 

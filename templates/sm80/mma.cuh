@@ -64,9 +64,10 @@ __device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const F
 }
 
 // x = big + small exactly: big is x with its low 13 mantissa bits cleared (a tf32 value), small the rest (an fp32
-// value of at most 13 significant bits, which the tensor cores read to its top 10 mantissa bits). Products formed as
-// big·big' + big·small' + small·big' ("3xTF32") are then within ≈ 2^-20 of fp32's. Two instructions (an AND and a
-// subtraction) where two cvt.rna.tf32 take about a dozen on sm_90 (benchmarks/NOTES.md, session 15, run 6).
+// value of at most 13 significant bits, which the tensor cores read truncated to its top 10 mantissa bits). Products
+// formed as big·big' + big·small' + small·big' ("3xTF32") are then within ≈ 2^-21 of fp32's (2^-23 with both parts
+// rounded, but a long way below the bf16 data's 2^-9). Two instructions (an AND and a subtraction) where two
+// cvt.rna.tf32 take about a dozen on sm_90 (benchmarks/NOTES.md, session 15, runs 6-7).
 __device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
   big = __float_as_uint(x) & 0xffffe000u;
   small = __float_as_uint(x - __uint_as_float(big));
