@@ -1466,3 +1466,4 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
 }
 
 
+

@@ -2005,3 +2005,4 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 }
 
 
+

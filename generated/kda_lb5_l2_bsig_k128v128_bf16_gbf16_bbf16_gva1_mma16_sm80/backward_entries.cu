@@ -1110,3 +1110,4 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
 }
 
 
+

@@ -2043,3 +2043,4 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 }
 
 
+

@@ -1511,3 +1511,4 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 }
 
 
+

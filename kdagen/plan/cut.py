@@ -15,8 +15,8 @@ a family without measured constants is never cut by the model (KDAGEN_CUT=<token
 A training step cut into S segments (forward and backward on the view [B·S, T/S]) runs the forward's recurrence for
 the two maps (one maps pass, or two ordinary passes) and then the ordinary pass, and the dS chain twice (its C pass
 from dht = 0 for each segment's C, then with each segment's dht), all segments at once, plus two chains; every
-other kernel of the step is token- or block-parallel and costs the same cut or not. Each of those passes takes the longer of its serial walk and its CTA-steps spread over the
-SMs (`TRAIN_STEPS`). `kdagen plan --pairs P --tokens T` (without --inference) prints that decision.
+other kernel of the step is token- or block-parallel and costs the same cut or not. Each of those passes takes the
+longer of its serial walk and its CTA-steps spread over the SMs (`TRAIN_STEPS`). `kdagen plan --pairs P --tokens T` (without --inference) prints that decision.
 """
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ TRAIN_CHUNK = {"mma16": 16, "wgmma64": 64}
 TRAIN_STEPS = {"mma16": {"recurrence": (1.06, 0.90), "dstate": (1.5, 0.61)},
                "wgmma64": {"recurrence": (1.85, 2.45), "maps": (1.3, 1.22), "dstate": (1.96, 3.05),
                            "starts": (1.8, 1.78)}}
+# each pass's CTAs per (sequence, head): (which of the plan's slices, times): the maps pass doubles the recurrence's
+PASS_CTAS = {"recurrence": (0, 1), "maps": (0, 2), "dstate": (1, 1), "starts": (1, 1)}
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,8 @@ class _TrainingModel:
         its walk and its CTA-steps spread over the SMs (the maps pass has twice the recurrence's CTAs)."""
         chunks = -(-T // S // TRAIN_CHUNK[self.family])
         walk, sm = TRAIN_STEPS[self.family][name]
-        z = self.slices[0] * (2 if name == "maps" else 1) if name in ("recurrence", "maps") else self.slices[1]
+        which, times = PASS_CTAS[name]
+        z = self.slices[which] * times
         return max(chunks * walk, pairs * z * S * chunks * sm / self.sms) * self.K / 128
 
     def uncut(self, pairs: int, T: int) -> float:
