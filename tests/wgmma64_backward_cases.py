@@ -108,7 +108,8 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
     `device` ("cpu": the emulator). Returns the outputs ("grad_h0", "dv", the backward's workspaces and S_c in
     "debug"), whether o and the final state were bitwise those of the forward that keeps nothing ("kept_alike"),
     "chunks" (how many), and the checks' float64 values: "ref" (the chunk-64 reference: dh per chunk, dh0, dv and the
-    states entering each chunk), "steps" (chain_steps) and "chunk" (chunk_oracle)."""
+    states entering each chunk), "steps" (chain_steps) and "chunk" (chunk_oracle); "ws" and "do", the forward's
+    workspaces and dO the backward ran on."""
     op, options, shape, with_dht = spec
     opt = Options(op=op, **options)
     gen = torch.Generator().manual_seed(seed)
@@ -161,7 +162,7 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
     ref_grads = chunked_backward(xr, opt, do.double().cpu(), None if dht is None else dht.double().cpu(), C)
     return dict(opt=opt, grad_h0=grads["initial_state"], dv=grads["v"], debug=debug, ref=ref, chunks=chunks,
                 steps=steps, chunk=chunk_oracle(ws, debug["dstate"], v, do, shape, opt), kept_alike=kept_alike,
-                grads=grads, ref_grads=ref_grads)
+                grads=grads, ref_grads=ref_grads, ws=ws, do=do)
 
 
 # chunk_bwd's outputs (plan names) and chunk_oracle's keys

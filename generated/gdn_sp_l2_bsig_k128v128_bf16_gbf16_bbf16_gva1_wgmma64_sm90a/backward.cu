@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (backward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 215040 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 214016 B smem), param_reduce (grid ['(HV + 31) // 32', '2'], 256 threads, 1024 B smem)
+// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 215040 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 208896 B smem), param_reduce (grid ['(HV + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -2002,24 +2002,20 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 349 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 15 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 17 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
 // grid (chunks upper bound, H q/k heads), 256 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
 //   column_blocks  channel d = tid % K, part p = tid / K owning the 16-row blocks p, p + PARTS, ...;
-#line 21 "templates/wgmma64/prepare_bwd.cu.j2"
-//   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma", a per-head decay): the
-//           pair factors e^(Γi−Γj) ≤ 1 go into dMqk and dMkk, then every 16-row block pair is a 3xTF32 mma.m16n8k8
-//           product of raw q̂, k̂.
-#line 27 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 23 "templates/wgmma64/prepare_bwd.cu.j2"
+//   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma"): every 16-row block pair
+//           is a bf16 hi + lo mma.m16n8k16 product, dMqk and dMkk split once into tiles read by ldmatrix,
+#line 30 "templates/wgmma64/prepare_bwd.cu.j2"
+//           the per-head decay's pair factors e^(Γi−Γj) ≤ 1 in them: the other side is raw q̂, k̂.
+#line 35 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
-// Per value head, with P_i = e^(Γi − Γ_in(I)), Q_j = e^(Γ_out(J) − Γj), T_I the block totals and
-// B_IJ = Π_{J<M<I} T_M (all ≤ 1: products of per-token decays), for the rows i of an own block I:
-//   b_q(i) = scale·(E_i d_qd + P_i Σ_{J<I} B_IJ Σ_{j∈J} dMqk_ij k̂_j Q_j + Σ_{j∈I, j≤i} dMqk_ij k̂_j F_ij)
-//   R(i)   = the same with dMkk (j < i inside the block);  b_kd = E_i d_kd + β_i R(i);  b_kr = e^(Γl−Γi) d_kr
-//   b_ki(j) = Q_j Σ_{I'>I} B_I'I Σ_{i∈I'} P_i (scale·dMqk_ij q̂_i + β_i dMkk_ij k̂_i) + the diagonal block's pairs
-// with F_ij = Π_{j<t≤i} α_t walked as a running product; E_i = Π_{M<I} T_M · P_i, e^(Γl−Γi) = Q_i · Π_{M>I} T_M.
+#line 44 "templates/wgmma64/prepare_bwd.cu.j2"
 namespace kdg_prepare_bwd {
 using namespace kdg;
 
@@ -2029,11 +2025,12 @@ constexpr int PARTS = 2, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
-#line 44 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 54 "templates/wgmma64/prepare_bwd.cu.j2"
 constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
+constexpr int MID = 7;                           // the row of a block its factors are taken about
 static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 48 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 59 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2041,7 +2038,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2045 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2042 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2063,51 +2060,54 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 55 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 66 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2069 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-  // shared memory: 214016 B, dynamic (above the static limit)
+#line 2066 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+  // shared memory: 208896 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
-  float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 136
-  [[maybe_unused]] constexpr int ld_q_hat = 136;
-  float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 34816);  // k_hat [64 x 128] f32, ld 136
-  [[maybe_unused]] constexpr int ld_k_hat = 136;
-  float* const s_P = reinterpret_cast<float*>(smem_raw + 69632);  // P [64 x 128] f32, ld 136
-  [[maybe_unused]] constexpr int ld_P = 136;
-  float* const s_Q = reinterpret_cast<float*>(smem_raw + 104448);  // Q [64 x 128] f32, ld 136
-  [[maybe_unused]] constexpr int ld_Q = 136;
-  float* const s_dgc = reinterpret_cast<float*>(smem_raw + 139264);  // dgc [64 x 128] f32, ld 136
-  [[maybe_unused]] constexpr int ld_dgc = 136;
-  float* const s_dMqk = reinterpret_cast<float*>(smem_raw + 174080);  // dMqk [64 x 64] f32, ld 68
-  [[maybe_unused]] constexpr int ld_dMqk = 68;
-  float* const s_dMkk = reinterpret_cast<float*>(smem_raw + 191488);  // dMkk [64 x 64] f32, ld 68
-  [[maybe_unused]] constexpr int ld_dMkk = 68;
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 208896);  // beta [64] f32, ld 64
-  float* const s_T = reinterpret_cast<float*>(smem_raw + 209152);  // T [4 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_T = 128;
-  float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 211200);  // kR_part [64 x 8] f32, ld 8
+  float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_q_hat = 132;
+  float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 33792);  // k_hat [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_k_hat = 132;
+  float* const s_U = reinterpret_cast<float*>(smem_raw + 67584);  // U [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_U = 132;
+  float* const s_W = reinterpret_cast<float*>(smem_raw + 101376);  // W [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_W = 132;
+  float* const s_dgc = reinterpret_cast<float*>(smem_raw + 135168);  // dgc [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_dgc = 132;
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 168960);  // beta [64] f32, ld 64
+  float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 169216);  // kR_part [64 x 8] f32, ld 8
   [[maybe_unused]] constexpr int ld_kR_part = 8;
-  float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 213248);  // kbr_total [128] f32, ld 128
-  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 213760);  // gamma [64] f32, ld 64
-#line 57 "templates/wgmma64/prepare_bwd.cu.j2"
-  constexpr int LDT = ld_q_hat, LDM = ld_dMqk, KRP = ld_kR_part;  // [C][K] and [C][C] row pitches; kR partials
-  static_assert(ld_k_hat == LDT && ld_P == LDT && ld_Q == LDT && ld_dgc == LDT && ld_dMkk == LDM && LDM % 4 == 0,
-                "one pitch per tile shape; 16-byte rows");
+  bf16* const s_dMqk_hi = reinterpret_cast<bf16*>(smem_raw + 171264);  // dMqk_hi [64 x 64] bf16, ld 72
+  [[maybe_unused]] constexpr int ld_dMqk_hi = 72;
+  bf16* const s_dMqk_lo = reinterpret_cast<bf16*>(smem_raw + 180480);  // dMqk_lo [64 x 64] bf16, ld 72
+  [[maybe_unused]] constexpr int ld_dMqk_lo = 72;
+  bf16* const s_dMkk_hi = reinterpret_cast<bf16*>(smem_raw + 189696);  // dMkk_hi [64 x 64] bf16, ld 72
+  [[maybe_unused]] constexpr int ld_dMkk_hi = 72;
+  bf16* const s_dMkk_lo = reinterpret_cast<bf16*>(smem_raw + 198912);  // dMkk_lo [64 x 64] bf16, ld 72
+  [[maybe_unused]] constexpr int ld_dMkk_lo = 72;
+  float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 208128);  // kbr_total [128] f32, ld 128
+  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 208640);  // gamma [64] f32, ld 64
+#line 69 "templates/wgmma64/prepare_bwd.cu.j2"
+  constexpr int LDT = ld_q_hat, LDM = ld_dMqk_hi, KRP = ld_kR_part;  // [C][K], [C][C] row pitches; kR partials
+  static_assert(ld_k_hat == LDT && ld_U == LDT && ld_W == LDT && ld_dgc == LDT && ld_dMqk_lo == LDM &&
+                ld_dMkk_hi == LDM && ld_dMkk_lo == LDM && LDM % 8 == 0, "one pitch per tile shape; 16-byte rows");
+#line 77 "templates/wgmma64/prepare_bwd.cu.j2"
   const int c = blockIdx.x, jh = blockIdx.y, H = gridDim.y, HV = H * G;  // jh: the q/k head
   ChunkAt at;                                        // the grid is an upper bound on the chunk count
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
   const int d = tid % K, part = tid / K;                            // column_blocks mapping
-#line 66 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 83 "templates/wgmma64/prepare_bwd.cu.j2"
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
-#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 85 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 73 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 90 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2123,7 +2123,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
 #line 2125 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 86 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 103 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2163,14 +2163,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_6[j];
-#line 92 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 109 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 99 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 116 "templates/wgmma64/prepare_bwd.cu.j2"
   kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
 #pragma unroll
   for (int I = 0; I < NB; ++I)
@@ -2180,7 +2180,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       kdg::frag_zero(dk_sum[I][nt]);
     }
 
-#line 111 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 128 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
@@ -2191,10 +2191,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
-    // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
+    // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
 #line 2196 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 136 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 153 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2226,94 +2226,83 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       const float n_neg_4 = (-n_mul_3);
       const float a_out = n_neg_4;
       const float beta_out = n_sigmoid_7;
-#line 142 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 159 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
-        s_P[i * LDT + d0 + e] = valid ? a_out : 0.f;
+        s_U[i * LDT + d0 + e] = valid ? a_out : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
-#line 147 "templates/wgmma64/prepare_bwd.cu.j2"
-      if (rl == 0) s_gamma[i] = valid ? a_out : 0.f;
-#line 149 "templates/wgmma64/prepare_bwd.cu.j2"
     }
+#line 165 "templates/wgmma64/prepare_bwd.cu.j2"
+    __syncthreads();                                // barrier "sync": a and β written
+
 #line 15 "templates/skeleton.j2"
-    // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁ ----
-#line 151 "templates/wgmma64/prepare_bwd.cu.j2"
-    for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i, masked
+    // ---- step block_factors (all, column): a thread per channel down the chunk: U_i = e^Γi, W_i = e^(Γl−Γi); Γ, the per-head decay's cumsum, into gamma ----
+#line 168 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (tid < K) {                                  // a thread per channel, down the chunk
+#line 186 "templates/wgmma64/prepare_bwd.cu.j2"
+      float run = 0.f;                              // Γ down the chunk (the per-head decay: every channel alike)
+#pragma unroll 4
+      for (int i = 0; i < C; ++i) {
+        run += s_U[i * LDT + tid];
+        s_U[i * LDT + tid] = run;
+        if (tid == 0) s_gamma[i] = run;
+      }
+#pragma unroll 4
+      for (int i = 0; i < C; ++i) {
+        const float gi = s_U[i * LDT + tid];
+        s_U[i * LDT + tid] = exp2f(gi * LOG2E);             // E_i = e^Γi
+        s_W[i * LDT + tid] = exp2f((run - gi) * LOG2E);     // e^(Γl−Γi)
+      }
+#line 200 "templates/wgmma64/prepare_bwd.cu.j2"
+    }
+    __syncthreads();
+
+#line 15 "templates/skeleton.j2"
+    // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁, × e^(Γi−Γj) ≤ 1 (the per-head decay's pair factors), split once into bf16 hi + lo ----
+#line 204 "templates/wgmma64/prepare_bwd.cu.j2"
+    for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
       float4 mk = *reinterpret_cast<const float4*>(&ws_dMkk[ws * C * C + idx]);
       float* q4 = &mq.x;
       float* k4 = &mk.x;
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        q4[u] = j + u <= i ? q4[u] : 0.f;
-        k4[u] = j + u < i ? k4[u] : 0.f;
+      for (int u = 0; u < 4; ++u) {                 // masked to tril₀ and tril₋₁
+#line 213 "templates/wgmma64/prepare_bwd.cu.j2"
+        const float F = j + u <= i ? expf(s_gamma[i] - s_gamma[j + u]) : 0.f;   // the pair factor e^(Γi−Γj) ≤ 1
+        q4[u] = j + u <= i ? q4[u] * F : 0.f;
+        k4[u] = j + u < i ? k4[u] * F : 0.f;
+#line 220 "templates/wgmma64/prepare_bwd.cu.j2"
       }
-      *reinterpret_cast<float4*>(&s_dMqk[i * LDM + j]) = mq;
-      *reinterpret_cast<float4*>(&s_dMkk[i * LDM + j]) = mk;
+      uint2 qh, ql, kh, kl;                         // split once: bf16 hi + lo
+      kdg::split_bf16(q4[0], q4[1], qh.x, ql.x);
+      kdg::split_bf16(q4[2], q4[3], qh.y, ql.y);
+      kdg::split_bf16(k4[0], k4[1], kh.x, kl.x);
+      kdg::split_bf16(k4[2], k4[3], kh.y, kl.y);
+      *reinterpret_cast<uint2*>(&s_dMqk_hi[i * LDM + j]) = qh;
+      *reinterpret_cast<uint2*>(&s_dMqk_lo[i * LDM + j]) = ql;
+      *reinterpret_cast<uint2*>(&s_dMkk_hi[i * LDM + j]) = kh;
+      *reinterpret_cast<uint2*>(&s_dMkk_lo[i * LDM + j]) = kl;
     }
+#line 270 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T; thread 0: Γ, the per-head decay's cumsum ----
-#line 171 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll
-    for (int o = 0; o < OWN; ++o) {
-      const int r0 = (part + o * PARTS) * B;
-      float al[B], run = 1.f;
-#pragma unroll
-      for (int r = 0; r < B; ++r) {                 // P down the block, in place of a
-        al[r] = exp2f(s_P[(r0 + r) * LDT + d] * LOG2E);
-        run *= al[r];
-        s_P[(r0 + r) * LDT + d] = run;
-#line 183 "templates/wgmma64/prepare_bwd.cu.j2"
-      }
-      s_T[(part + o * PARTS) * ld_T + d] = run;
-      run = 1.f;
-#pragma unroll
-      for (int r = B - 1; r >= 0; --r) {            // Q up the block: the decays after row r
-        s_Q[(r0 + r) * LDT + d] = run;
-        run *= al[r];
-      }
-    }
-#line 193 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (tid == 0) {                                  // Γ: the per-head decay's cumsum over the chunk
-      float run = 0.f;
-      for (int r = 0; r < C; ++r) s_gamma[r] = run += s_gamma[r];
-    }
-    __syncthreads();
-
-#line 15 "templates/skeleton.j2"
-    // ---- step pair_factors (all, thread): dMqk, dMkk × e^(Γi−Γj) ≤ 1 (the per-head decay's pair factors): every block then a plain product ----
-#line 200 "templates/wgmma64/prepare_bwd.cu.j2"
-    for (int idx = tid; idx < C * C; idx += THREADS) {   // e^(Γi−Γj) ≤ 1 where j ≤ i (the rest is masked)
-      const int i = idx / C, j = idx % C;
-      const float F = j <= i ? expf(s_gamma[i] - s_gamma[j]) : 0.f;
-      s_dMqk[i * LDM + j] *= F;
-      s_dMkk[i * LDM + j] *= F;
-    }
-#line 207 "templates/wgmma64/prepare_bwd.cu.j2"
-    __syncthreads();
-
-#line 15 "templates/skeleton.j2"
-    // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: the block's loaded gradients asked for first; b_q, R, b_ki as 3xTF32 products of raw q̂, k̂ with the factored dMqk, dMkk; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 211 "templates/wgmma64/prepare_bwd.cu.j2"
-    // A fragment (16×8, split into tf32 big + small) of a C×C tile: rows r0 + g (+8), columns c0 + t (+4); with
-    // `trans` the tile read transposed (element (r, c) = M[c][r]); `row_scale` multiplies by its entry at M's row
-    auto load_a = [&](const float* M, int r0, int c0, bool trans, const float* row_scale, kdg::FragA8& big,
-                      kdg::FragA8& small) {
+    // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: the block's loaded gradients asked for first; b_ki, then b_q and R, as bf16 hi + lo mma.m16n8k16 products: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers (raw k̂; scale·q̂, β·k̂); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
+#line 274 "templates/wgmma64/prepare_bwd.cu.j2"
+    // B fragment (K: 16 token rows from r0, N: 8 channels from ch) of mul·X·rs[row], split bf16 hi + lo
+    auto frag_b = [&](const float* X, const float* S, const float* rs, float mul, int r0, int ch, kdg::FragB& hi,
+                      kdg::FragB& lo) {
+      float v[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = r0 + g + 8 * (e & 1), cc = c0 + t + 4 * (e >> 1);
-        const int mi = trans ? cc : r, mj = trans ? r : cc;
-        const float x = M[mi * LDM + mj] * (row_scale ? row_scale[mi] : 1.f);
-        kdg::split_tf32(x, big.x[e], small.x[e]);
+        const int r = r0 + 2 * t + (e & 1) + 8 * (e >> 1);
+        v[e] = mul * X[r * LDT + ch] * (S ? S[r * LDT + ch] : 1.f) * (rs ? rs[r] : 1.f);
       }
+      kdg::split_bf16(v[0], v[1], hi.x[0], lo.x[0]);
+      kdg::split_bf16(v[2], v[3], hi.x[1], lo.x[1]);
     };
-    auto split_b = [](float x0, float x1, kdg::FragB8& big, kdg::FragB8& small) {
-      kdg::split_tf32(x0, big.x[0], small.x[0]);
-      kdg::split_tf32(x1, big.x[1], small.x[1]);
-    };
+#line 302 "templates/wgmma64/prepare_bwd.cu.j2"
     // Row block by row block, a loop (the kernel's code stays small: it runs from the instruction cache): block I's
     // b_ki, b_q and R, then its elements. The GVA sums of block I are dq_sum[0], dk_sum[0], rotated after each block
     // so that every register index is a constant.
@@ -2338,79 +2327,58 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         kdg::frag_zero(R[nt]);
         kdg::frag_zero(bki[nt]);
       }
-      // b_ki of rows I: Σ_{I2 ≥ I} dMqk[I2,I]ᵀ·(scale·q̂) + (β⊙dMkk)[I2,I]ᵀ·k̂ over the rows of I2 (the pair factors are
-      // in dMqk, dMkk)
+      // b_ki of rows I: Σ_{I2 ≥ I} dMqk[I2,I]ᵀ·(scale·q̂) + dMkk[I2,I]ᵀ·(β·k̂) over the rows of I2, the
+      // last block first
 #pragma unroll 1
-      for (int I2 = I; I2 < NB; ++I2) {
+      for (int I2 = NB - 1; I2 >= I; --I2) {
+#line 333 "templates/wgmma64/prepare_bwd.cu.j2"
+        const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
+        const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
+        const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
+        const kdg::FragA akh = kdg::load_frag_a_trans(s_dMkk_hi + at, LDM, lane);
+        const kdg::FragA akl = kdg::load_frag_a_trans(s_dMkk_lo + at, LDM, lane);
 #pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-          const int c0 = I2 * B + 8 * ks;
-          kdg::FragA8 aqb, aqs, akb, aks;
-          load_a(s_dMqk, I * B, c0, true, nullptr, aqb, aqs);
-          load_a(s_dMkk, I * B, c0, true, s_beta, akb, aks);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const int ch = ch0 + 8 * nt + g;
-            float xq[2], xk[2];
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              const int i = c0 + t + 4 * hh;
-              xq[hh] = core_scale * s_q_hat[i * LDT + ch];
-              xk[hh] = s_k_hat[i * LDT + ch];
-            }
-            kdg::FragB8 qb, qs, kb, kss;
-            split_b(xq[0], xq[1], qb, qs);
-            split_b(xk[0], xk[1], kb, kss);
-            kdg::mma_1688_tf32x3(bki[nt], aqb, aqs, qb, qs);
-            kdg::mma_1688_tf32x3(bki[nt], akb, aks, kb, kss);
-          }
+        for (int nt = 0; nt < NT; ++nt) {
+          const int ch = ch0 + 8 * nt + g;
+          kdg::FragB qh, ql, kh, kl;
+          frag_b(s_q_hat, nullptr, nullptr, core_scale, I2 * B, ch, qh, ql);
+          frag_b(s_k_hat, nullptr, s_beta, 1.f, I2 * B, ch, kh, kl);
+          kdg::mma_16816_x3(bki[nt], aqh, aql, qh, ql);
+          kdg::mma_16816_x3(bki[nt], akh, akl, kh, kl);
         }
       }
-      // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·k̂_J
+      // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·k̂_J, the first block first
 #pragma unroll 1
       for (int J = 0; J <= I; ++J) {
+#line 357 "templates/wgmma64/prepare_bwd.cu.j2"
+        const int at = I * B * LDM + J * B;         // dM[I, J]
+        const kdg::FragA aqh = kdg::load_frag_a(s_dMqk_hi + at, LDM, lane);
+        const kdg::FragA aql = kdg::load_frag_a(s_dMqk_lo + at, LDM, lane);
+        const kdg::FragA akh = kdg::load_frag_a(s_dMkk_hi + at, LDM, lane);
+        const kdg::FragA akl = kdg::load_frag_a(s_dMkk_lo + at, LDM, lane);
 #pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-          const int c0 = J * B + 8 * ks;
-          kdg::FragA8 aqb, aqs, akb, aks;
-          load_a(s_dMqk, I * B, c0, false, nullptr, aqb, aqs);
-          load_a(s_dMkk, I * B, c0, false, nullptr, akb, aks);
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const int ch = ch0 + 8 * nt + g;
-            float x[2];
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-              const int j = c0 + t + 4 * hh;
-              x[hh] = s_k_hat[j * LDT + ch];
-            }
-            kdg::FragB8 bb, bs;
-            split_b(x[0], x[1], bb, bs);
-            kdg::mma_1688_tf32x3(bq[nt], aqb, aqs, bb, bs);
-            kdg::mma_1688_tf32x3(R[nt], akb, aks, bb, bs);
-          }
+        for (int nt = 0; nt < NT; ++nt) {
+          kdg::FragB kh, kl;
+          frag_b(s_k_hat, nullptr, nullptr, 1.f, J * B, ch0 + 8 * nt + g, kh, kl);
+          kdg::mma_16816_x3(bq[nt], aqh, aql, kh, kl);
+          kdg::mma_16816_x3(R[nt], akh, akl, kh, kl);
         }
       }
       // the elements of rows I: b_q, b_kd, b_ki, b_kr; dq̂, dk̂ sums; dgc; Σ_rows k̂⊙b_kr and Σ_channels k̂⊙R partials
       float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-        float into[2] = {1.f, 1.f}, after[2] = {1.f, 1.f};   // Π_{M<I} T_M and Π_{M>I} T_M at the two columns
-#pragma unroll
-        for (int cc = 0; cc < 2; ++cc)
-          for (int M = 0; M < NB; ++M) {
-            const float tm = s_T[M * ld_T + ch0 + 8 * nt + 2 * t + cc];
-            into[cc] *= M < I ? tm : 1.f;
-            after[cc] *= M > I ? tm : 1.f;
-          }
+#line 384 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
-          const float p = s_P[i * LDT + ch], q = s_Q[i * LDT + ch];
+          const float u = s_U[i * LDT + ch], w = s_W[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
+#line 394 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = bq[nt].x[e], R_i = R[nt].x[e], bki_i = bki[nt].x[e];
-          const float E = into[e & 1] * p, Rend = q * after[e & 1];
+          const float E = u, Rend = w;
+#line 397 "templates/wgmma64/prepare_bwd.cu.j2"
           const float b_q = valid ? core_scale * (E * g_qd[nt][e] + bq_i) : 0.f;
           const float b_kd = valid ? E * g_kd[nt][e] + s_beta[i] * R_i : 0.f;
           const float b_kr = valid ? Rend * g_kr[nt][e] : 0.f;
@@ -2454,7 +2422,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 366 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 439 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2464,18 +2432,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 534 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
+    // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of W's tile ----
+#line 611 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
-#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 611 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2477 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2445 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 541 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 614 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2484,7 +2452,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 554 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 627 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay;                               // one decay per token: the sum over its channels
       {
         float x = 0.f;
@@ -2492,9 +2460,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         for (int e = 0; e < KPT; ++e) x += s_dgc[i * LDT + d0 + e];
         seed_decay = row_sum(x);
       }
-#line 562 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 635 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2498 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2466 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2557,43 +2525,43 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         const float d_A_log = n_grad_A_log;
         if (valid && rl == 0) store_f32(grad_in_g + tok * HV + h, d_g);
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 644 "templates/wgmma64/prepare_bwd.cu.j2"
         part_dt_bias += valid ? d_dt_bias : 0.f;   // a per-token scalar: equal on every lane
-#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 644 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 574 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 577 "templates/wgmma64/prepare_bwd.cu.j2"
-    // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 583 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (rl == 0) s_Q[(0 * ROWS + tid / LPR) * LDT] = part_dt_bias;
-#line 583 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 586 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 650 "templates/wgmma64/prepare_bwd.cu.j2"
+    // each parameter's row partials into its 16-row slice of W's tile (free since branch_grads)
+#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (rl == 0) s_W[(0 * ROWS + tid / LPR) * LDT] = part_dt_bias;
+#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (rl == 0) s_W[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
+#line 659 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 596 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
-      for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT];
+      for (int r = 0; r < ROWS; ++r) acc += s_W[(0 * ROWS + r) * LDT];
       ws_part_dt_bias[ws] = acc;
     }
-#line 596 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
-      for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
+      for (int r = 0; r < ROWS; ++r) acc += s_W[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 677 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
-  // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
+  // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and W ----
+#line 680 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 609 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 682 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2602,16 +2570,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       for (int e = 0; e < 4; ++e) {
         const int at = (I * B + kdg::frag_c_row(lane, e)) * LDT + ch0 + 8 * nt + kdg::frag_c_col(lane, e);
         s_dgc[at] = dq_sum[I][nt].x[e];
-        s_Q[at] = dk_sum[I][nt].x[e];
+        s_W[at] = dk_sum[I][nt].x[e];
       }
-#line 630 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 703 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2613 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2581 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 634 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 707 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2620,9 +2588,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       seed_query[e] = s_dgc[i * LDT + d0 + e];
-      seed_key[e] = s_Q[i * LDT + d0 + e];
+      seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2626 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2594 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2737,7 +2705,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
     if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
     if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 720 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2750,7 +2718,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2754 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2722 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2759,7 +2727,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2763 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2731 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

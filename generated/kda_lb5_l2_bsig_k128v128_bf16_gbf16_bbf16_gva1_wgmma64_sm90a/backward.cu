@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (backward)
 // configuration: recurrence kda_lb5_l2_bsig (graph e0c1580ceb2fa342, decay vector in [-5.0, 0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form factored
-// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 216064 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 216320 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
+// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 216064 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 211200 B smem), param_reduce (grid ['(HV * 128 + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -2002,22 +2002,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 349 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 15 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 17 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
 // grid (chunks upper bound, H q/k heads), 256 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
 //   column_blocks  channel d = tid % K, part p = tid / K owning the 16-row blocks p, p + PARTS, ...;
-#line 25 "templates/wgmma64/prepare_bwd.cu.j2"
-//           the contractions run down a channel on CUDA cores (contractions "fma", a per-channel decay).
-#line 27 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 23 "templates/wgmma64/prepare_bwd.cu.j2"
+//   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma"): every 16-row block pair
+//           is a bf16 hi + lo mma.m16n8k16 product, dMqk and dMkk split once into tiles read by ldmatrix,
+#line 26 "templates/wgmma64/prepare_bwd.cu.j2"
+//           the other side built in registers as k̂·W (or q̂·U, β·k̂·U) with U_i = e^(Γi−Γm), W_j = e^(Γm−Γj) about
+//           each block's row m = 16I + MID: e^(Γi−Γj) = U_i·e^(Γm(I)−Γm(J))·W_j, the middle factor applied to the
+//           accumulators as a Horner walk over the blocks, U or W to the rows after.
+#line 35 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
-// Per value head, with P_i = e^(Γi − Γ_in(I)), Q_j = e^(Γ_out(J) − Γj), T_I the block totals and
-// B_IJ = Π_{J<M<I} T_M (all ≤ 1: products of per-token decays), for the rows i of an own block I:
-//   b_q(i) = scale·(E_i d_qd + P_i Σ_{J<I} B_IJ Σ_{j∈J} dMqk_ij k̂_j Q_j + Σ_{j∈I, j≤i} dMqk_ij k̂_j F_ij)
-//   R(i)   = the same with dMkk (j < i inside the block);  b_kd = E_i d_kd + β_i R(i);  b_kr = e^(Γl−Γi) d_kr
-//   b_ki(j) = Q_j Σ_{I'>I} B_I'I Σ_{i∈I'} P_i (scale·dMqk_ij q̂_i + β_i dMkk_ij k̂_i) + the diagonal block's pairs
-// with F_ij = Π_{j<t≤i} α_t walked as a running product; E_i = Π_{M<I} T_M · P_i, e^(Γl−Γi) = Q_i · Π_{M>I} T_M.
+#line 44 "templates/wgmma64/prepare_bwd.cu.j2"
 namespace kdg_prepare_bwd {
 using namespace kdg;
 
@@ -2027,8 +2027,12 @@ constexpr int PARTS = 2, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
+#line 54 "templates/wgmma64/prepare_bwd.cu.j2"
+constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
+constexpr int MID = 7;                           // the row of a block its factors are taken about
+static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 48 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 59 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2036,7 +2040,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2040 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2044 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2058,51 +2062,55 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 55 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 66 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2064 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-  // shared memory: 216320 B, dynamic (above the static limit)
+#line 2068 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+  // shared memory: 211200 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
-  float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 136
-  [[maybe_unused]] constexpr int ld_q_hat = 136;
-  float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 34816);  // k_hat [64 x 128] f32, ld 136
-  [[maybe_unused]] constexpr int ld_k_hat = 136;
-  float* const s_P = reinterpret_cast<float*>(smem_raw + 69632);  // P [64 x 128] f32, ld 136
-  [[maybe_unused]] constexpr int ld_P = 136;
-  float* const s_Q = reinterpret_cast<float*>(smem_raw + 104448);  // Q [64 x 128] f32, ld 136
-  [[maybe_unused]] constexpr int ld_Q = 136;
-  float* const s_dgc = reinterpret_cast<float*>(smem_raw + 139264);  // dgc [64 x 128] f32, ld 136
-  [[maybe_unused]] constexpr int ld_dgc = 136;
-  float* const s_dMqk = reinterpret_cast<float*>(smem_raw + 174080);  // dMqk [64 x 64] f32, ld 68
-  [[maybe_unused]] constexpr int ld_dMqk = 68;
-  float* const s_dMkk = reinterpret_cast<float*>(smem_raw + 191488);  // dMkk [64 x 64] f32, ld 68
-  [[maybe_unused]] constexpr int ld_dMkk = 68;
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 208896);  // beta [64] f32, ld 64
-  float* const s_T = reinterpret_cast<float*>(smem_raw + 209152);  // T [4 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_T = 128;
-  float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 211200);  // kR_part [64 x 4] f32, ld 4
-  [[maybe_unused]] constexpr int ld_kR_part = 4;
-  float* const s_block_dgc = reinterpret_cast<float*>(smem_raw + 212224);  // block_dgc [4 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_block_dgc = 128;
-  float* const s_block_kbr = reinterpret_cast<float*>(smem_raw + 214272);  // block_kbr [4 x 128] f32, ld 128
-  [[maybe_unused]] constexpr int ld_block_kbr = 128;
-#line 57 "templates/wgmma64/prepare_bwd.cu.j2"
-  constexpr int LDT = ld_q_hat, LDM = ld_dMqk, KRP = ld_kR_part;  // [C][K] and [C][C] row pitches; kR partials
-  static_assert(ld_k_hat == LDT && ld_P == LDT && ld_Q == LDT && ld_dgc == LDT && ld_dMkk == LDM && LDM % 4 == 0,
-                "one pitch per tile shape; 16-byte rows");
+  float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_q_hat = 132;
+  float* const s_k_hat = reinterpret_cast<float*>(smem_raw + 33792);  // k_hat [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_k_hat = 132;
+  float* const s_U = reinterpret_cast<float*>(smem_raw + 67584);  // U [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_U = 132;
+  float* const s_W = reinterpret_cast<float*>(smem_raw + 101376);  // W [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_W = 132;
+  float* const s_dgc = reinterpret_cast<float*>(smem_raw + 135168);  // dgc [64 x 128] f32, ld 132
+  [[maybe_unused]] constexpr int ld_dgc = 132;
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 168960);  // beta [64] f32, ld 64
+  float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 169216);  // kR_part [64 x 8] f32, ld 8
+  [[maybe_unused]] constexpr int ld_kR_part = 8;
+  bf16* const s_dMqk_hi = reinterpret_cast<bf16*>(smem_raw + 171264);  // dMqk_hi [64 x 64] bf16, ld 72
+  [[maybe_unused]] constexpr int ld_dMqk_hi = 72;
+  bf16* const s_dMqk_lo = reinterpret_cast<bf16*>(smem_raw + 180480);  // dMqk_lo [64 x 64] bf16, ld 72
+  [[maybe_unused]] constexpr int ld_dMqk_lo = 72;
+  bf16* const s_dMkk_hi = reinterpret_cast<bf16*>(smem_raw + 189696);  // dMkk_hi [64 x 64] bf16, ld 72
+  [[maybe_unused]] constexpr int ld_dMkk_hi = 72;
+  bf16* const s_dMkk_lo = reinterpret_cast<bf16*>(smem_raw + 198912);  // dMkk_lo [64 x 64] bf16, ld 72
+  [[maybe_unused]] constexpr int ld_dMkk_lo = 72;
+  float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 208128);  // kbr_total [128] f32, ld 128
+  float* const s_Gm = reinterpret_cast<float*>(smem_raw + 208640);  // Gm [5 x 128] f32, ld 128
+  [[maybe_unused]] constexpr int ld_Gm = 128;
+#line 69 "templates/wgmma64/prepare_bwd.cu.j2"
+  constexpr int LDT = ld_q_hat, LDM = ld_dMqk_hi, KRP = ld_kR_part;  // [C][K], [C][C] row pitches; kR partials
+  static_assert(ld_k_hat == LDT && ld_U == LDT && ld_W == LDT && ld_dgc == LDT && ld_dMqk_lo == LDM &&
+                ld_dMkk_hi == LDM && ld_dMkk_lo == LDM && LDM % 8 == 0, "one pitch per tile shape; 16-byte rows");
+#line 77 "templates/wgmma64/prepare_bwd.cu.j2"
   const int c = blockIdx.x, jh = blockIdx.y, H = gridDim.y, HV = H * G;  // jh: the q/k head
   ChunkAt at;                                        // the grid is an upper bound on the chunk count
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
   const int d = tid % K, part = tid / K;                            // column_blocks mapping
-#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 83 "templates/wgmma64/prepare_bwd.cu.j2"
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
+#line 85 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 73 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 90 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2116,14 +2124,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2120 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2128 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 86 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 103 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2127 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2135 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2158,17 +2166,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_7[j];
-#line 92 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 109 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 108 "templates/wgmma64/prepare_bwd.cu.j2"
-  float dq_sum[OWN][B] = {}, dk_sum[OWN][B] = {};     // column_blocks: dq̂, dk̂ of the own rows, over value heads
+#line 116 "templates/wgmma64/prepare_bwd.cu.j2"
+  kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
+#pragma unroll
+  for (int I = 0; I < NB; ++I)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      kdg::frag_zero(dq_sum[I][nt]);
+      kdg::frag_zero(dk_sum[I][nt]);
+    }
 
-#line 111 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 128 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
@@ -2179,29 +2194,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
-    // ---- step load_terms (all, column_blocks): the own rows' d_q_decayed, d_k_decayed, d_k_to_end into registers, issued first: their latency hides behind the steps up to grad_terms ----
-#line 122 "templates/wgmma64/prepare_bwd.cu.j2"
-    float t_qd[OWN][B], t_kd[OWN][B], t_kr[OWN][B];  // d_q_decayed, d_k_decayed, d_k_to_end of the own rows
-#pragma unroll
-    for (int o = 0; o < OWN; ++o)
-#pragma unroll
-      for (int r = 0; r < B; ++r) {
-        const int at = ((part + o * PARTS) * B + r) * K + d;
-        t_qd[o][r] = d_qd[at];
-        t_kd[o][r] = d_kd[at];
-        t_kr[o][r] = d_kr[at];
-      }
-
-#line 15 "templates/skeleton.j2"
-    // ---- step prologue_v (all, row): emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β ----
-#line 2198 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+    // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
+#line 2199 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 136 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 153 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2205 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2206 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2242,237 +2243,254 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) a_out[j] = n_mul_4[j];
       const float beta_out = n_sigmoid_8;
-#line 142 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 159 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
-        s_P[i * LDT + d0 + e] = valid ? a_out[e] : 0.f;
+        s_U[i * LDT + d0 + e] = valid ? a_out[e] : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
-#line 149 "templates/wgmma64/prepare_bwd.cu.j2"
     }
+#line 165 "templates/wgmma64/prepare_bwd.cu.j2"
+    __syncthreads();                                // barrier "sync": a and β written
+
 #line 15 "templates/skeleton.j2"
-    // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁ ----
-#line 151 "templates/wgmma64/prepare_bwd.cu.j2"
-    for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i, masked
+    // ---- step block_factors (all, column): a thread per channel down the chunk: U_i = e^(Γi−Γm(I)), W_i = e^(Γm(I)−Γi) about row m(I) = 16I + 7 of each block (sums within the block), Gm: Γ at each block's row m and at the chunk's last row ----
+#line 168 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (tid < K) {                                  // a thread per channel, down the chunk
+#line 170 "templates/wgmma64/prepare_bwd.cu.j2"
+      float base = 0.f;                             // Γ entering block I
+#pragma unroll 1
+      for (int I = 0; I < NB; ++I) {
+        float s[B], run = 0.f;                      // Γ within the block from its start: sums of 16 terms at most,
+#pragma unroll                                      // so U and W carry no cancellation of the chunk's Γ
+        for (int r = 0; r < B; ++r) s[r] = run += s_U[(I * B + r) * LDT + tid];
+#pragma unroll
+        for (int r = 0; r < B; ++r) {
+          s_U[(I * B + r) * LDT + tid] = exp2f((s[r] - s[MID]) * LOG2E);
+          s_W[(I * B + r) * LDT + tid] = exp2f((s[MID] - s[r]) * LOG2E);
+        }
+        s_Gm[I * K + tid] = base + s[MID];
+        base += run;
+      }
+      s_Gm[NB * K + tid] = base;                    // Γl
+#line 200 "templates/wgmma64/prepare_bwd.cu.j2"
+    }
+    __syncthreads();
+
+#line 15 "templates/skeleton.j2"
+    // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁, split once into bf16 hi + lo ----
+#line 204 "templates/wgmma64/prepare_bwd.cu.j2"
+    for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
       float4 mk = *reinterpret_cast<const float4*>(&ws_dMkk[ws * C * C + idx]);
       float* q4 = &mq.x;
       float* k4 = &mk.x;
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < 4; ++u) {                 // masked to tril₀ and tril₋₁
+#line 217 "templates/wgmma64/prepare_bwd.cu.j2"
         q4[u] = j + u <= i ? q4[u] : 0.f;
         k4[u] = j + u < i ? k4[u] : 0.f;
+#line 220 "templates/wgmma64/prepare_bwd.cu.j2"
       }
-      *reinterpret_cast<float4*>(&s_dMqk[i * LDM + j]) = mq;
-      *reinterpret_cast<float4*>(&s_dMkk[i * LDM + j]) = mk;
+      uint2 qh, ql, kh, kl;                         // split once: bf16 hi + lo
+      kdg::split_bf16(q4[0], q4[1], qh.x, ql.x);
+      kdg::split_bf16(q4[2], q4[3], qh.y, ql.y);
+      kdg::split_bf16(k4[0], k4[1], kh.x, kl.x);
+      kdg::split_bf16(k4[2], k4[3], kh.y, kl.y);
+      *reinterpret_cast<uint2*>(&s_dMqk_hi[i * LDM + j]) = qh;
+      *reinterpret_cast<uint2*>(&s_dMqk_lo[i * LDM + j]) = ql;
+      *reinterpret_cast<uint2*>(&s_dMkk_hi[i * LDM + j]) = kh;
+      *reinterpret_cast<uint2*>(&s_dMkk_lo[i * LDM + j]) = kl;
     }
+#line 270 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step block_factors (all, column_blocks): per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the block, the block total T ----
-#line 169 "templates/wgmma64/prepare_bwd.cu.j2"
-    float alpha[OWN][B];                             // α = e^a of the own blocks, for their running products
-#line 171 "templates/wgmma64/prepare_bwd.cu.j2"
+    // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: the block's loaded gradients asked for first; b_ki, then b_q and R, as bf16 hi + lo mma.m16n8k16 products: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers (k̂·W; scale·q̂·U, β·k̂·U), the blocks between by a Horner walk of the accumulators (× e^(Γm(J)−Γm(J−1)) per channel), the rows × U or W after; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
+#line 274 "templates/wgmma64/prepare_bwd.cu.j2"
+    // B fragment (K: 16 token rows from r0, N: 8 channels from ch) of mul·X·S·rs[row], split bf16 hi + lo
+    auto frag_b = [&](const float* X, const float* S, const float* rs, float mul, int r0, int ch, kdg::FragB& hi,
+                      kdg::FragB& lo) {
+      float v[4];
 #pragma unroll
-    for (int o = 0; o < OWN; ++o) {
-      const int r0 = (part + o * PARTS) * B;
-      float al[B], run = 1.f;
-#pragma unroll
-      for (int r = 0; r < B; ++r) {                 // P down the block, in place of a
-        al[r] = exp2f(s_P[(r0 + r) * LDT + d] * LOG2E);
-        run *= al[r];
-        s_P[(r0 + r) * LDT + d] = run;
-#line 181 "templates/wgmma64/prepare_bwd.cu.j2"
-        alpha[o][r] = al[r];
-#line 183 "templates/wgmma64/prepare_bwd.cu.j2"
+      for (int e = 0; e < 4; ++e) {
+        const int r = r0 + 2 * t + (e & 1) + 8 * (e >> 1);
+        v[e] = mul * X[r * LDT + ch] * (S ? S[r * LDT + ch] : 1.f) * (rs ? rs[r] : 1.f);
       }
-      s_T[(part + o * PARTS) * ld_T + d] = run;
-      run = 1.f;
+      kdg::split_bf16(v[0], v[1], hi.x[0], lo.x[0]);
+      kdg::split_bf16(v[2], v[3], hi.x[1], lo.x[1]);
+    };
+#line 287 "templates/wgmma64/prepare_bwd.cu.j2"
+    // a step of the Horner walk over the row blocks: the accumulators' channel columns × e^(Γm(hi)−Γm(lo)) ≤ 1
+    auto walk = [&](kdg::FragC (&acc)[NT], int hi, int lo) {
 #pragma unroll
-      for (int r = B - 1; r >= 0; --r) {            // Q up the block: the decays after row r
-        s_Q[(r0 + r) * LDT + d] = run;
-        run *= al[r];
-      }
-    }
-#line 207 "templates/wgmma64/prepare_bwd.cu.j2"
-    __syncthreads();
-
-#line 376 "templates/wgmma64/prepare_bwd.cu.j2"
-    float Tb[NB];
+      for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int M = 0; M < NB; ++M) Tb[M] = s_T[M * ld_T + d];
-#line 15 "templates/skeleton.j2"
-    // ---- step grad_terms (all, column_blocks): the loaded gradients' terms of the own rows: b_kr = e^(Γl−Γi)·d_k_to_end whole, E_i·d_q_decayed and E_i·d_k_decayed into dq̂, dk̂ (registers) and dgc; Σ_rows k̂⊙b_kr ----
-#line 380 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll
-    for (int o = 0; o < OWN; ++o) {                 // own block o's sums are at index o here (the rotations below
-      const int I = part + o * PARTS, r0 = I * B;   // come back to it)
-      float into = 1.f, after = 1.f;                // Π_{M<I} T_M and Π_{M>I} T_M
-#pragma unroll
-      for (int M = 0; M < NB; ++M) {
-        into *= M < I ? Tb[M] : 1.f;
-        after *= M > I ? Tb[M] : 1.f;
-      }
-      float sum_kbr = 0.f;
-#pragma unroll
-      for (int r = 0; r < B; ++r) {
-        const int i = r0 + r;
-        const bool valid = i < L;
-        const float E = into * s_P[i * LDT + d], Rend = s_Q[i * LDT + d] * after;
-        const float tq = valid ? core_scale * E * t_qd[o][r] : 0.f;
-        const float tkd = valid ? E * t_kd[o][r] : 0.f;
-        const float b_kr = valid ? Rend * t_kr[o][r] : 0.f;
-        const float kv = s_k_hat[i * LDT + d];
-        dq_sum[o][r] += tq;
-        dk_sum[o][r] += tkd + b_kr;
-        s_dgc[i * LDT + d] = s_q_hat[i * LDT + d] * tq + kv * (tkd - b_kr);
-        sum_kbr += kv * b_kr;
-      }
-      s_block_kbr[I * ld_block_kbr + d] = sum_kbr;
-    }
-
-#line 15 "templates/skeleton.j2"
-    // ---- step branch_grads (all, column_blocks): b_q, R, b_ki of the own blocks (blocks before and after by FMA with factors ≤ 1, the diagonal one by running products of α); dq̂, dk̂ += their parts (registers); dgc completed; its block sums; Σ over each warp's channels of k̂⊙R ----
-#line 408 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll 1
-    for (int o = 0; o < OWN; ++o) {                 // a loop; own block o's α and sums are at index 0 (rotated below)
-      const int I = part + o * PARTS, r0 = I * B;
-      float bq[B], R[B], bki[B];
-#pragma unroll
-      for (int r = 0; r < B; ++r) bq[r] = R[r] = bki[r] = 0.f;
-      // blocks J < I: key side k̂_j Q_j B_IJ, then the rows' P_i
-      float between = 1.f;
-#pragma unroll 1
-      for (int J = I - 1; J >= 0; --J) {
-#pragma unroll 1
-        for (int j = J * B; j < J * B + B; j += 4) {
-          float ka[4];
-#pragma unroll
-          for (int u = 0; u < 4; ++u) ka[u] = s_k_hat[(j + u) * LDT + d] * s_Q[(j + u) * LDT + d] * between;
-#pragma unroll
-          for (int r = 0; r < B; ++r) {
-            const float4 mq = *reinterpret_cast<const float4*>(&s_dMqk[(r0 + r) * LDM + j]);
-            const float4 mk = *reinterpret_cast<const float4*>(&s_dMkk[(r0 + r) * LDM + j]);
-            bq[r] = fmaf(mq.w, ka[3], fmaf(mq.z, ka[2], fmaf(mq.y, ka[1], fmaf(mq.x, ka[0], bq[r]))));
-            R[r] = fmaf(mk.w, ka[3], fmaf(mk.z, ka[2], fmaf(mk.y, ka[1], fmaf(mk.x, ka[0], R[r]))));
-          }
+        for (int cc = 0; cc < 2; ++cc) {
+          const int ch = ch0 + 8 * nt + 2 * t + cc;
+          const float f = exp2f((s_Gm[hi * K + ch] - s_Gm[lo * K + ch]) * LOG2E);
+          acc[nt].x[cc] *= f;
+          acc[nt].x[cc + 2] *= f;
         }
-        between *= s_T[J * ld_T + d];
-      }
-#pragma unroll
-      for (int r = 0; r < B; ++r) {
-        const float p = s_P[(r0 + r) * LDT + d];
-        bq[r] *= p;
-        R[r] *= p;
-      }
-      // blocks I' > I: row side P_i B_I'I, then the columns' Q_j
-      between = 1.f;
+    };
+#line 302 "templates/wgmma64/prepare_bwd.cu.j2"
+    // Row block by row block, a loop (the kernel's code stays small: it runs from the instruction cache): block I's
+    // b_ki, b_q and R, then its elements. The GVA sums of block I are dq_sum[0], dk_sum[0], rotated after each block
+    // so that every register index is a constant.
+    float kbr[NT][2] = {};
 #pragma unroll 1
-      for (int I2 = I + 1; I2 < NB; ++I2) {
-#pragma unroll 1
-        for (int i = I2 * B; i < I2 * B + B; ++i) {
-          const float e = s_P[i * LDT + d] * between;
-          const float qs = core_scale * s_q_hat[i * LDT + d] * e, ks = s_beta[i] * s_k_hat[i * LDT + d] * e;
+    for (int I = 0; I < NB; ++I) {
+      // the block's loaded gradients, asked for first: their latency hides behind the block's products
+      float g_qd[NT][4], g_kd[NT][4], g_kr[NT][4];
 #pragma unroll
-          for (int c4 = 0; c4 < B; c4 += 4) {
-            const float4 mq = *reinterpret_cast<const float4*>(&s_dMqk[i * LDM + r0 + c4]);
-            const float4 mk = *reinterpret_cast<const float4*>(&s_dMkk[i * LDM + r0 + c4]);
-            bki[c4] = fmaf(mk.x, ks, fmaf(mq.x, qs, bki[c4]));
-            bki[c4 + 1] = fmaf(mk.y, ks, fmaf(mq.y, qs, bki[c4 + 1]));
-            bki[c4 + 2] = fmaf(mk.z, ks, fmaf(mq.z, qs, bki[c4 + 2]));
-            bki[c4 + 3] = fmaf(mk.w, ks, fmaf(mq.w, qs, bki[c4 + 3]));
-          }
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int at = (I * B + kdg::frag_c_row(lane, e)) * K + ch0 + 8 * nt + kdg::frag_c_col(lane, e);
+          g_qd[nt][e] = d_qd[at];
+          g_kd[nt][e] = d_kd[at];
+          g_kr[nt][e] = d_kr[at];
         }
-        between *= s_T[I2 * ld_T + d];
+      kdg::FragC bq[NT], R[NT], bki[NT];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        kdg::frag_zero(bq[nt]);
+        kdg::frag_zero(R[nt]);
+        kdg::frag_zero(bki[nt]);
       }
-      // the diagonal block: F_ij = Π_{j<t≤i} α_t, walked from j = i down (exact for any decay)
-      float kd_[B], qs_[B], ks_[B];
+      // b_ki of rows I: Σ_{I2 ≥ I} dMqk[I2,I]ᵀ·(scale·q̂·U) + dMkk[I2,I]ᵀ·(β·k̂·U) over the rows of I2, the
+      // last block first
+#pragma unroll 1
+      for (int I2 = NB - 1; I2 >= I; --I2) {
+#line 331 "templates/wgmma64/prepare_bwd.cu.j2"
+        if (I2 < NB - 1) walk(bki, I2 + 1, I2);
+#line 333 "templates/wgmma64/prepare_bwd.cu.j2"
+        const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
+        const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
+        const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
+        const kdg::FragA akh = kdg::load_frag_a_trans(s_dMkk_hi + at, LDM, lane);
+        const kdg::FragA akl = kdg::load_frag_a_trans(s_dMkk_lo + at, LDM, lane);
 #pragma unroll
-      for (int r = 0; r < B; ++r) {
-        bki[r] *= s_Q[(r0 + r) * LDT + d];
-        kd_[r] = s_k_hat[(r0 + r) * LDT + d];
-        qs_[r] = core_scale * s_q_hat[(r0 + r) * LDT + d];
-        ks_[r] = s_beta[r0 + r] * kd_[r];
-      }
-#pragma unroll
-      for (int i = 0; i < B; ++i) {
-        float F = 1.f;
-#pragma unroll
-        for (int j = i; j >= 0; --j) {
-          const float mq = s_dMqk[(r0 + i) * LDM + r0 + j], mk = s_dMkk[(r0 + i) * LDM + r0 + j];
-          const float kf = kd_[j] * F;
-          bq[i] = fmaf(mq, kf, bq[i]);
-          R[i] = fmaf(mk, kf, R[i]);
-          bki[j] = fmaf(F, fmaf(mq, qs_[i], mk * ks_[i]), bki[j]);
-          F *= alpha[0][j];
+        for (int nt = 0; nt < NT; ++nt) {
+          const int ch = ch0 + 8 * nt + g;
+          kdg::FragB qh, ql, kh, kl;
+          frag_b(s_q_hat, s_U, nullptr, core_scale, I2 * B, ch, qh, ql);
+          frag_b(s_k_hat, s_U, s_beta, 1.f, I2 * B, ch, kh, kl);
+          kdg::mma_16816_x3(bki[nt], aqh, aql, qh, ql);
+          kdg::mma_16816_x3(bki[nt], akh, akl, kh, kl);
         }
       }
-      // the rows' gradients, adding the contractions' parts to grad_terms': dgc into its tile, the block's sum of
-      // dgc, and Σ_warp k̂⊙R per row
-      float sum_dgc = 0.f;
+      // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·k̂·W_J, the first block first
+#pragma unroll 1
+      for (int J = 0; J <= I; ++J) {
+#line 352 "templates/wgmma64/prepare_bwd.cu.j2"
+        if (J > 0) {
+          walk(bq, J, J - 1);
+          walk(R, J, J - 1);
+        }
+#line 357 "templates/wgmma64/prepare_bwd.cu.j2"
+        const int at = I * B * LDM + J * B;         // dM[I, J]
+        const kdg::FragA aqh = kdg::load_frag_a(s_dMqk_hi + at, LDM, lane);
+        const kdg::FragA aql = kdg::load_frag_a(s_dMqk_lo + at, LDM, lane);
+        const kdg::FragA akh = kdg::load_frag_a(s_dMkk_hi + at, LDM, lane);
+        const kdg::FragA akl = kdg::load_frag_a(s_dMkk_lo + at, LDM, lane);
 #pragma unroll
-      for (int r = 0; r < B; ++r) {
-        const int i = r0 + r;
-        const bool valid = i < L;
-        const float qv = s_q_hat[i * LDT + d], kv = kd_[r];
-        const float b_q = valid ? core_scale * bq[r] : 0.f;
-        const float b_kd = valid ? s_beta[i] * R[r] : 0.f;
-        const float b_ki = valid ? bki[r] : 0.f;
-        dq_sum[0][r] += b_q;
-        dk_sum[0][r] += b_kd + b_ki;
-        const float dgc = s_dgc[i * LDT + d] + qv * b_q + kv * (b_kd - b_ki);
-        s_dgc[i * LDT + d] = dgc;
-        sum_dgc += dgc;
-        const float kR = warp_sum(valid ? kv * R[r] : 0.f);
-        if ((tid & 31) == 0) s_kR_part[i * KRP + d / 32] = kR;
+        for (int nt = 0; nt < NT; ++nt) {
+          kdg::FragB kh, kl;
+          frag_b(s_k_hat, s_W, nullptr, 1.f, J * B, ch0 + 8 * nt + g, kh, kl);
+          kdg::mma_16816_x3(bq[nt], aqh, aql, kh, kl);
+          kdg::mma_16816_x3(R[nt], akh, akl, kh, kl);
+        }
       }
-      s_block_dgc[I * ld_block_dgc + d] = sum_dgc;
+      // the elements of rows I: b_q, b_kd, b_ki, b_kr; dq̂, dk̂ sums; dgc; Σ_rows k̂⊙b_kr and Σ_channels k̂⊙R partials
+      float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
-      for (int b = 0; b + 1 < OWN; ++b)             // rotate: the next own block's α and sums to index 0
+      for (int nt = 0; nt < NT; ++nt) {
+#line 375 "templates/wgmma64/prepare_bwd.cu.j2"
+        float ein[2], rout[2];                       // e^Γm(I) and e^(Γl−Γm(I)) at the two columns: E_i = U_i·ein,
+#pragma unroll                                       // e^(Γl−Γi) = W_i·rout
+        for (int cc = 0; cc < 2; ++cc) {
+          const int ch = ch0 + 8 * nt + 2 * t + cc;
+          const float gm = s_Gm[I * K + ch];
+          ein[cc] = exp2f(gm * LOG2E);
+          rout[cc] = exp2f((s_Gm[NB * K + ch] - gm) * LOG2E);
+        }
+#line 384 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
-        for (int r = 0; r < B; ++r) {
-          const float a0 = alpha[b][r], q0 = dq_sum[b][r], k0 = dk_sum[b][r];
-          alpha[b][r] = alpha[b + 1][r];
-          dq_sum[b][r] = dq_sum[b + 1][r];
-          dk_sum[b][r] = dk_sum[b + 1][r];
-          alpha[b + 1][r] = a0;
-          dq_sum[b + 1][r] = q0;
-          dk_sum[b + 1][r] = k0;
+        for (int e = 0; e < 4; ++e) {
+          const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
+          const bool valid = i < L;
+          const float u = s_U[i * LDT + ch], w = s_W[i * LDT + ch];
+          const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
+#line 391 "templates/wgmma64/prepare_bwd.cu.j2"
+          const float bq_i = u * bq[nt].x[e], R_i = u * R[nt].x[e], bki_i = w * bki[nt].x[e];
+          const float E = u * ein[e & 1], Rend = w * rout[e & 1];
+#line 397 "templates/wgmma64/prepare_bwd.cu.j2"
+          const float b_q = valid ? core_scale * (E * g_qd[nt][e] + bq_i) : 0.f;
+          const float b_kd = valid ? E * g_kd[nt][e] + s_beta[i] * R_i : 0.f;
+          const float b_kr = valid ? Rend * g_kr[nt][e] : 0.f;
+          const float b_ki = valid ? bki_i : 0.f;
+          dq_sum[0][nt].x[e] += b_q;
+          dk_sum[0][nt].x[e] += b_kd + b_ki + b_kr;
+          s_dgc[i * LDT + ch] = qv * b_q + kv * (b_kd - b_ki - b_kr);
+          kbr[nt][e & 1] += kv * b_kr;
+          kR_rows[e >> 1] += valid ? kv * R_i : 0.f;
+        }
+      }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {               // the four lanes of a row (t), in a fixed tree
+        float x = kR_rows[hh];
+        x += __shfl_xor_sync(0xffffffffu, x, 1);
+        x += __shfl_xor_sync(0xffffffffu, x, 2);
+        if (t == 0) s_kR_part[(I * B + g + 8 * hh) * KRP + warp] = x;
+      }
+#pragma unroll
+      for (int b = 0; b + 1 < NB; ++b)               // rotate: block I + 1's sums to index 0
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const kdg::FragC q0 = dq_sum[b][nt], k0 = dk_sum[b][nt];
+          dq_sum[b][nt] = dq_sum[b + 1][nt];
+          dk_sum[b][nt] = dk_sum[b + 1][nt];
+          dq_sum[b + 1][nt] = q0;
+          dk_sum[b + 1][nt] = k0;
         }
     }
-    __syncthreads();
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int cc = 0; cc < 2; ++cc) {               // the eight row groups (g) of a column, in a fixed tree
+        float x = kbr[nt][cc];
+        x += __shfl_xor_sync(0xffffffffu, x, 4);
+        x += __shfl_xor_sync(0xffffffffu, x, 8);
+        x += __shfl_xor_sync(0xffffffffu, x, 16);
+        if (g == 0) s_kbr_total[ch0 + 8 * nt + 2 * t + cc] = x;
+      }
+    __syncwarp();                                    // the warp's dgc columns and totals are written
 
 #line 15 "templates/skeleton.j2"
-    // ---- step reverse_cumsum (all, column_blocks): d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 517 "templates/wgmma64/prepare_bwd.cu.j2"
-    {
-      float total = ws_d_decay_total[ws * K + d];
-#pragma unroll
-      for (int M = 0; M < NB; ++M) total += s_block_kbr[M * ld_block_kbr + d];
-#pragma unroll
-      for (int o = 0; o < OWN; ++o) {
-        const int I = part + o * PARTS, r0 = I * B;
-        float rev = 0.f;
-        for (int M = NB - 1; M > I; --M) rev += s_block_dgc[M * ld_block_dgc + d];
-#pragma unroll
-        for (int r = B - 1; r >= 0; --r) {
-          rev += s_dgc[(r0 + r) * LDT + d];
-          s_dgc[(r0 + r) * LDT + d] = rev + total;
-        }
+    // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
+#line 439 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (lane < CW) {
+      const int ch = ch0 + lane;
+      const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
+      float rev = 0.f;
+      for (int i = C - 1; i >= 0; --i) {
+        rev += s_dgc[i * LDT + ch];
+        s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 534 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of Q's tile ----
-#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
+    // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of W's tile ----
+#line 611 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 538 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 611 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2474 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2492 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 541 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 614 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2481,13 +2499,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 550 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 623 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 562 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 635 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2491 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2509 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2588,62 +2606,63 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         const float d_A_log = n_grad_A_log;
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 568 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 641 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 571 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 644 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 574 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 577 "templates/wgmma64/prepare_bwd.cu.j2"
-    // each parameter's row partials into its 16-row slice of Q's tile (free since branch_grads)
-#line 580 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 650 "templates/wgmma64/prepare_bwd.cu.j2"
+    // each parameter's row partials into its 16-row slice of W's tile (free since branch_grads)
+#line 653 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
-    for (int e = 0; e < KPT; ++e) s_Q[(0 * ROWS + tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 583 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (rl == 0) s_Q[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 586 "templates/wgmma64/prepare_bwd.cu.j2"
+    for (int e = 0; e < KPT; ++e) s_W[(0 * ROWS + tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
+#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (rl == 0) s_W[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
+#line 659 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 590 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 663 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
-      for (int r = 0; r < ROWS; ++r) acc += s_Q[(0 * ROWS + r) * LDT + col];
+      for (int r = 0; r < ROWS; ++r) acc += s_W[(0 * ROWS + r) * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 596 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
-      for (int r = 0; r < ROWS; ++r) acc += s_Q[(1 * ROWS + r) * LDT];
+      for (int r = 0; r < ROWS; ++r) acc += s_W[(1 * ROWS + r) * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 604 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 677 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
-  // ---- step seeds (all, column_blocks): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q ----
-#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
+  // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and W ----
+#line 680 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 620 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 682 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
-  for (int o = 0; o < OWN; ++o) {
-    const int r0 = (part + o * PARTS) * B;
+  for (int I = 0; I < NB; ++I)
 #pragma unroll
-    for (int r = 0; r < B; ++r) {
-      s_dgc[(r0 + r) * LDT + d] = dq_sum[o][r];
-      s_Q[(r0 + r) * LDT + d] = dk_sum[o][r];
-    }
-  }
-#line 630 "templates/wgmma64/prepare_bwd.cu.j2"
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int at = (I * B + kdg::frag_c_row(lane, e)) * LDT + ch0 + 8 * nt + kdg::frag_c_col(lane, e);
+        s_dgc[at] = dq_sum[I][nt].x[e];
+        s_W[at] = dk_sum[I][nt].x[e];
+      }
+#line 703 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2645 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2664 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 634 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 707 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2652,9 +2671,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       seed_query[e] = s_dgc[i * LDT + d0 + e];
-      seed_key[e] = s_Q[i * LDT + d0 + e];
+      seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2658 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2677 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2769,7 +2788,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
     if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
     if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 720 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2782,7 +2801,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2786 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2805 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2791,7 +2810,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2795 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2814 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -222,10 +222,13 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
 
 PREPARE_BWD_THREADS = 256
 PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per token row, 16 rows per pass
-# each head parameter stages its per-row partials in a 16-row slice of Q's [64][K] tile
+# each head parameter stages its per-row partials in a 16-row slice of a [64][K] tile (Q's, or W's on tensor cores)
 MAX_HEAD_PARAMS = CHUNK // (PREPARE_BWD_THREADS // PREPARE_BWD_LANES_PER_ROW)
-TILE_PAD = 8                     # [C][K] tiles: rows K + 8 floats apart, so a tf32 B fragment meets no bank twice
-PAIR_PAD = 4                     # [C][C] tiles: rows C + 4 floats apart (tf32 A fragments conflict-free)
+FMA_PAD = 8                      # CUDA-core [C][K] tiles: rows K + 8 floats apart
+MMA_PAD = 4                      # tensor-core [C][K] tiles: K + 4 floats, a B fragment's four rows meet no bank twice
+PAIR_PAD = 4                     # CUDA-core [C][C] tiles: rows C + 4 floats apart
+SPLIT_PAD = 8                    # bf16 [C][C] tiles: rows C + 8 apart, 16-byte rows for ldmatrix, conflict-free
+MID = BLOCK // 2 - 1             # the row of a 16-row block its factors are taken about (7 rows before, 8 after)
 
 
 @kernel_options
@@ -238,42 +241,49 @@ class PrepareBwd64Options:
     decay_kind: str
     diagonal: str            # forward.diagonal_form: how the diagonal blocks' pair factors are formed
     varlen: bool
+    mid: int                 # "mma" with a per-channel decay: the row of a 16-row block its factors are taken about
 
 
 def contractions_of(diagonal: str) -> str:
-    """Where the contractions run. A per-head decay ("scalar") has one factor per pair, e^(Γi−Γj) ≤ 1, folded into
-    dMqk and dMkk first: every block is then a tensor-core product of raw q̂, k̂. A per-channel decay runs on CUDA
-    cores, a thread per (channel, block), with running products of α inside the diagonal blocks — also where the
-    forward factors them ("factored"): there the operand k̂/P reaches 2^126, and a sum of its products with dMqk,
-    which nothing bounds, could overflow."""
-    return "mma" if diagonal == "scalar" else "fma"
+    """Where the contractions run. On tensor cores ("mma": bf16 hi + lo products, A by ldmatrix from tiles split
+    once) where every block's factors can be taken outside the products: a per-head decay ("scalar") has one factor
+    per pair, e^(Γi−Γj) ≤ 1, folded into dMqk and dMkk first; a per-channel decay with the forward's bound
+    ("factored") is factored about each block's middle row, e^(Γi−Γj) = U_i·D_IJ·W_j with U, W ≤ e^(8·|lb|) (2^58
+    at lb = −5), so the products overflow only where |dMqk| or |dMkk| passes 2^65 (non-finite gradients, never
+    silently wrong ones). Otherwise ("running") on CUDA cores, a thread per (channel, block), with running products
+    of α inside the diagonal blocks: nothing bounds k̂·e^(Γm−Γj) there."""
+    return "fma" if diagonal == "running" else "mma"
 
 
 def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     """Token-parallel, one CTA per (64-token chunk, q/k head), its G value heads in a loop: chunk_bwd's products
     to input gradients (docs/math.md §7.5–7.10). The contractions with e^(Γi−Γj) run by 16-row blocks (math.md
-    §7.10) with every factor ≤ 1 off the diagonal blocks — the key side k̂_j·Q_j·B_IJ, the rows P_i — and, inside
-    them, the form forward.diagonal_form chose: on tensor cores (3xTF32, fp32-like) where it allows, else on CUDA
-    cores by running products of α (docs/kernels.md §4.4). The emitted prologue and its adjoint run on the row
-    mapping of mma16's kernel, in passes of 16 rows."""
+    §7.10) in the form contractions_of chose (docs/kernels.md §4.4). The emitted prologue and its adjoint run on
+    the row mapping of mma16's kernel, in passes of 16 rows."""
     C, NB, threads = CHUNK, CHUNK // BLOCK, PREPARE_BWD_THREADS
     warps = threads // 32
     parts = threads // K
     diagonal = diagonal_form(f)
     contractions = contractions_of(diagonal)
     mma = contractions == "mma"
+    factored = diagonal == "factored"
     params, qk, qk_grads = prepare_bwd_io(f, CHUNK_GRADS)
     params += seq_params(varlen)
     head_params = f.head_params
-    tile = dict(ld=K + TILE_PAD)
+    tile = dict(ld=K + (MMA_PAD if mma else FMA_PAD))
+    row_side, key_side = ("U", "W") if mma else ("P", "Q")
     buffers = [Buffer("q_hat", (C, K), "f32", **tile), Buffer("k_hat", (C, K), "f32", **tile),
-               Buffer("P", (C, K), "f32", **tile), Buffer("Q", (C, K), "f32", **tile),
-               Buffer("dgc", (C, K), "f32", **tile),
-               Buffer("dMqk", (C, C), "f32", ld=C + PAIR_PAD), Buffer("dMkk", (C, C), "f32", ld=C + PAIR_PAD),
-               Buffer("beta", (C,), "f32"), Buffer("T", (NB, K), "f32"),
+               Buffer(row_side, (C, K), "f32", **tile), Buffer(key_side, (C, K), "f32", **tile),
+               Buffer("dgc", (C, K), "f32", **tile), Buffer("beta", (C,), "f32"),
                Buffer("kR_part", (C, warps if mma else K // 32), "f32")]
-    buffers += ([Buffer("kbr_total", (K,), "f32"), Buffer("gamma", (C,), "f32")] if mma else
-                [Buffer("block_dgc", (NB, K), "f32"), Buffer("block_kbr", (NB, K), "f32")])
+    if mma:
+        buffers += [Buffer(n, (C, C), "bf16", ld=C + SPLIT_PAD) for n in ("dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo")]
+        buffers += [Buffer("kbr_total", (K,), "f32")]
+        buffers += [Buffer("Gm", (NB + 1, K), "f32")] if factored else [Buffer("gamma", (C,), "f32")]
+    else:
+        buffers += [Buffer("dMqk", (C, C), "f32", ld=C + PAIR_PAD), Buffer("dMkk", (C, C), "f32", ld=C + PAIR_PAD),
+                    Buffer("T", (NB, K), "f32"), Buffer("block_dgc", (NB, K), "f32"),
+                    Buffer("block_kbr", (NB, K), "f32")]
     seq = [p.name for p in seq_params(varlen) if p.kind == "ptr"]
     steps = [
         Step("prefetch", "all", "thread0",
@@ -281,39 +291,52 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                   "waited for): the later plain loads meet L2"),
         Step("prologue_qk", "all", "row", writes=["q_hat", "k_hat"], global_reads=qk + seq,
              note="emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero)"),
-        *([] if mma else [Step("load_terms", "all", "column_blocks", waits=["sync"], loop=True,
-                               global_reads=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
-                               note="the own rows' d_q_decayed, d_k_decayed, d_k_to_end into registers, issued "
-                                    "first: their latency hides behind the steps up to grad_terms")]),
-        Step("prologue_v", "all", "row", writes=["P", "beta", *(["gamma"] if mma else [])],
-             waits=["sync"] if mma else [], loop=True, global_reads=[p.name for p in f.leaves if p.name not in qk],
-             note="emitted, per value head: a (into P's tile; a per-head decay copied to every channel), β"),
-        Step("load_grads", "all", "thread", writes=["dMqk", "dMkk"], global_reads=["ws_dMqk", "ws_dMkk"], loop=True,
-             note="masked to tril₀ and tril₋₁"),
-        Step("block_factors", "all", "column_blocks", reads=["P", *(["gamma"] if mma else [])],
-             writes=["P", "Q", "T", *(["gamma"] if mma else [])], waits=["sync"], loop=True,
-             note="per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α after j up the "
-                  "block, the block total T" + ("; thread 0: Γ, the per-head decay's cumsum" if mma else "")),
     ]
+    grads = ["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"]
+    prologue_v = Step("prologue_v", "all", "row", writes=[row_side, "beta"],
+                      waits=["sync"] if mma else [], loop=True,
+                      global_reads=[p.name for p in f.leaves if p.name not in qk],
+                      note=f"emitted, per value head: a (into {row_side}'s tile; a per-head decay copied to every "
+                           "channel), β")
     if mma:
-        steps.append(Step("pair_factors", "all", "thread", reads=["gamma", "dMqk", "dMkk"], writes=["dMqk", "dMkk"],
-                          waits=["sync"], loop=True,
-                          note="dMqk, dMkk × e^(Γi−Γj) ≤ 1 (the per-head decay's pair factors): every block then a "
-                               "plain product"))
+        factors = ("U_i = e^(Γi−Γm(I)), W_i = e^(Γm(I)−Γi) about row m(I) = 16I + " + str(MID) + " of each block "
+                   "(sums within the block), Gm: Γ at each block's row m and at the chunk's last row" if factored
+                   else "U_i = e^Γi, W_i = e^(Γl−Γi); Γ, the per-head decay's cumsum, into gamma")
         steps += [
+            prologue_v,
+            Step("block_factors", "all", "column", reads=["U"], writes=["U", "W", "Gm" if factored else "gamma"],
+                 waits=["sync"], loop=True, note="a thread per channel down the chunk: " + factors),
+            Step("load_grads", "all", "thread", reads=[] if factored else ["gamma"],
+                 writes=["dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo"], waits=["sync"], loop=True,
+                 global_reads=["ws_dMqk", "ws_dMkk"],
+                 note="masked to tril₀ and tril₋₁" + ("" if factored else ", × e^(Γi−Γj) ≤ 1 (the per-head decay's "
+                                                      "pair factors)") + ", split once into bf16 hi + lo"),
             Step("branch_grads", "all", "warp_channels",
-                 reads=["P", "Q", "T", "q_hat", "k_hat", "dMqk", "dMkk", "beta"],
-                 writes=["dgc", "kR_part", "kbr_total"], waits=["sync"], loop=True,
-                 global_reads=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
+                 reads=["U", "W", "q_hat", "k_hat", "dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo", "beta",
+                        *(["Gm"] if factored else [])],
+                 writes=["dgc", "kR_part", "kbr_total"], waits=["sync"], loop=True, global_reads=grads,
                  note="warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: the block's "
-                      "loaded gradients asked for first; b_q, R, b_ki as 3xTF32 products of raw q̂, k̂ with the "
-                      "factored dMqk, dMkk; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ "
-                      "over the warp's channels of k̂⊙R"),
+                      "loaded gradients asked for first; b_ki, then b_q and R, as bf16 hi + lo mma.m16n8k16 "
+                      "products: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers "
+                      + ("(k̂·W; scale·q̂·U, β·k̂·U), the blocks between by a Horner walk of the accumulators "
+                         "(× e^(Γm(J)−Γm(J−1)) per channel), the rows × U or W after" if factored
+                         else "(raw k̂; scale·q̂, β·k̂)")
+                      + "; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's "
+                        "channels of k̂⊙R"),
             Step("reverse_cumsum", "all", "warp_channels", reads=["dgc", "kbr_total"], writes=["dgc"], loop=True,
                  global_reads=["ws_d_decay_total"],
                  note="lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr")]
     else:
         steps += [
+            Step("load_terms", "all", "column_blocks", waits=["sync"], loop=True, global_reads=grads,
+                 note="the own rows' d_q_decayed, d_k_decayed, d_k_to_end into registers, issued first: their "
+                      "latency hides behind the steps up to grad_terms"),
+            prologue_v,
+            Step("load_grads", "all", "thread", writes=["dMqk", "dMkk"], global_reads=["ws_dMqk", "ws_dMkk"],
+                 loop=True, note="masked to tril₀ and tril₋₁"),
+            Step("block_factors", "all", "column_blocks", reads=["P"], writes=["P", "Q", "T"], waits=["sync"],
+                 loop=True, note="per (channel, block): α = e^a, P_i = Π α down the block (in place), Q_j = Π α "
+                                 "after j up the block, the block total T"),
             Step("grad_terms", "all", "column_blocks", reads=["P", "Q", "T", "q_hat", "k_hat"],
                  writes=["dgc", "block_kbr"], waits=["sync"], loop=True,
                  note="the loaded gradients' terms of the own rows: b_kr = e^(Γl−Γi)·d_k_to_end whole, "
@@ -329,35 +352,37 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                  note="d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + "
                       "Σ_rows k̂⊙b_kr")]
     steps.append(
-        Step("adjoint_v", "all", "row", reads=["dgc", "kR_part"], writes=["Q"] if head_params else [],
+        Step("adjoint_v", "all", "row", reads=["dgc", "kR_part"], writes=[key_side] if head_params else [],
              waits=["sync"], loop=True, global_reads=["ws_dbeta"],
              global_writes=[p.name for p in params if p.name.startswith("grad_") and p.name not in qk_grads],
              note="emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = "
                   "chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows "
-                  "into a 16-row slice of Q's tile"))
+                  f"into a 16-row slice of {key_side}'s tile"))
     if head_params:
-        steps.append(Step("param_sums", "all", "column", reads=["Q"], waits=["sync"], loop=True,
+        steps.append(Step("param_sums", "all", "column", reads=[key_side], waits=["sync"], loop=True,
                           global_writes=[f"ws_part_{n}" for n, _ in head_params],
                           note="each head parameter's 16 row partials added in row order: the chunk's partial"))
     steps += [
-        Step("seeds", "all", "warp_channels" if mma else "column_blocks", writes=["dgc", "Q"], waits=["sync"],
-             note="the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and Q"),
-        Step("adjoint_qk", "all", "row", reads=["q_hat", "k_hat", "dgc", "Q"], waits=["sync"], global_writes=qk_grads,
+        Step("seeds", "all", "warp_channels" if mma else "column_blocks", writes=["dgc", key_side], waits=["sync"],
+             note=f"the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and {key_side}"),
+        Step("adjoint_qk", "all", "row", reads=["q_hat", "k_hat", "dgc", key_side], waits=["sync"],
+             global_writes=qk_grads,
              note="emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂"),
     ]
-    # per value head: loop top, a and the grads loaded, block factors, pair factors (mma) or d_decay (fma), branch
-    # grads, the parameter rows
+    # per value head: loop top, then on tensor cores a, block factors, the split tiles, branch grads; on CUDA cores
+    # a and the grads loaded, block factors, branch grads, d_decay; the parameter rows
     phases = 5 + bool(head_params)
     return Kernel(
         name="prepare_bwd", kind="prepare_bwd", template="wgmma64/prepare_bwd.cu.j2", direction="backward",
         grid=["chunks", "H"], threads=threads, min_ctas_per_sm=1,
         roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=255)], buffers=buffers,
         barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=phases,
-                          note="__syncthreads per value head: loop top, a and the grads loaded, block factors, "
-                               + ("pair factors, " if mma else "") + "branch grads"
-                               + ("" if mma else ", d_decay") + (", the parameter rows" if head_params else "")
+                          note="__syncthreads per value head: loop top, "
+                               + ("a, block factors, the split tiles, branch grads" if mma else
+                                  "a and the grads loaded, block factors, branch grads, d_decay")
+                               + (", the parameter rows" if head_params else "")
                                + "; twice after the loop (the seeds)")],
         pipelines=[], steps=steps, params=params,
         options=PrepareBwd64Options(PREPARE_BWD_LANES_PER_ROW, K // PREPARE_BWD_LANES_PER_ROW,
-                                    contractions, parts, f.decay_kind, diagonal, varlen),
+                                    contractions, parts, f.decay_kind, diagonal, varlen, MID),
         note="token-parallel over (chunk, q/k head); loops over the G value heads of the group; surplus CTAs exit")
