@@ -9,7 +9,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from wgmma64_backward_cases import C, GPU_CASES, chunk_rows, run_case, spans_of  # noqa: E402
 
 

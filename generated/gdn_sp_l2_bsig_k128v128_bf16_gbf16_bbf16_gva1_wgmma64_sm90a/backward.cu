@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (backward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 215040 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 256 threads, 208896 B smem), param_reduce (grid ['(HV + 31) // 32', '2'], 256 threads, 1024 B smem)
+// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 215040 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 512 threads, 210944 B smem), param_reduce (grid ['(HV + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -721,24 +721,6 @@ __device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const F
   ptx_mma_1688_tf32(d.x, a.x, b.x);
 }
 
-// x = big + small exactly: big is x with its low 13 mantissa bits cleared (a tf32 value), small the rest (an fp32
-// value of at most 13 significant bits, which the tensor cores read truncated to its top 10 mantissa bits). Products
-// formed as big·big' + big·small' + small·big' ("3xTF32") are then within ≈ 2^-21 of fp32's (2^-23 with both parts
-// rounded, but a long way below the bf16 data's 2^-9). Two instructions (an AND and a subtraction) where two
-// cvt.rna.tf32 take about a dozen on sm_90 (benchmarks/NOTES.md, session 15, runs 6-7).
-__device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-  big = __float_as_uint(x) & 0xffffe000u;
-  small = __float_as_uint(x - __uint_as_float(big));
-}
-
-// d += (ab + as)·(bb + bs), dropping only as·bs.
-__device__ __forceinline__ void mma_1688_tf32x3(FragC& d, const FragA8& ab, const FragA8& as, const FragB8& bb,
-                                                const FragB8& bs) {
-  mma_1688_tf32(d, as, bb);
-  mma_1688_tf32(d, ab, bs);
-  mma_1688_tf32(d, ab, bb);
-}
-
 // Row (0..15) and column (0..7) of accumulator element i (0..3) held by this lane.
 __device__ __forceinline__ int frag_c_row(int lane, int i) { return (lane >> 2) + ((i >> 1) << 3); }
 __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
@@ -1213,7 +1195,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 25 "templates/wgmma64/dstate.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1217 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1199 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1231,7 +1213,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 #line 27 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
   constexpr bool starts = false;   // the C pass: no dh stores, dS entering → dstate_start
-#line 1235 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1217 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 215040 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1285,7 +1267,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1289 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1271 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1313,7 +1295,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1317 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1299 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 64 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1609,7 +1591,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1613 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1595 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1632,7 +1614,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dbeta) {
 #line 55 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1636 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1618 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1693,7 +1675,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1697 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1679 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1725,7 +1707,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1729 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1711 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
@@ -2002,43 +1984,43 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 349 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 17 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 19 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
-// grid (chunks upper bound, H q/k heads), 256 threads (role "all"). Mappings:
+// grid (chunks upper bound, H q/k heads), 512 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
 //   column_blocks  channel d = tid % K, part p = tid / K owning the 16-row blocks p, p + PARTS, ...;
-#line 23 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 25 "templates/wgmma64/prepare_bwd.cu.j2"
 //   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma"): every 16-row block pair
 //           is a bf16 hi + lo mma.m16n8k16 product, dMqk and dMkk split once into tiles read by ldmatrix,
-#line 30 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 32 "templates/wgmma64/prepare_bwd.cu.j2"
 //           the per-head decay's pair factors e^(Γi−Γj) ≤ 1 in them: the other side is raw q̂, k̂.
-#line 35 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 37 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
-#line 44 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 46 "templates/wgmma64/prepare_bwd.cu.j2"
 namespace kdg_prepare_bwd {
 using namespace kdg;
 
-constexpr int C = 64, B = 16, NB = C / B, K = 128, G = 1, THREADS = 256;
+constexpr int C = 64, B = 16, NB = C / B, K = 128, G = 1, THREADS = 512;
 constexpr int LPR = 16, KPT = 8, ROWS = THREADS / LPR, PASSES = C / ROWS;
-constexpr int PARTS = 2, OWN = NB / PARTS, WARPS = THREADS / 32;
+constexpr int PARTS = 4, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
-#line 54 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 56 "templates/wgmma64/prepare_bwd.cu.j2"
 constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
 constexpr int MID = 7;                           // the row of a block its factors are taken about
 static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 59 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 61 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 }  // namespace kdg_prepare_bwd
 
-extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
+extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2042 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2024 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2060,10 +2042,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 66 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2066 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-  // shared memory: 208896 B, dynamic (above the static limit)
+#line 2048 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+  // shared memory: 210944 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
   [[maybe_unused]] constexpr int ld_q_hat = 132;
@@ -2076,38 +2058,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
   float* const s_dgc = reinterpret_cast<float*>(smem_raw + 135168);  // dgc [64 x 128] f32, ld 132
   [[maybe_unused]] constexpr int ld_dgc = 132;
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 168960);  // beta [64] f32, ld 64
-  float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 169216);  // kR_part [64 x 8] f32, ld 8
-  [[maybe_unused]] constexpr int ld_kR_part = 8;
-  bf16* const s_dMqk_hi = reinterpret_cast<bf16*>(smem_raw + 171264);  // dMqk_hi [64 x 64] bf16, ld 72
+  float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 169216);  // kR_part [64 x 16] f32, ld 16
+  [[maybe_unused]] constexpr int ld_kR_part = 16;
+  bf16* const s_dMqk_hi = reinterpret_cast<bf16*>(smem_raw + 173312);  // dMqk_hi [64 x 64] bf16, ld 72
   [[maybe_unused]] constexpr int ld_dMqk_hi = 72;
-  bf16* const s_dMqk_lo = reinterpret_cast<bf16*>(smem_raw + 180480);  // dMqk_lo [64 x 64] bf16, ld 72
+  bf16* const s_dMqk_lo = reinterpret_cast<bf16*>(smem_raw + 182528);  // dMqk_lo [64 x 64] bf16, ld 72
   [[maybe_unused]] constexpr int ld_dMqk_lo = 72;
-  bf16* const s_dMkk_hi = reinterpret_cast<bf16*>(smem_raw + 189696);  // dMkk_hi [64 x 64] bf16, ld 72
+  bf16* const s_dMkk_hi = reinterpret_cast<bf16*>(smem_raw + 191744);  // dMkk_hi [64 x 64] bf16, ld 72
   [[maybe_unused]] constexpr int ld_dMkk_hi = 72;
-  bf16* const s_dMkk_lo = reinterpret_cast<bf16*>(smem_raw + 198912);  // dMkk_lo [64 x 64] bf16, ld 72
+  bf16* const s_dMkk_lo = reinterpret_cast<bf16*>(smem_raw + 200960);  // dMkk_lo [64 x 64] bf16, ld 72
   [[maybe_unused]] constexpr int ld_dMkk_lo = 72;
-  float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 208128);  // kbr_total [128] f32, ld 128
-  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 208640);  // gamma [64] f32, ld 64
-#line 69 "templates/wgmma64/prepare_bwd.cu.j2"
+  float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 210176);  // kbr_total [128] f32, ld 128
+  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 210688);  // gamma [64] f32, ld 64
+#line 71 "templates/wgmma64/prepare_bwd.cu.j2"
   constexpr int LDT = ld_q_hat, LDM = ld_dMqk_hi, KRP = ld_kR_part;  // [C][K], [C][C] row pitches; kR partials
   static_assert(ld_k_hat == LDT && ld_U == LDT && ld_W == LDT && ld_dgc == LDT && ld_dMqk_lo == LDM &&
                 ld_dMkk_hi == LDM && ld_dMkk_lo == LDM && LDM % 8 == 0, "one pitch per tile shape; 16-byte rows");
-#line 77 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 79 "templates/wgmma64/prepare_bwd.cu.j2"
   const int c = blockIdx.x, jh = blockIdx.y, H = gridDim.y, HV = H * G;  // jh: the q/k head
   ChunkAt at;                                        // the grid is an upper bound on the chunk count
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
-  const int d = tid % K, part = tid / K;                            // column_blocks mapping
-#line 83 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 87 "templates/wgmma64/prepare_bwd.cu.j2"
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
-#line 85 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 89 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 90 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 94 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2121,14 +2102,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2125 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2106 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 103 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 107 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2132 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2113 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2163,14 +2144,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_6[j];
-#line 109 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 113 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 116 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
   kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
 #pragma unroll
   for (int I = 0; I < NB; ++I)
@@ -2180,7 +2161,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       kdg::frag_zero(dk_sum[I][nt]);
     }
 
-#line 128 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 132 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
@@ -2192,14 +2173,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2196 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2177 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 153 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 157 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2203 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2184 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2226,20 +2207,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       const float n_neg_4 = (-n_mul_3);
       const float a_out = n_neg_4;
       const float beta_out = n_sigmoid_7;
-#line 159 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 163 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_U[i * LDT + d0 + e] = valid ? a_out : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
     }
-#line 165 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 169 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": a and β written
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, column): a thread per channel down the chunk: U_i = e^Γi, W_i = e^(Γl−Γi); Γ, the per-head decay's cumsum, into gamma ----
-#line 168 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 172 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid < K) {                                  // a thread per channel, down the chunk
-#line 186 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 190 "templates/wgmma64/prepare_bwd.cu.j2"
       float run = 0.f;                              // Γ down the chunk (the per-head decay: every channel alike)
 #pragma unroll 4
       for (int i = 0; i < C; ++i) {
@@ -2253,13 +2234,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_U[i * LDT + tid] = exp2f(gi * LOG2E);             // E_i = e^Γi
         s_W[i * LDT + tid] = exp2f((run - gi) * LOG2E);     // e^(Γl−Γi)
       }
-#line 200 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 204 "templates/wgmma64/prepare_bwd.cu.j2"
     }
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁, × e^(Γi−Γj) ≤ 1 (the per-head decay's pair factors), split once into bf16 hi + lo ----
-#line 204 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 208 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2268,11 +2249,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       float* k4 = &mk.x;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {                 // masked to tril₀ and tril₋₁
-#line 213 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 217 "templates/wgmma64/prepare_bwd.cu.j2"
         const float F = j + u <= i ? expf(s_gamma[i] - s_gamma[j + u]) : 0.f;   // the pair factor e^(Γi−Γj) ≤ 1
         q4[u] = j + u <= i ? q4[u] * F : 0.f;
         k4[u] = j + u < i ? k4[u] * F : 0.f;
-#line 220 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 224 "templates/wgmma64/prepare_bwd.cu.j2"
       }
       uint2 qh, ql, kh, kl;                         // split once: bf16 hi + lo
       kdg::split_bf16(q4[0], q4[1], qh.x, ql.x);
@@ -2284,12 +2265,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       *reinterpret_cast<uint2*>(&s_dMkk_hi[i * LDM + j]) = kh;
       *reinterpret_cast<uint2*>(&s_dMkk_lo[i * LDM + j]) = kl;
     }
-#line 270 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 274 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: the block's loaded gradients asked for first; b_ki, then b_q and R, as bf16 hi + lo mma.m16n8k16 products: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers (raw k̂; scale·q̂, β·k̂); b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 274 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 278 "templates/wgmma64/prepare_bwd.cu.j2"
     // B fragment (K: 16 token rows from r0, N: 8 channels from ch) of mul·X·rs[row], split bf16 hi + lo
     auto frag_b = [&](const float* X, const float* S, const float* rs, float mul, int r0, int ch, kdg::FragB& hi,
                       kdg::FragB& lo) {
@@ -2302,7 +2283,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       kdg::split_bf16(v[0], v[1], hi.x[0], lo.x[0]);
       kdg::split_bf16(v[2], v[3], hi.x[1], lo.x[1]);
     };
-#line 302 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 306 "templates/wgmma64/prepare_bwd.cu.j2"
     // Row block by row block, a loop (the kernel's code stays small: it runs from the instruction cache): block I's
     // b_ki, b_q and R, then its elements. The GVA sums of block I are dq_sum[0], dk_sum[0], rotated after each block
     // so that every register index is a constant.
@@ -2331,7 +2312,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       // last block first
 #pragma unroll 1
       for (int I2 = NB - 1; I2 >= I; --I2) {
-#line 333 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 337 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
         const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
@@ -2350,7 +2331,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·k̂_J, the first block first
 #pragma unroll 1
       for (int J = 0; J <= I; ++J) {
-#line 357 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 361 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I * B * LDM + J * B;         // dM[I, J]
         const kdg::FragA aqh = kdg::load_frag_a(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a(s_dMqk_lo + at, LDM, lane);
@@ -2368,17 +2349,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-#line 384 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 388 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
           const float u = s_U[i * LDT + ch], w = s_W[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 394 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 398 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = bq[nt].x[e], R_i = R[nt].x[e], bki_i = bki[nt].x[e];
           const float E = u, Rend = w;
-#line 397 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 401 "templates/wgmma64/prepare_bwd.cu.j2"
           const float b_q = valid ? core_scale * (E * g_qd[nt][e] + bq_i) : 0.f;
           const float b_kd = valid ? E * g_kd[nt][e] + s_beta[i] * R_i : 0.f;
           const float b_kr = valid ? Rend * g_kr[nt][e] : 0.f;
@@ -2422,7 +2403,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 439 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 443 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2432,18 +2413,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 607 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 611 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a 16-row slice of W's tile ----
-#line 611 "templates/wgmma64/prepare_bwd.cu.j2"
+    // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a pass-tall slice of W's tile (then U's) ----
+#line 615 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
-#line 611 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 615 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2445 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2426 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 614 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 618 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2452,7 +2433,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 627 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 631 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay;                               // one decay per token: the sum over its channels
       {
         float x = 0.f;
@@ -2460,9 +2441,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         for (int e = 0; e < KPT; ++e) x += s_dgc[i * LDT + d0 + e];
         seed_decay = row_sum(x);
       }
-#line 635 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 639 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2466 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2447 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2525,43 +2506,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         const float d_A_log = n_grad_A_log;
         if (valid && rl == 0) store_f32(grad_in_g + tok * HV + h, d_g);
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 644 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 648 "templates/wgmma64/prepare_bwd.cu.j2"
         part_dt_bias += valid ? d_dt_bias : 0.f;   // a per-token scalar: equal on every lane
-#line 644 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 648 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 651 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 650 "templates/wgmma64/prepare_bwd.cu.j2"
-    // each parameter's row partials into its 16-row slice of W's tile (free since branch_grads)
-#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (rl == 0) s_W[(0 * ROWS + tid / LPR) * LDT] = part_dt_bias;
-#line 656 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (rl == 0) s_W[(1 * ROWS + tid / LPR) * LDT] = part_A_log;
-#line 659 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 654 "templates/wgmma64/prepare_bwd.cu.j2"
+    // each parameter's row partials into a pass-tall slice of the factor tiles, W's then U's (free
+    // since branch_grads)
+#line 657 "templates/wgmma64/prepare_bwd.cu.j2"
+    float* const rows_dt_bias = s_W + 0 * ROWS * LDT;
+#line 657 "templates/wgmma64/prepare_bwd.cu.j2"
+    float* const rows_A_log = s_W + 1 * ROWS * LDT;
+#line 664 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (rl == 0) rows_dt_bias[(tid / LPR) * LDT] = part_dt_bias;
+#line 664 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (rl == 0) rows_A_log[(tid / LPR) * LDT] = part_A_log;
+#line 667 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 677 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
-      for (int r = 0; r < ROWS; ++r) acc += s_W[(0 * ROWS + r) * LDT];
+      for (int r = 0; r < ROWS; ++r) acc += rows_dt_bias[r * LDT];
       ws_part_dt_bias[ws] = acc;
     }
-#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 677 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
-      for (int r = 0; r < ROWS; ++r) acc += s_W[(1 * ROWS + r) * LDT];
+      for (int r = 0; r < ROWS; ++r) acc += rows_A_log[r * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 677 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 685 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and W ----
-#line 680 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 688 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 682 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 690 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2572,14 +2558,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_W[at] = dk_sum[I][nt].x[e];
       }
-#line 703 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 711 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2581 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2567 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 707 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 715 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2590,7 +2576,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2594 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2580 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2705,7 +2691,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
     if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
     if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 720 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 728 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2718,7 +2704,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2722 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2708 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2727,7 +2713,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2731 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2717 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

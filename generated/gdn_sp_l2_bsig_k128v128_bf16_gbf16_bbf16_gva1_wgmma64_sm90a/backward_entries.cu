@@ -721,24 +721,6 @@ __device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const F
   ptx_mma_1688_tf32(d.x, a.x, b.x);
 }
 
-// x = big + small exactly: big is x with its low 13 mantissa bits cleared (a tf32 value), small the rest (an fp32
-// value of at most 13 significant bits, which the tensor cores read truncated to its top 10 mantissa bits). Products
-// formed as big·big' + big·small' + small·big' ("3xTF32") are then within ≈ 2^-21 of fp32's (2^-23 with both parts
-// rounded, but a long way below the bf16 data's 2^-9). Two instructions (an AND and a subtraction) where two
-// cvt.rna.tf32 take about a dozen on sm_90 (benchmarks/NOTES.md, session 15, runs 6-7).
-__device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-  big = __float_as_uint(x) & 0xffffe000u;
-  small = __float_as_uint(x - __uint_as_float(big));
-}
-
-// d += (ab + as)·(bb + bs), dropping only as·bs.
-__device__ __forceinline__ void mma_1688_tf32x3(FragC& d, const FragA8& ab, const FragA8& as, const FragB8& bb,
-                                                const FragB8& bs) {
-  mma_1688_tf32(d, as, bb);
-  mma_1688_tf32(d, ab, bs);
-  mma_1688_tf32(d, ab, bb);
-}
-
 // Row (0..15) and column (0..7) of accumulator element i (0..3) held by this lane.
 __device__ __forceinline__ int frag_c_row(int lane, int i) { return (lane >> 2) + ((i >> 1) << 3); }
 __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
@@ -1213,7 +1195,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 25 "templates/wgmma64/dstate.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1217 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1199 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1231,7 +1213,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
 #line 27 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
   constexpr bool starts = true;   // the C pass: no dh stores, dS entering → dstate_start
-#line 1235 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1217 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
   // shared memory: 215040 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1285,7 +1267,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1289 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1271 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1313,7 +1295,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
       }
     }
 
-#line 1317 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1299 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 64 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread

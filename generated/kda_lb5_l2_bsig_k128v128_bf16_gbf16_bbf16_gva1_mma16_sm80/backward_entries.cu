@@ -488,24 +488,6 @@ __device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const F
   ptx_mma_1688_tf32(d.x, a.x, b.x);
 }
 
-// x = big + small exactly: big is x with its low 13 mantissa bits cleared (a tf32 value), small the rest (an fp32
-// value of at most 13 significant bits, which the tensor cores read truncated to its top 10 mantissa bits). Products
-// formed as big·big' + big·small' + small·big' ("3xTF32") are then within ≈ 2^-21 of fp32's (2^-23 with both parts
-// rounded, but a long way below the bf16 data's 2^-9). Two instructions (an AND and a subtraction) where two
-// cvt.rna.tf32 take about a dozen on sm_90 (benchmarks/NOTES.md, session 15, runs 6-7).
-__device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-  big = __float_as_uint(x) & 0xffffe000u;
-  small = __float_as_uint(x - __uint_as_float(big));
-}
-
-// d += (ab + as)·(bb + bs), dropping only as·bs.
-__device__ __forceinline__ void mma_1688_tf32x3(FragC& d, const FragA8& ab, const FragA8& as, const FragB8& bb,
-                                                const FragB8& bs) {
-  mma_1688_tf32(d, as, bb);
-  mma_1688_tf32(d, ab, bs);
-  mma_1688_tf32(d, ab, bb);
-}
-
 // Row (0..15) and column (0..7) of accumulator element i (0..3) held by this lane.
 __device__ __forceinline__ int frag_c_row(int lane, int i) { return (lane >> 2) + ((i >> 1) << 3); }
 __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
@@ -913,7 +895,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 #line 94 "templates/mma16/dstate_pass.cu.j2"
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
     const bf16* __restrict__ dout,
-#line 917 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
+#line 899 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -930,7 +912,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
     int HV) {
 #line 96 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 934 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
+#line 916 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
   // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages

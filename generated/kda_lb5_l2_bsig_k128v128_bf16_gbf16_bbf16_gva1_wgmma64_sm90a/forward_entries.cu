@@ -721,24 +721,6 @@ __device__ __forceinline__ void mma_1688_tf32(FragC& d, const FragA8& a, const F
   ptx_mma_1688_tf32(d.x, a.x, b.x);
 }
 
-// x = big + small exactly: big is x with its low 13 mantissa bits cleared (a tf32 value), small the rest (an fp32
-// value of at most 13 significant bits, which the tensor cores read truncated to its top 10 mantissa bits). Products
-// formed as big·big' + big·small' + small·big' ("3xTF32") are then within ≈ 2^-21 of fp32's (2^-23 with both parts
-// rounded, but a long way below the bf16 data's 2^-9). Two instructions (an AND and a subtraction) where two
-// cvt.rna.tf32 take about a dozen on sm_90 (benchmarks/NOTES.md, session 15, runs 6-7).
-__device__ __forceinline__ void split_tf32(float x, u32& big, u32& small) {
-  big = __float_as_uint(x) & 0xffffe000u;
-  small = __float_as_uint(x - __uint_as_float(big));
-}
-
-// d += (ab + as)·(bb + bs), dropping only as·bs.
-__device__ __forceinline__ void mma_1688_tf32x3(FragC& d, const FragA8& ab, const FragA8& as, const FragB8& bb,
-                                                const FragB8& bs) {
-  mma_1688_tf32(d, as, bb);
-  mma_1688_tf32(d, ab, bs);
-  mma_1688_tf32(d, ab, bb);
-}
-
 // Row (0..15) and column (0..7) of accumulator element i (0..3) held by this lane.
 __device__ __forceinline__ int frag_c_row(int lane, int i) { return (lane >> 2) + ((i >> 1) << 3); }
 __device__ __forceinline__ int frag_c_col(int lane, int i) { return ((lane & 3) << 1) + (i & 1); }
@@ -1215,7 +1197,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1219 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1201 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1232,7 +1214,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1236 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1218 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   // shared memory: 201728 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1301,7 +1283,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1305 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1287 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1330,7 +1312,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       }
     }
 
-#line 1334 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1316 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group

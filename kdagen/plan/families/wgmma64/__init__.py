@@ -21,10 +21,11 @@ class Wgmma64(Family):
     def check(self, problem: Problem) -> tuple[bool, str]:
         if problem.K != problem.V:
             return False, f"{self.name}: K={problem.K} != V={problem.V} (its recurrence tiles assume K = V)"
-        params = len(facts(problem).head_params)
-        if params > backward.MAX_HEAD_PARAMS:
-            return False, (f"{self.name}: {params} head parameters (its prepare_bwd stages at most "
-                           f"{backward.MAX_HEAD_PARAMS})")
+        f = facts(problem)
+        limit = backward.max_head_params(problem.K, f)
+        if len(f.head_params) > limit:
+            return False, (f"{self.name}: {len(f.head_params)} head parameters (its prepare_bwd stages at most "
+                           f"{limit})")
         return True, f"{self.name}: supported"
 
     def build(self, problem: Problem) -> Planned:

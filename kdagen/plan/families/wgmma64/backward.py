@@ -222,8 +222,6 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
 
 PREPARE_BWD_THREADS = 256
 PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per token row, 16 rows per pass
-# each head parameter stages its per-row partials in a 16-row slice of a [64][K] tile (Q's, or W's on tensor cores)
-MAX_HEAD_PARAMS = CHUNK // (PREPARE_BWD_THREADS // PREPARE_BWD_LANES_PER_ROW)
 FMA_PAD = 8                      # CUDA-core [C][K] tiles: rows K + 8 floats apart
 MMA_PAD = 4                      # tensor-core [C][K] tiles: K + 4 floats, a B fragment's four rows meet no bank twice
 PAIR_PAD = 4                     # CUDA-core [C][C] tiles: rows C + 4 floats apart
@@ -255,17 +253,30 @@ def contractions_of(diagonal: str) -> str:
     return "fma" if diagonal == "running" else "mma"
 
 
+def prepare_bwd_threads(K: int, f: Facts) -> int:
+    """On tensor cores a warp per 8 channels (16 warps at K = 128: the kernel is bound by latency at one CTA per
+    SM, so it takes all the warps its registers allow); on CUDA cores 256 threads."""
+    return 32 * K // 8 if contractions_of(diagonal_form(f)) == "mma" else PREPARE_BWD_THREADS
+
+
+def max_head_params(K: int, f: Facts) -> int:
+    """Each head parameter stages its per-row partials in a slice, as tall as a pass of the row mapping, of the two
+    [64][K] factor tiles (Q's then P's, or W's then U's on tensor cores), free once the contractions are done."""
+    return 2 * CHUNK // (prepare_bwd_threads(K, f) // PREPARE_BWD_LANES_PER_ROW)
+
+
 def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     """Token-parallel, one CTA per (64-token chunk, q/k head), its G value heads in a loop: chunk_bwd's products
     to input gradients (docs/math.md §7.5–7.10). The contractions with e^(Γi−Γj) run by 16-row blocks (math.md
     §7.10) in the form contractions_of chose (docs/kernels.md §4.4). The emitted prologue and its adjoint run on
     the row mapping of mma16's kernel, in passes of 16 rows."""
-    C, NB, threads = CHUNK, CHUNK // BLOCK, PREPARE_BWD_THREADS
-    warps = threads // 32
-    parts = threads // K
+    C, NB = CHUNK, CHUNK // BLOCK
     diagonal = diagonal_form(f)
     contractions = contractions_of(diagonal)
     mma = contractions == "mma"
+    threads = prepare_bwd_threads(K, f)
+    warps = threads // 32
+    parts = threads // K
     factored = diagonal == "factored"
     params, qk, qk_grads = prepare_bwd_io(f, CHUNK_GRADS)
     params += seq_params(varlen)
@@ -352,14 +363,15 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                  note="d_decay = suffix sum in the chunk (later blocks by their sums) + d_decay_total + "
                       "Σ_rows k̂⊙b_kr")]
     steps.append(
-        Step("adjoint_v", "all", "row", reads=["dgc", "kR_part"], writes=[key_side] if head_params else [],
+        Step("adjoint_v", "all", "row", reads=["dgc", "kR_part"],
+             writes=[key_side, row_side][:1 + (len(head_params) > max_head_params(K, f) // 2)] if head_params else [],
              waits=["sync"], loop=True, global_reads=["ws_dbeta"],
              global_writes=[p.name for p in params if p.name.startswith("grad_") and p.name not in qk_grads],
              note="emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = "
                   "chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows "
-                  f"into a 16-row slice of {key_side}'s tile"))
+                  f"into a pass-tall slice of {key_side}'s tile (then {row_side}'s)"))
     if head_params:
-        steps.append(Step("param_sums", "all", "column", reads=[key_side], waits=["sync"], loop=True,
+        steps.append(Step("param_sums", "all", "column", reads=[key_side, row_side], waits=["sync"], loop=True,
                           global_writes=[f"ws_part_{n}" for n, _ in head_params],
                           note="each head parameter's 16 row partials added in row order: the chunk's partial"))
     steps += [
@@ -375,7 +387,8 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     return Kernel(
         name="prepare_bwd", kind="prepare_bwd", template="wgmma64/prepare_bwd.cu.j2", direction="backward",
         grid=["chunks", "H"], threads=threads, min_ctas_per_sm=1,
-        roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=255)], buffers=buffers,
+        roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=min(255, 65536 // threads))],
+        buffers=buffers,
         barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=phases,
                           note="__syncthreads per value head: loop top, "
                                + ("a, block factors, the split tiles, branch grads" if mma else
