@@ -1984,22 +1984,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 349 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 19 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 20 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
 // grid (chunks upper bound, H q/k heads), 512 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
 //   column_blocks  channel d = tid % K, part p = tid / K owning the 16-row blocks p, p + PARTS, ...;
-#line 25 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 26 "templates/wgmma64/prepare_bwd.cu.j2"
 //   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma"): every 16-row block pair
 //           is a bf16 hi + lo mma.m16n8k16 product, dMqk and dMkk split once into tiles read by ldmatrix,
-#line 28 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 29 "templates/wgmma64/prepare_bwd.cu.j2"
 //           the other side built in registers as k̂·W (or q̂·U, β·k̂·U) with U_i = e^(Γi−Γm), W_j = e^(Γm−Γj) about
 //           each block's row m = 16I + MID: e^(Γi−Γj) = U_i·e^(Γm(I)−Γm(J))·W_j, the middle factor applied to the
 //           accumulators as a Horner walk over the blocks, U or W to the rows after.
-#line 37 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 38 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
-#line 46 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 47 "templates/wgmma64/prepare_bwd.cu.j2"
 namespace kdg_prepare_bwd {
 using namespace kdg;
 
@@ -2009,12 +2009,12 @@ constexpr int PARTS = 4, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
-#line 56 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 57 "templates/wgmma64/prepare_bwd.cu.j2"
 constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
 constexpr int MID = 7;                           // the row of a block its factors are taken about
 static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 61 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 62 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2044,7 +2044,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 69 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
 #line 2050 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 213248 B, dynamic (above the static limit)
@@ -2073,25 +2073,25 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
   float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 210176);  // kbr_total [128] f32, ld 128
   float* const s_Gm = reinterpret_cast<float*>(smem_raw + 210688);  // Gm [5 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_Gm = 128;
-#line 71 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 72 "templates/wgmma64/prepare_bwd.cu.j2"
   constexpr int LDT = ld_q_hat, LDM = ld_dMqk_hi, KRP = ld_kR_part;  // [C][K], [C][C] row pitches; kR partials
   static_assert(ld_k_hat == LDT && ld_U == LDT && ld_W == LDT && ld_dgc == LDT && ld_dMqk_lo == LDM &&
                 ld_dMkk_hi == LDM && ld_dMkk_lo == LDM && LDM % 8 == 0, "one pitch per tile shape; 16-byte rows");
-#line 79 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 80 "templates/wgmma64/prepare_bwd.cu.j2"
   const int c = blockIdx.x, jh = blockIdx.y, H = gridDim.y, HV = H * G;  // jh: the q/k head
   ChunkAt at;                                        // the grid is an upper bound on the chunk count
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
-#line 87 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 88 "templates/wgmma64/prepare_bwd.cu.j2"
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
-#line 89 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 90 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 94 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 95 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2107,7 +2107,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
 #line 2109 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 107 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 108 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2147,14 +2147,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_7[j];
-#line 113 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 114 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 121 "templates/wgmma64/prepare_bwd.cu.j2"
   kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
 #pragma unroll
   for (int I = 0; I < NB; ++I)
@@ -2164,7 +2164,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::frag_zero(dk_sum[I][nt]);
     }
 
-#line 132 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 133 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
@@ -2178,7 +2178,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
 #line 2180 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 157 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 158 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2224,20 +2224,20 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) a_out[j] = n_mul_4[j];
       const float beta_out = n_sigmoid_8;
-#line 163 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 164 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_U[i * LDT + d0 + e] = valid ? a_out[e] : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
     }
-#line 169 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 170 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": a and β written
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, column): a thread per channel down the chunk: U_i = e^(Γi−Γm(I)), W_i = e^(Γm(I)−Γi) about row m(I) = 16I + 7 of each block (sums within the block), Gm: Γ at each block's row m and at the chunk's last row ----
-#line 172 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 173 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid < K) {                                  // a thread per channel, down the chunk
-#line 174 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 175 "templates/wgmma64/prepare_bwd.cu.j2"
       float base = 0.f;                             // Γ entering block I
 #pragma unroll 1
       for (int I = 0; I < NB; ++I) {
@@ -2253,13 +2253,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         base += run;
       }
       s_Gm[NB * K + tid] = base;                    // Γl
-#line 204 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 205 "templates/wgmma64/prepare_bwd.cu.j2"
     }
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁, split once into bf16 hi + lo ----
-#line 208 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 209 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2268,10 +2268,10 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       float* k4 = &mk.x;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {                 // masked to tril₀ and tril₋₁
-#line 221 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 222 "templates/wgmma64/prepare_bwd.cu.j2"
         q4[u] = j + u <= i ? q4[u] : 0.f;
         k4[u] = j + u < i ? k4[u] : 0.f;
-#line 224 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 225 "templates/wgmma64/prepare_bwd.cu.j2"
       }
       uint2 qh, ql, kh, kl;                         // split once: bf16 hi + lo
       kdg::split_bf16(q4[0], q4[1], qh.x, ql.x);
@@ -2283,13 +2283,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       *reinterpret_cast<uint2*>(&s_dMkk_hi[i * LDM + j]) = kh;
       *reinterpret_cast<uint2*>(&s_dMkk_lo[i * LDM + j]) = kl;
     }
-#line 274 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 275 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step branch_grads (all, warp_channels): warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: the block's loaded gradients asked for first; b_ki, then b_q and R, as bf16 hi + lo mma.m16n8k16 products: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers (k̂·W; scale·q̂·U, β·k̂·U), the blocks between by a Horner walk of the accumulators (× e^(Γm(J)−Γm(J−1)) per channel), the rows × U or W after; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 278 "templates/wgmma64/prepare_bwd.cu.j2"
-    // B fragment (K: 16 token rows from r0, N: 8 channels from ch) of mul·X·S·rs[row], split bf16 hi + lo
+#line 279 "templates/wgmma64/prepare_bwd.cu.j2"
+    // B fragment (K: 16 token rows from r0, N: 8 channels from ch) of mul·X·S·rs[row], split bf16
+    // hi + lo
     auto frag_b = [&](const float* X, const float* S, const float* rs, float mul, int r0, int ch, kdg::FragB& hi,
                       kdg::FragB& lo) {
       float v[4];
@@ -2301,7 +2302,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::split_bf16(v[0], v[1], hi.x[0], lo.x[0]);
       kdg::split_bf16(v[2], v[3], hi.x[1], lo.x[1]);
     };
-#line 291 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 293 "templates/wgmma64/prepare_bwd.cu.j2"
     // a step of the Horner walk over the row blocks: the accumulators' channel columns × e^(Γm(hi)−Γm(lo)) ≤ 1
     auto walk = [&](kdg::FragC (&acc)[NT], int hi, int lo) {
 #pragma unroll
@@ -2314,62 +2315,47 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
           acc[nt].x[cc + 2] *= f;
         }
     };
-#line 306 "templates/wgmma64/prepare_bwd.cu.j2"
-    // Row block by row block, a loop (the kernel's code stays small: it runs from the instruction cache): block I's
-    // b_ki, b_q and R, then its elements. The GVA sums of block I are dq_sum[0], dk_sum[0], rotated after each block
-    // so that every register index is a constant.
-    float kbr[NT][2] = {};
-#pragma unroll 1
-    for (int I = 0; I < NB; ++I) {
-      // the block's loaded gradients, asked for first: their latency hides behind the block's products
-      float g_qd[NT][4], g_kd[NT][4], g_kr[NT][4];
+#line 308 "templates/wgmma64/prepare_bwd.cu.j2"
+    // Every row block's sums at once, so that each block's operand is built once per value head: the source blocks
+    // in the outer loops, the accumulators of every target block live (unrolled: every register index a constant).
+    kdg::FragC bq[NB][NT], R[NB][NT], bki[NB][NT];
+#pragma unroll
+    for (int I = 0; I < NB; ++I)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        kdg::frag_zero(bq[I][nt]);
+        kdg::frag_zero(R[I][nt]);
+        kdg::frag_zero(bki[I][nt]);
+      }
+    // block I's loaded gradients, asked for a block ahead: their latency hides behind the products and the elements
+    float g_qd[NT][4], g_kd[NT][4], g_kr[NT][4];
+    auto load_grads_of = [&](int I, float (&qd)[NT][4], float (&kd)[NT][4], float (&kr)[NT][4]) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int at = (I * B + kdg::frag_c_row(lane, e)) * K + ch0 + 8 * nt + kdg::frag_c_col(lane, e);
-          g_qd[nt][e] = d_qd[at];
-          g_kd[nt][e] = d_kd[at];
-          g_kr[nt][e] = d_kr[at];
+          qd[nt][e] = d_qd[at];
+          kd[nt][e] = d_kd[at];
+          kr[nt][e] = d_kr[at];
         }
-      kdg::FragC bq[NT], R[NT], bki[NT];
+    };
+    load_grads_of(0, g_qd, g_kd, g_kr);
+    // b_q, R: Σ_{J ≤ I} dM[I,J]·k̂·W_J, the source blocks J first to last
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        kdg::frag_zero(bq[nt]);
-        kdg::frag_zero(R[nt]);
-        kdg::frag_zero(bki[nt]);
-      }
-      // b_ki of rows I: Σ_{I2 ≥ I} dMqk[I2,I]ᵀ·(scale·q̂·U) + dMkk[I2,I]ᵀ·(β·k̂·U) over the rows of I2, the
-      // last block first
-#pragma unroll 1
-      for (int I2 = NB - 1; I2 >= I; --I2) {
-#line 335 "templates/wgmma64/prepare_bwd.cu.j2"
-        if (I2 < NB - 1) walk(bki, I2 + 1, I2);
-#line 337 "templates/wgmma64/prepare_bwd.cu.j2"
-        const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
-        const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
-        const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
-        const kdg::FragA akh = kdg::load_frag_a_trans(s_dMkk_hi + at, LDM, lane);
-        const kdg::FragA akl = kdg::load_frag_a_trans(s_dMkk_lo + at, LDM, lane);
+    for (int J = 0; J < NB; ++J) {
+      kdg::FragB kh[NT], kl[NT];
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int ch = ch0 + 8 * nt + g;
-          kdg::FragB qh, ql, kh, kl;
-          frag_b(s_q_hat, s_U, nullptr, core_scale, I2 * B, ch, qh, ql);
-          frag_b(s_k_hat, s_U, s_beta, 1.f, I2 * B, ch, kh, kl);
-          kdg::mma_16816_x3(bki[nt], aqh, aql, qh, ql);
-          kdg::mma_16816_x3(bki[nt], akh, akl, kh, kl);
-        }
-      }
-      // b_q, R of rows I: Σ_{J ≤ I} dM[I,J]·k̂·W_J, the first block first
-#pragma unroll 1
-      for (int J = 0; J <= I; ++J) {
-#line 356 "templates/wgmma64/prepare_bwd.cu.j2"
+      for (int nt = 0; nt < NT; ++nt)
+        frag_b(s_k_hat, s_W, nullptr, 1.f, J * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
+#pragma unroll
+      for (int I = J; I < NB; ++I) {
+#line 343 "templates/wgmma64/prepare_bwd.cu.j2"
         if (J > 0) {
-          walk(bq, J, J - 1);
-          walk(R, J, J - 1);
+          walk(bq[I], J, J - 1);
+          walk(R[I], J, J - 1);
         }
-#line 361 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 348 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I * B * LDM + J * B;         // dM[I, J]
         const kdg::FragA aqh = kdg::load_frag_a(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a(s_dMqk_lo + at, LDM, lane);
@@ -2377,17 +2363,49 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         const kdg::FragA akl = kdg::load_frag_a(s_dMkk_lo + at, LDM, lane);
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          kdg::FragB kh, kl;
-          frag_b(s_k_hat, s_W, nullptr, 1.f, J * B, ch0 + 8 * nt + g, kh, kl);
-          kdg::mma_16816_x3(bq[nt], aqh, aql, kh, kl);
-          kdg::mma_16816_x3(R[nt], akh, akl, kh, kl);
+          kdg::mma_16816_x3(bq[I][nt], aqh, aql, kh[nt], kl[nt]);
+          kdg::mma_16816_x3(R[I][nt], akh, akl, kh[nt], kl[nt]);
         }
       }
-      // the elements of rows I: b_q, b_kd, b_ki, b_kr; dq̂, dk̂ sums; dgc; Σ_rows k̂⊙b_kr and Σ_channels k̂⊙R partials
+    }
+    // b_ki: Σ_{I2 ≥ I} dMqk[I2,I]ᵀ·(scale·q̂·U) + dMkk[I2,I]ᵀ·(β·k̂·U) over the rows of
+    // I2, the source blocks I2 last to first
+#pragma unroll
+    for (int I2 = NB - 1; I2 >= 0; --I2) {
+      kdg::FragB qh[NT], ql[NT], kh[NT], kl[NT];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        frag_b(s_q_hat, s_U, nullptr, core_scale, I2 * B, ch0 + 8 * nt + g, qh[nt], ql[nt]);
+        frag_b(s_k_hat, s_U, s_beta, 1.f, I2 * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
+      }
+#pragma unroll
+      for (int I = 0; I <= I2; ++I) {
+#line 373 "templates/wgmma64/prepare_bwd.cu.j2"
+        if (I2 < NB - 1) walk(bki[I], I2 + 1, I2);
+#line 375 "templates/wgmma64/prepare_bwd.cu.j2"
+        const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
+        const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
+        const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
+        const kdg::FragA akh = kdg::load_frag_a_trans(s_dMkk_hi + at, LDM, lane);
+        const kdg::FragA akl = kdg::load_frag_a_trans(s_dMkk_lo + at, LDM, lane);
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          kdg::mma_16816_x3(bki[I][nt], aqh, aql, qh[nt], ql[nt]);
+          kdg::mma_16816_x3(bki[I][nt], akh, akl, kh[nt], kl[nt]);
+        }
+      }
+    }
+    // the elements of every block: b_q, b_kd, b_ki, b_kr; dq̂, dk̂ sums; dgc; Σ_rows k̂⊙b_kr and Σ_channels k̂⊙R
+    // partials
+    float kbr[NT][2] = {};
+#pragma unroll
+    for (int I = 0; I < NB; ++I) {
+      float n_qd[NT][4], n_kd[NT][4], n_kr[NT][4];
+      if (I + 1 < NB) load_grads_of(I + 1, n_qd, n_kd, n_kr);
       float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-#line 379 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 398 "templates/wgmma64/prepare_bwd.cu.j2"
         float ein[2], rout[2];                       // e^Γm(I) and e^(Γl−Γm(I)) at the two columns: E_i = U_i·ein,
 #pragma unroll                                       // e^(Γl−Γi) = W_i·rout
         for (int cc = 0; cc < 2; ++cc) {
@@ -2396,23 +2414,23 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
           ein[cc] = exp2f(gm * LOG2E);
           rout[cc] = exp2f((s_Gm[NB * K + ch] - gm) * LOG2E);
         }
-#line 388 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 407 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
           const float u = s_U[i * LDT + ch], w = s_W[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 395 "templates/wgmma64/prepare_bwd.cu.j2"
-          const float bq_i = u * bq[nt].x[e], R_i = u * R[nt].x[e], bki_i = w * bki[nt].x[e];
+#line 414 "templates/wgmma64/prepare_bwd.cu.j2"
+          const float bq_i = u * bq[I][nt].x[e], R_i = u * R[I][nt].x[e], bki_i = w * bki[I][nt].x[e];
           const float E = u * ein[e & 1], Rend = w * rout[e & 1];
-#line 401 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 420 "templates/wgmma64/prepare_bwd.cu.j2"
           const float b_q = valid ? core_scale * (E * g_qd[nt][e] + bq_i) : 0.f;
           const float b_kd = valid ? E * g_kd[nt][e] + s_beta[i] * R_i : 0.f;
           const float b_kr = valid ? Rend * g_kr[nt][e] : 0.f;
           const float b_ki = valid ? bki_i : 0.f;
-          dq_sum[0][nt].x[e] += b_q;
-          dk_sum[0][nt].x[e] += b_kd + b_ki + b_kr;
+          dq_sum[I][nt].x[e] += b_q;
+          dk_sum[I][nt].x[e] += b_kd + b_ki + b_kr;
           s_dgc[i * LDT + ch] = qv * b_q + kv * (b_kd - b_ki - b_kr);
           kbr[nt][e & 1] += kv * b_kr;
           kR_rows[e >> 1] += valid ? kv * R_i : 0.f;
@@ -2425,16 +2443,15 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         x += __shfl_xor_sync(0xffffffffu, x, 2);
         if (t == 0) s_kR_part[(I * B + g + 8 * hh) * KRP + warp] = x;
       }
+      if (I + 1 < NB)
 #pragma unroll
-      for (int b = 0; b + 1 < NB; ++b)               // rotate: block I + 1's sums to index 0
+        for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const kdg::FragC q0 = dq_sum[b][nt], k0 = dk_sum[b][nt];
-          dq_sum[b][nt] = dq_sum[b + 1][nt];
-          dk_sum[b][nt] = dk_sum[b + 1][nt];
-          dq_sum[b + 1][nt] = q0;
-          dk_sum[b + 1][nt] = k0;
-        }
+          for (int e = 0; e < 4; ++e) {
+            g_qd[nt][e] = n_qd[nt][e];
+            g_kd[nt][e] = n_kd[nt][e];
+            g_kr[nt][e] = n_kr[nt][e];
+          }
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -2450,7 +2467,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 443 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 461 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2460,18 +2477,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 611 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 629 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a pass-tall slice of W's tile (then U's) ----
-#line 615 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 633 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 615 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 633 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2473 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2490 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 618 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 636 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2480,13 +2497,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 627 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 645 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 639 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 657 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2490 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2507 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2587,50 +2604,52 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         const float d_A_log = n_grad_A_log;
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 645 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 663 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 648 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 666 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 651 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 654 "templates/wgmma64/prepare_bwd.cu.j2"
-    // each parameter's row partials into a pass-tall slice of the factor tiles, W's then U's (free
-    // since branch_grads)
-#line 657 "templates/wgmma64/prepare_bwd.cu.j2"
-    float* const rows_dt_bias = s_W + 0 * ROWS * LDT;
-#line 657 "templates/wgmma64/prepare_bwd.cu.j2"
-    float* const rows_A_log = s_W + 1 * ROWS * LDT;
-#line 661 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 672 "templates/wgmma64/prepare_bwd.cu.j2"
+    // each parameter's row partials into a pass-tall slice of the factor tiles, W's then U's
+    // (free since branch_grads)
+#line 675 "templates/wgmma64/prepare_bwd.cu.j2"
+    float* const rows_dt_bias = s_W + 0 * ROWS
+                                     * LDT;
+#line 675 "templates/wgmma64/prepare_bwd.cu.j2"
+    float* const rows_A_log = s_W + 1 * ROWS
+                                     * LDT;
+#line 680 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) rows_dt_bias[(tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 664 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 683 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) rows_A_log[(tid / LPR) * LDT] = part_A_log;
-#line 667 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 686 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 671 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 690 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_dt_bias[r * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 677 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 696 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_A_log[r * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 685 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 704 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and W ----
-#line 688 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 707 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 690 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 709 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2641,14 +2660,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_W[at] = dk_sum[I][nt].x[e];
       }
-#line 711 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 730 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2650 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2669 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 1
-#line 715 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 734 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2659,7 +2678,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2663 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2682 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2774,7 +2793,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
     if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
     if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 728 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 747 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2787,7 +2806,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2791 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2810 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2796,7 +2815,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2800 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2819 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32
