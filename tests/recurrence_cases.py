@@ -19,6 +19,16 @@ def bounded_gate(r, lower_bound: float = -4.0):
                  decay=decay, scale=r.scalar("scale"))
 
 
+def three_parameters(r):
+    """A bounded per-channel gate with two head parameters of its own and a third in β's map: at head dim 128
+    wgmma64's prepare_bwd stages the third parameter's row partials in its second factor tile."""
+    q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+    g, beta = r.token_input("g", "K"), r.token_input("beta")
+    decay = -3.0 * dsl.sigmoid(g * r.head_param("w", "K") + r.head_param("shift", "K"))
+    r.delta_rule(query=dsl.l2norm(q), key=dsl.l2norm(k), value=v, beta=dsl.sigmoid(beta + r.head_param("b")),
+                 decay=decay, scale=r.scalar("scale"))
+
+
 def unbounded_gate(r):
     """A per-channel gate with no lower bound (the relative form): −softplus(x + bias)·temperature, a bias per
     channel and head, a temperature scalar declared in [0.5, 2]; inputs named freely."""
@@ -40,8 +50,9 @@ def per_head_gate(r):
 
 
 CASES = {
-    # name: (recurrence, shape and call keywords for kdagen.testing.random_inputs)
+    # name: (recurrence, shape and call keywords for kdagen.testing.random_inputs[, kdagen.compile's keywords])
     "bounded_gate_varlen_gva2": (bounded_gate, dict(H=1, G=2, cu_seqlens=(0, 5, 5, 38))),
+    "three_parameters_k128_wgmma64": (three_parameters, dict(H=1, T=70, head_dim=128), dict(family="wgmma64")),
     "unbounded_gate_batch2": (unbounded_gate, dict(H=2, B=2, T=21, scalars={"temperature": 1.3, "scale": 0.2},
                                                    f32_inputs=("write",))),
     # the temperature learned: a 0-d tensor that requires grad
@@ -52,7 +63,7 @@ CASES = {
 
 
 def compiled(name: str, **kw):
-    return kdagen.compile(CASES[name][0], **kw)
+    return kdagen.compile(CASES[name][0], **{**(CASES[name][2] if len(CASES[name]) > 2 else {}), **kw})
 
 
 def check(op, where: str, errs: dict) -> None:
