@@ -2303,19 +2303,27 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::split_bf16(v[2], v[3], hi.x[1], lo.x[1]);
     };
 #line 296 "templates/wgmma64/prepare_bwd.cu.j2"
-    // a step of the Horner walk over the row blocks: the accumulators' channel columns × e^(Γm(hi)−Γm(lo)) ≤ 1
-    auto walk = [&](kdg::FragC (&acc)[NT], int hi, int lo) {
+    // a step of the Horner walk over the row blocks: its factors e^(Γm(hi)−Γm(lo)) ≤ 1 at the own channel columns,
+    // then the accumulators' columns times them
+    auto step_factors = [&](int hi, int lo, float (&f)[NT][2]) {
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int cc = 0; cc < 2; ++cc) {
           const int ch = ch0 + 8 * nt + 2 * t + cc;
-          const float f = exp2f((s_Gm[hi * K + ch] - s_Gm[lo * K + ch]) * LOG2E);
-          acc[nt].x[cc] *= f;
-          acc[nt].x[cc + 2] *= f;
+          f[nt][cc] = exp2f((s_Gm[hi * K + ch] - s_Gm[lo * K + ch]) * LOG2E);
         }
     };
-#line 311 "templates/wgmma64/prepare_bwd.cu.j2"
+    auto walk = [](kdg::FragC (&acc)[NT], const float (&f)[NT][2]) {
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc) {
+          acc[nt].x[cc] *= f[nt][cc];
+          acc[nt].x[cc + 2] *= f[nt][cc];
+        }
+    };
+#line 319 "templates/wgmma64/prepare_bwd.cu.j2"
     // Every row block's sums at once, so that each block's operand is built once per value head: the source blocks
     // in the outer loops, the accumulators of every target block live (unrolled: every register index a constant).
     kdg::FragC bq[NB][NT], R[NB][NT], bki[NB][NT];
@@ -2348,14 +2356,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
         frag_b(s_k_hat, s_W, nullptr, 1.f, J * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
+#line 352 "templates/wgmma64/prepare_bwd.cu.j2"
+      float f[NT][2];
+      if (J > 0) step_factors(J, J - 1, f);
+#line 355 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = J; I < NB; ++I) {
-#line 346 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 358 "templates/wgmma64/prepare_bwd.cu.j2"
         if (J > 0) {
-          walk(bq[I], J, J - 1);
-          walk(R[I], J, J - 1);
+          walk(bq[I], f);
+          walk(R[I], f);
         }
-#line 351 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 363 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I * B * LDM + J * B;         // dM[I, J]
         const kdg::FragA aqh = kdg::load_frag_a(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a(s_dMqk_lo + at, LDM, lane);
@@ -2378,11 +2390,15 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         frag_b(s_q_hat, s_U, nullptr, core_scale, I2 * B, ch0 + 8 * nt + g, qh[nt], ql[nt]);
         frag_b(s_k_hat, s_U, s_beta, 1.f, I2 * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
       }
+#line 386 "templates/wgmma64/prepare_bwd.cu.j2"
+      float f[NT][2];
+      if (I2 < NB - 1) step_factors(I2 + 1, I2, f);
+#line 389 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = 0; I <= I2; ++I) {
-#line 376 "templates/wgmma64/prepare_bwd.cu.j2"
-        if (I2 < NB - 1) walk(bki[I], I2 + 1, I2);
-#line 378 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 392 "templates/wgmma64/prepare_bwd.cu.j2"
+        if (I2 < NB - 1) walk(bki[I], f);
+#line 394 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
         const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
@@ -2405,7 +2421,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-#line 401 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 417 "templates/wgmma64/prepare_bwd.cu.j2"
         float ein[2], rout[2];                       // e^Γm(I) and e^(Γl−Γm(I)) at the two columns: E_i = U_i·ein,
 #pragma unroll                                       // e^(Γl−Γi) = W_i·rout
         for (int cc = 0; cc < 2; ++cc) {
@@ -2414,17 +2430,17 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
           ein[cc] = exp2f(gm * LOG2E);
           rout[cc] = exp2f((s_Gm[NB * K + ch] - gm) * LOG2E);
         }
-#line 410 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 426 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
           const float u = s_U[i * LDT + ch], w = s_W[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 417 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 433 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = u * bq[I][nt].x[e], R_i = u * R[I][nt].x[e], bki_i = w * bki[I][nt].x[e];
           const float E = u * ein[e & 1], Rend = w * rout[e & 1];
-#line 423 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 439 "templates/wgmma64/prepare_bwd.cu.j2"
           const float b_q = valid ? core_scale * (E * g_qd[nt][e] + bq_i) : 0.f;
           const float b_kd = valid ? E * g_kd[nt][e] + s_beta[i] * R_i : 0.f;
           const float b_kr = valid ? Rend * g_kr[nt][e] : 0.f;
@@ -2467,7 +2483,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 464 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 480 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2477,18 +2493,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 632 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 648 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a pass-tall slice of W's tile (then U's) ----
-#line 636 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 652 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 636 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 652 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2490 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2506 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 639 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 655 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2497,13 +2513,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 648 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 664 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 660 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 676 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2507 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2523 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2604,52 +2620,52 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         const float d_A_log = n_grad_A_log;
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 666 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 682 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 685 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 672 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 688 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 675 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 691 "templates/wgmma64/prepare_bwd.cu.j2"
     // each parameter's row partials into a pass-tall slice of the factor tiles, W's then U's
     // (free since branch_grads)
-#line 678 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 694 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_dt_bias = s_W + 0 * ROWS
                                      * LDT;
-#line 678 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 694 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_A_log = s_W + 1 * ROWS
                                      * LDT;
-#line 683 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 699 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) rows_dt_bias[(tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 686 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 702 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) rows_A_log[(tid / LPR) * LDT] = part_A_log;
-#line 689 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 705 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's 16 row partials added in row order: the chunk's partial ----
-#line 693 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 709 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_dt_bias[r * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 699 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 715 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_A_log[r * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 707 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 723 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and W ----
-#line 710 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 726 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and Q tiles is done
-#line 712 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 728 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2660,14 +2676,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_W[at] = dk_sum[I][nt].x[e];
       }
-#line 733 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 749 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2669 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2685 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
-#line 737 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 753 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2678,7 +2694,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2682 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2698 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2793,7 +2809,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
     if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
     if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 750 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 766 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2806,7 +2822,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2810 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2826 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2815,7 +2831,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2819 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2835 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32
