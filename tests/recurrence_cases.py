@@ -52,7 +52,8 @@ def per_head_gate(r):
 CASES = {
     # name: (recurrence, shape and call keywords for kdagen.testing.random_inputs[, kdagen.compile's keywords])
     "bounded_gate_varlen_gva2": (bounded_gate, dict(H=1, G=2, cu_seqlens=(0, 5, 5, 38))),
-    "three_parameters_k128_wgmma64": (three_parameters, dict(H=1, T=70, head_dim=128), dict(family="wgmma64")),
+    "three_parameters_k128_gva2_wgmma64": (three_parameters, dict(H=1, G=2, T=70, head_dim=128),
+                                           dict(family="wgmma64")),
     "unbounded_gate_batch2": (unbounded_gate, dict(H=2, B=2, T=21, scalars={"temperature": 1.3, "scale": 0.2},
                                                    f32_inputs=("write",))),
     # the temperature learned: a 0-d tensor that requires grad

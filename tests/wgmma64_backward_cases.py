@@ -168,6 +168,8 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
 
 
 # chunk_bwd's outputs (plan names) and chunk_oracle's keys
+# the outputs with a factor the kernel rounds to bf16 where it hands it on: (β⊙dX)ᵀ, Vnᵀ, dVnᵀ and Xᵀ
+HANDED_ON = ("ws_d_k_decayed", "ws_d_k_to_end", "ws_dMqk", "ws_dMkk")
 CHUNK_OUTPUTS = ("ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end", "ws_dMqk", "ws_dMkk", "ws_d_decay_total",
                  "ws_dbeta")
 
@@ -241,9 +243,10 @@ def row_errors(got: torch.Tensor, want: torch.Tensor, terms: torch.Tensor | None
 
 def chunk_errors(result: dict) -> dict:
     """Each chunk_bwd output, and dv, against chunk_oracle (dv rounded to bf16 as stored): row_errors, the maximum
-    also against the output's terms."""
+    also against the output's terms where the kernel rounds one of their factors to bf16 (HANDED_ON)."""
     want, got = result["chunk"], result["debug"]
-    errors = {n: row_errors(got[n][:result["chunks"]], want[n], want["terms"][n]) for n in CHUNK_OUTPUTS}
+    errors = {n: row_errors(got[n][:result["chunks"]], want[n], want["terms"][n] if n in HANDED_ON else None)
+              for n in CHUNK_OUTPUTS}
     errors["dv"] = row_errors(result["dv"].reshape(want["dv"].shape), want["dv"].to(torch.bfloat16))
     return errors
 

@@ -221,7 +221,7 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
 
 
 PREPARE_BWD_THREADS = 256
-PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per token row, 16 rows per pass
+PREPARE_BWD_LANES_PER_ROW = 16   # the emitted blocks' row mapping: 16 lanes per token row, threads / 16 rows a pass
 FMA_PAD = 8                      # CUDA-core [C][K] tiles: rows K + 8 floats apart
 MMA_PAD = 4                      # tensor-core [C][K] tiles: K + 4 floats, a B fragment's four rows meet no bank twice
 PAIR_PAD = 4                     # CUDA-core [C][C] tiles: rows C + 4 floats apart
@@ -232,7 +232,7 @@ MID = BLOCK // 2 - 1             # the row of a 16-row block its factors are tak
 @kernel_options
 @dataclass
 class PrepareBwd64Options:
-    lanes_per_row: int       # emitted blocks: lanes per token row (16 rows per pass, C / 16 passes)
+    lanes_per_row: int       # emitted blocks: lanes per token row (threads / 16 rows a pass)
     kpt: int                 # emitted blocks: channels per lane
     contractions: str        # "mma": tensor cores, a warp per K/8 channels; "fma": CUDA cores, a thread per channel
     parts: int               # "fma": threads per channel, each over whole 16-row blocks
@@ -247,8 +247,8 @@ def contractions_of(diagonal: str) -> str:
     once) where every block's factors can be taken outside the products: a per-head decay ("scalar") has one factor
     per pair, e^(Γi−Γj) ≤ 1, folded into dMqk and dMkk first; a per-channel decay with the forward's bound
     ("factored") is factored about each block's middle row, e^(Γi−Γj) = U_i·D_IJ·W_j with U, W ≤ e^(8·|lb|) (2^58
-    at lb = −5), so the products overflow only where |dMqk| or |dMkk| passes 2^65 (non-finite gradients, never
-    silently wrong ones). Otherwise ("running") on CUDA cores, a thread per (channel, block), with running products
+    at lb = −5, ≈ 2^63 at the weakest bound accepted), so the products overflow only where |dMqk| or |dMkk| passes
+    ≈ 2^60 (non-finite gradients, never silently wrong ones). Otherwise ("running") on CUDA cores, a thread per (channel, block), with running products
     of α inside the diagonal blocks: nothing bounds k̂·e^(Γm−Γj) there."""
     return "fma" if diagonal == "running" else "mma"
 
@@ -269,7 +269,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     """Token-parallel, one CTA per (64-token chunk, q/k head), its G value heads in a loop: chunk_bwd's products
     to input gradients (docs/math.md §7.5–7.10). The contractions with e^(Γi−Γj) run by 16-row blocks (math.md
     §7.10) in the form contractions_of chose (docs/kernels.md §4.4). The emitted prologue and its adjoint run on
-    the row mapping of mma16's kernel, in passes of 16 rows."""
+    the row mapping of mma16's kernel, in passes of threads / 16 rows."""
     C, NB = CHUNK, CHUNK // BLOCK
     diagonal = diagonal_form(f)
     contractions = contractions_of(diagonal)
@@ -290,7 +290,8 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     if mma:
         buffers += [Buffer(n, (C, C), "bf16", ld=C + SPLIT_PAD) for n in ("dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo")]
         buffers += [Buffer("kbr_total", (K,), "f32")]
-        buffers += [Buffer("Gm", (NB + 1, K), "f32")] if factored else [Buffer("gamma", (C,), "f32")]
+        # factored: Γm(I), Γm(I) − Γm(I−1), Γl − Γm(I) per block and channel (the last two from sums within blocks)
+        buffers += [Buffer("Gm", (3 * NB, K), "f32")] if factored else [Buffer("gamma", (C,), "f32")]
     else:
         buffers += [Buffer("dMqk", (C, C), "f32", ld=C + PAIR_PAD), Buffer("dMkk", (C, C), "f32", ld=C + PAIR_PAD),
                     Buffer("T", (NB, K), "f32"), Buffer("block_dgc", (NB, K), "f32"),
@@ -301,7 +302,8 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
              note="one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not "
                   "waited for): the later plain loads meet L2"),
         Step("prologue_qk", "all", "row", writes=["q_hat", "k_hat"], global_reads=qk + seq,
-             note="emitted, in passes of 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero)"),
+             note="emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end "
+                  "zero)"),
     ]
     grads = ["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"]
     prologue_v = Step("prologue_v", "all", "row", writes=[row_side, "beta"],
@@ -311,7 +313,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                            "channel), β")
     if mma:
         factors = ("U_i = e^(Γi−Γm(I)), W_i = e^(Γm(I)−Γi) about row m(I) = 16I + " + str(MID) + " of each block "
-                   "(sums within the block), Gm: Γ at each block's row m and at the chunk's last row" if factored
+                   "(sums within the block); Gm: per block Γm(I), Γm(I)−Γm(I−1) and Γl−Γm(I)" if factored
                    else "U_i = e^Γi, W_i = e^(Γl−Γi); Γ, the per-head decay's cumsum, into gamma")
         steps += [
             prologue_v,
@@ -326,17 +328,17 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
                  reads=["U", "W", "q_hat", "k_hat", "dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo", "beta",
                         *(["Gm"] if factored else [])],
                  writes=["dgc", "kR_part", "kbr_total"], waits=["sync"], loop=True, global_reads=grads,
-                 note="warp w, channels [w·K/8, (w+1)·K/8) of every row, row block by row block: the block's "
-                      "loaded gradients asked for first; b_ki, then b_q and R, as bf16 hi + lo mma.m16n8k16 "
-                      "products: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers "
+                 note="warp w, channels [8w, 8w + 8) of every row: b_q and R, then b_ki, as bf16 hi + lo "
+                      "mma.m16n8k16 products, every row block's sums live, each block's operand built once: dMqk, "
+                      "dMkk (or their transposes) by ldmatrix, the other side built in registers "
                       + ("(k̂·W; scale·q̂·U, β·k̂·U), the blocks between by a Horner walk of the accumulators "
                          "(× e^(Γm(J)−Γm(J−1)) per channel), the rows × U or W after" if factored
                          else "(raw k̂; scale·q̂, β·k̂)")
-                      + "; b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's "
-                        "channels of k̂⊙R"),
+                      + "; then each block's elements, its loaded gradients asked for a block ahead: b_kd, b_kr; "
+                        "dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R"),
             Step("reverse_cumsum", "all", "warp_channels", reads=["dgc", "kbr_total"], writes=["dgc"], loop=True,
                  global_reads=["ws_d_decay_total"],
-                 note="lane c of warp w, channel w·K/8 + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr")]
+                 note="lane c of warp w, channel 8w + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr")]
     else:
         steps += [
             Step("load_terms", "all", "column_blocks", waits=["sync"], loop=True, global_reads=grads,
@@ -373,7 +375,8 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     if head_params:
         steps.append(Step("param_sums", "all", "column", reads=[key_side, row_side], waits=["sync"], loop=True,
                           global_writes=[f"ws_part_{n}" for n, _ in head_params],
-                          note="each head parameter's 16 row partials added in row order: the chunk's partial"))
+                          note="each head parameter's row partials (a pass's rows) added in row order: the "
+                               "chunk's partial"))
     steps += [
         Step("seeds", "all", "warp_channels" if mma else "column_blocks", writes=["dgc", key_side], waits=["sync"],
              note=f"the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and {key_side}"),
