@@ -133,7 +133,8 @@ def run_case(spec: tuple, seed: int, device: str = "cpu") -> dict:
     plan, recurrence = config.planned()
     if emulated:             # one host build for both directions (each build is a C++ compile)
         from kdagen.codegen import emulate
-        modules = dict.fromkeys(("forward", "backward"), emulate.build(plan, recurrence, [k.name for k in plan.kernels]))
+        built = emulate.build(plan, recurrence, [k.name for k in plan.kernels])
+        modules = dict.fromkeys(("forward", "backward"), built)
     else:
         from kdagen.ops.config import load
         modules = {d: load(config, v.device, d) for d in ("forward", "backward")}
@@ -227,15 +228,21 @@ def chunk_oracle(ws: dict, dstate: torch.Tensor, v: torch.Tensor, do: torch.Tens
             "terms": {n: torch.stack(x) for n, x in terms.items()}}
 
 
+def row_scales(got: torch.Tensor, want: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(L2 error, scale) per row (the last dim, the rest flattened): the scale is the row's norm, or the rows' RMS
+    norm where the row is smaller."""
+    got, want = got.double().cpu().flatten(0, -2), want.double().cpu().flatten(0, -2)
+    scale = want.norm(dim=-1).clamp_min(want.norm() / want.shape[0] ** 0.5).clamp_min(1e-30)
+    return (got - want).norm(dim=-1), scale
+
+
 def row_errors(got: torch.Tensor, want: torch.Tensor, terms: torch.Tensor | None = None) -> tuple[float, float]:
     """(90th percentile, max) over rows (the last dim) of the L2 error relative to the row's norm, or to the rows'
     RMS norm where the row is smaller: the bulk of the rows is the fp32-level check. A bf16 rounding that falls the
     other way in the kernel than in float64 moves a row by up to 2^-8 of one of its terms, so the maximum, the bound
     on those few rows, is also taken against half the norm of the row's terms in absolute value where `terms` gives
     them (a row whose terms cancel to near zero would make any such move look large)."""
-    got, want = got.double().cpu().flatten(0, -2), want.double().cpu().flatten(0, -2)
-    scale = want.norm(dim=-1).clamp_min(want.norm() / want.shape[0] ** 0.5).clamp_min(1e-30)
-    err = (got - want).norm(dim=-1)
+    err, scale = row_scales(got, want)
     e = err / scale
     worst = e if terms is None else err / torch.maximum(scale, terms.double().cpu().flatten(0, -2).norm(dim=-1) / 2)
     return torch.quantile(e, 0.9).item(), worst.max().item()

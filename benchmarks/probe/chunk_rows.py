@@ -11,23 +11,22 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-from wgmma64_backward_cases import CHUNK_OUTPUTS, GPU_CASES, run_case  # noqa: E402
+from wgmma64_backward_cases import CHUNK_OUTPUTS, GPU_CASES, row_scales, run_case  # noqa: E402
 
 
 def main(name: str, seed: int) -> None:
     result = run_case(GPU_CASES[name], seed, device="cuda")
     want, got = result["chunk"], result["debug"]
     for n in CHUNK_OUTPUTS:
-        g, w = got[n][:result["chunks"]].double().cpu(), want[n].double().cpu()
-        rows, terms = w.norm(dim=-1), want["terms"][n].double().cpu().norm(dim=-1)
-        rms = w.flatten(0, -2).norm(dim=-1).pow(2).mean().sqrt()
-        err = (g - w).norm(dim=-1)
-        scale = rows.clamp_min(rms)
-        for k in torch.topk((err / scale).flatten(), 3).indices.tolist():
-            at = tuple(int(i) for i in torch.unravel_index(torch.tensor(k), err.shape))
-            print(f"{n} row {at}: error {err[at]:.3e}, row norm {rows[at]:.3e}, rows' RMS {rms:.3e}, "
-                  f"error / scale {err[at] / scale[at]:.2e}, |terms| {terms[at]:.3e}, "
-                  f"error / |terms| {err[at] / terms[at]:.2e}")
+        w = want[n]
+        err, scale = row_scales(got[n][:result["chunks"]], w)
+        rows = w.double().cpu().flatten(0, -2).norm(dim=-1)
+        terms = want["terms"][n].double().cpu().flatten(0, -2).norm(dim=-1)
+        for k in torch.topk(err / scale, 3).indices.tolist():
+            at = tuple(int(i) for i in torch.unravel_index(torch.tensor(k), w.shape[:-1]))
+            print(f"{n} row {at}: error {err[k]:.3e}, row norm {rows[k]:.3e}, scale (norm or RMS) {scale[k]:.3e}, "
+                  f"error / scale {err[k] / scale[k]:.2e}, |terms| {terms[k]:.3e}, "
+                  f"error / |terms| {err[k] / terms[k]:.2e}")
 
 
 if __name__ == "__main__":

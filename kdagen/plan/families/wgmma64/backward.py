@@ -234,7 +234,7 @@ MID = BLOCK // 2 - 1             # the row of a 16-row block its factors are tak
 class PrepareBwd64Options:
     lanes_per_row: int       # emitted blocks: lanes per token row (threads / 16 rows a pass)
     kpt: int                 # emitted blocks: channels per lane
-    contractions: str        # "mma": tensor cores, a warp per K/8 channels; "fma": CUDA cores, a thread per channel
+    contractions: str        # "mma": tensor cores, a warp per 8 channels; "fma": CUDA cores, a thread per channel
     parts: int               # "fma": threads per channel, each over whole 16-row blocks
     decay_kind: str
     diagonal: str            # forward.diagonal_form: how the diagonal blocks' pair factors are formed
@@ -248,8 +248,8 @@ def contractions_of(diagonal: str) -> str:
     per pair, e^(Γi−Γj) ≤ 1, folded into dMqk and dMkk first; a per-channel decay with the forward's bound
     ("factored") is factored about each block's middle row, e^(Γi−Γj) = U_i·D_IJ·W_j with U, W ≤ e^(8·|lb|) (2^58
     at lb = −5, ≈ 2^63 at the weakest bound accepted), so the products overflow only where |dMqk| or |dMkk| passes
-    ≈ 2^60 (non-finite gradients, never silently wrong ones). Otherwise ("running") on CUDA cores, a thread per (channel, block), with running products
-    of α inside the diagonal blocks: nothing bounds k̂·e^(Γm−Γj) there."""
+    ≈ 2^60 (non-finite gradients, never silently wrong ones). Otherwise ("running") on CUDA cores, a thread per
+    (channel, block), with running products of α inside the diagonal blocks: nothing bounds k̂·e^(Γm−Γj) there."""
     return "fma" if diagonal == "running" else "mma"
 
 
