@@ -17,22 +17,23 @@ GROUPS = ("common", "sm80")
 # element (k, n) at b[n * ldb + k]) times scale[k]; and the cvt of every input element, to compare the rounding.
 KERNEL = r"""
 extern "C" __global__ void __launch_bounds__(32) tf32_mma_probe(const float* a, const float* b, const float* scale,
-                                                                int K, float* d, unsigned* rounded) {
+                                                                int K, float* d, float* rounded) {
   const int lane = threadIdx.x;
+  for (int i = lane; i < 16 * (K + 4); i += 32) rounded[i] = kdg::round_tf32(a[i]);  // A rounded once, stored
+  __syncwarp();
   kdg::FragC acc;
   kdg::frag_zero(acc);
   for (int k0 = 0; k0 < K; k0 += 8) {
     kdg::FragA8 fa;
     kdg::FragB8 fb;
-    kdg::load_frag_a8(fa, a + k0, K + 4, lane);
+    kdg::load_frag_a8_rounded(fa, rounded + k0, K + 4, lane);
     kdg::load_frag_b8_nk(fb, b + k0, K + 4, scale ? scale + k0 : nullptr, lane);
     kdg::mma_1688_tf32(acc, fa, fb);
   }
   kdg::store_frag_c(acc, d, 8, lane);
-  for (int i = lane; i < 16 * (K + 4); i += 32) rounded[i] = kdg::ptx_cvt_tf32(a[i]);
 }
 """
-SIGNATURES = [("tf32_mma_probe", ["const float*", "const float*", "const float*", "int", "float*", "unsigned*"])]
+SIGNATURES = [("tf32_mma_probe", ["const float*", "const float*", "const float*", "int", "float*", "float*"])]
 
 
 def device_source() -> str:
@@ -55,13 +56,13 @@ def run(module, device: str, K: int, scaled: bool, seed: int):
     scale = torch.rand(K, generator=g) + 0.5 if scaled else None
     a[0, 0], a[1, 1], a[2, 2] = 1 + 2 ** -11, -(1 + 3 * 2 ** -11), 2 ** -20 * (1 + 2 ** -11)  # ties and a small one
     d = torch.full((16, 8), float("nan"))
-    rounded = torch.zeros(16 * (K + 4), dtype=torch.int32)
+    rounded = torch.full((16 * (K + 4),), float("nan"))
     args = [t.to(device) if t is not None else None for t in (a, b, scale)]
     out = [d.to(device), rounded.to(device)]
     module.launch("tf32_mma_probe", (1,), (32,), [*args, K, *out])
     if device == "cuda":
         torch.cuda.synchronize()
-    got_d, got_r = out[0].cpu().numpy(), out[1].cpu().numpy().view(np.uint32).view(np.float32).reshape(16, K + 4)
+    got_d, got_r = out[0].cpu().numpy(), out[1].cpu().numpy().reshape(16, K + 4)
     an = tf32_rna(a.numpy())[:, :K].astype(np.float64)
     bk = b.numpy()[:, :K] * (scale.numpy() if scaled else 1.0)
     bn = tf32_rna(bk.astype(np.float32)).astype(np.float64)
@@ -70,7 +71,7 @@ def run(module, device: str, K: int, scaled: bool, seed: int):
 
 def check(module, device: str, K: int, scaled: bool) -> None:
     got_d, want_d, got_r, want_r = run(module, device, K, scaled, seed=K + scaled)
-    np.testing.assert_array_equal(got_r, want_r, err_msg="cvt.rna.tf32 of A's elements")
+    np.testing.assert_array_equal(got_r, want_r, err_msg="round_tf32 (cvt.rna.tf32) of A's elements")
     tol = 1e-5 * np.abs(want_d).max()
     bad = np.argwhere(np.abs(got_d - want_d) > tol)
     assert not len(bad), (f"tf32 mma K={K} scaled={scaled}: D (row, col) differs at {bad[:6].tolist()}: "

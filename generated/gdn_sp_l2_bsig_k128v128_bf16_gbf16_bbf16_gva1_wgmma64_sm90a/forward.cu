@@ -79,6 +79,21 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
+// ex2.approx.ftz.f32 and rcp.approx.ftz.f32: the special-function unit's 2^x and 1/x alone. exp2f, __expf and
+// __fdividef compile to the same MUFU instruction wrapped in a test and two multiplies that keep subnormal results
+// (and a branch where the caller selects); the gate and β never need those, and on the normal range the results
+// are the same bits.
+__device__ __forceinline__ float ptx_ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float ptx_rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -401,8 +416,9 @@ __device__ __forceinline__ void ptx_stmatrix_x4_trans(void* row_ptr, const u32 (
 // matches the float64 reference to fp32 rounding.
 namespace kdg {
 
-// The fast exponential and division (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+// The fast exponential and reciprocal (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
+// Flushing subnormals changes nothing here: e^−x below the smallest normal leaves 1 + e^−x = 1.
+__device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx_ex2_ftz(x * -1.4426950408889634f)); }
 
 // softplus with flash-linear-attention's threshold: x itself above it.
 __device__ __forceinline__ float softplus(float x, float threshold) {
@@ -453,10 +469,14 @@ __device__ __forceinline__ void load_row(float (&dst)[N], const float* p, bool v
   }
 }
 
-// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0).
+// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0, else 4-byte
+// pairs when N is even; p aligned to match).
 template <int N>
 __device__ __forceinline__ void store_row(bf16* p, const float (&src)[N]) {
-  if constexpr (N % 8 == 0) {
+  if constexpr (N % 2 == 0 && N % 8 != 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) *reinterpret_cast<u32*>(p + j) = pack_bf16(src[j], src[j + 1]);
+  } else if constexpr (N % 8 == 0) {
 #pragma unroll
     for (int j = 0; j < N; j += 8) {
       uint4 raw;
@@ -809,13 +829,18 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
   split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
 }
 
-// The tf32 fragments from fp32 shared memory (plain loads rounded by cvt.rna.tf32); ld ≡ 4 (mod 32) keeps the
-// row-major loads free of bank conflicts, ld ≡ 8 (mod 32) the column-major ones.
-// A (16x8, M x K) stored row-major: element (m, k) at base[m * ld + k].
-__device__ __forceinline__ void load_frag_a8(FragA8& a, const float* base, int ld, int lane) {
+// The tf32 fragments from fp32 shared memory; ld ≡ 4 (mod 32) keeps the row-major loads free of bank conflicts,
+// ld ≡ 8 (mod 32) the column-major ones.
+// x rounded as cvt.rna.tf32 rounds it, kept as a float (its low 13 bits zero): a tile stored so gives its tf32
+// fragments by plain loads (load_frag_a8_rounded), one conversion per element where there was one per use.
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(ptx_cvt_tf32(x)); }
+
+// A (16x8, M x K) stored row-major, element (m, k) at base[m * ld + k], already rounded to tf32 (round_tf32):
+// the fragments are the stored bits.
+__device__ __forceinline__ void load_frag_a8_rounded(FragA8& a, const float* base, int ld, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) a.x[i] = ptx_cvt_tf32(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
+  for (int i = 0; i < 4; ++i) a.x[i] = __float_as_uint(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
 }
 
 // B (8x8, K x N) where element (k, n) sits at base[n * ld + k], each element times scale[k] (scale may be null).
@@ -1098,7 +1123,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 1102 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1127 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1118,13 +1143,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   constexpr int C = 64, B = 16, NB = C / B, K = 128, KD = 1, G = 1, DW = 4;
   constexpr int LANES = 8, KPT = 16, THREADS = 256;
   constexpr int ROWS_PER_PASS = THREADS / LANES, PASSES = C / ROWS_PER_PASS, WARPS = THREADS / 32;
-  constexpr int PARTS = THREADS / K, BLOCKS_PER_PART = NB / PARTS;  // decay_columns, factors: threads per channel
+  constexpr int CPT = NB * K / THREADS;  // decay_columns, factors: a thread per (block, CPT adjacent channels)
   constexpr float LOG2E = 1.4426950408889634f;
   static_assert(LANES * KPT == K && ROWS_PER_PASS * PASSES == C && KPT % 4 == 0 && THREADS == 256,
                 "prologue: whole rows per pass, 16-byte shared stores");
-  static_assert(PARTS * K == THREADS && BLOCKS_PER_PART * PARTS == NB && K % 16 == 0,
-                "decay_columns, factors: PARTS threads per channel, whole blocks each");
-#line 1128 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+  static_assert(CPT * THREADS == NB * K && (CPT == 1 || CPT == 2) && K % 16 == 0,
+                "decay_columns, factors: one block and one or two channels per thread");
+#line 1153 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 89616 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_q_hi = reinterpret_cast<bf16*>(smem_raw + 0);  // q_hi [64 x 128] bf16, ld 136, alias q_then_A
@@ -1150,18 +1175,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 36 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // The C×C steps (Mqk's and Mkk's upper blocks, A's store) give each thread one row segment: row seg_row, the
+  // B columns of block seg_J, so that a block's case (above, on or below the diagonal) is one test per thread
+  // and the elements move as 16-byte vectors.
+  static_assert(C * C == THREADS * B && NB == 4, "C×C steps: one 16-column segment per thread");
+  const int seg_row = tid / NB, seg_J = tid % NB, seg_I = seg_row / B;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;
   kdg::ChunkAt at;
   if (!kdg::locate_chunk(nullptr, nullptr, T, N, C, chunk, at)) return;
   const long long t0 = at.t0;
   const int L = at.L;
   const long long ws_ch = (long long)chunk * HV + h;  // this (chunk, head) in the workspaces
-  // α of row r, channel c (one per row for a per-head decay)
-  auto alpha_at = [&](int r, int c) { return s_alpha[r * ld_alpha + (KD == 1 ? 0 : c)]; };
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β, log2 α; q̂, k̂ as bf16 hi + lo ----
-#line 47 "templates/wgmma64/prepare.cu.j2"
+#line 69 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each. A warp takes
   // ROWS_PER_WARP rows with lane l on row l % ROWS_PER_WARP: the eight lanes of a 16-byte shared store's phase
   // then write different rows (row pitches ≡ 16 bytes mod 128): the fp32 tiles meet no bank twice, where one
@@ -1173,62 +1201,62 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const int sub = lane / ROWS_PER_WARP, ch0 = sub * KPT, row_in_pass = warp * ROWS_PER_WARP + lane % ROWS_PER_WARP;
     // Every pass's token inputs are copied into registers (16-byte pieces) before any pass computes: the passes'
     // loads then share one memory latency, where the pass loop had one each.
-#line 63 "templates/wgmma64/prepare.cu.j2"
+#line 85 "templates/wgmma64/prepare.cu.j2"
     bf16 stage_beta[PASSES];
-#line 63 "templates/wgmma64/prepare.cu.j2"
+#line 85 "templates/wgmma64/prepare.cu.j2"
     bf16 stage_g[PASSES];
-#line 60 "templates/wgmma64/prepare.cu.j2"
+#line 82 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0, "k: whole 16-byte pieces per thread");
     uint4 stage_k[PASSES][KPT * sizeof(bf16) / 16];
-#line 60 "templates/wgmma64/prepare.cu.j2"
+#line 82 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0, "q: whole 16-byte pieces per thread");
     uint4 stage_q[PASSES][KPT * sizeof(bf16) / 16];
-#line 66 "templates/wgmma64/prepare.cu.j2"
+#line 88 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
       const long long tok = t0 + (row < L ? row : 0);  // a tail row reads a valid token; the block zeroes it
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 93 "templates/wgmma64/prepare.cu.j2"
       const bf16* const beta_at = in_beta + (tok * HV + h);
-#line 77 "templates/wgmma64/prepare.cu.j2"
+#line 99 "templates/wgmma64/prepare.cu.j2"
       stage_beta[pass] = *beta_at;
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 93 "templates/wgmma64/prepare.cu.j2"
       const bf16* const g_at = in_g + (tok * HV + h);
-#line 77 "templates/wgmma64/prepare.cu.j2"
+#line 99 "templates/wgmma64/prepare.cu.j2"
       stage_g[pass] = *g_at;
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 93 "templates/wgmma64/prepare.cu.j2"
       const bf16* const k_at = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 73 "templates/wgmma64/prepare.cu.j2"
+#line 95 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         stage_k[pass][piece] = reinterpret_cast<const uint4*>(k_at)[piece];
-#line 71 "templates/wgmma64/prepare.cu.j2"
+#line 93 "templates/wgmma64/prepare.cu.j2"
       const bf16* const q_at = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 73 "templates/wgmma64/prepare.cu.j2"
+#line 95 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         stage_q[pass][piece] = reinterpret_cast<const uint4*>(q_at)[piece];
-#line 80 "templates/wgmma64/prepare.cu.j2"
+#line 102 "templates/wgmma64/prepare.cu.j2"
     }
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
       const bool valid = row < L;
-#line 89 "templates/wgmma64/prepare.cu.j2"
+#line 111 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 87 "templates/wgmma64/prepare.cu.j2"
+#line 109 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_beta_row = &stage_beta[pass];
-#line 89 "templates/wgmma64/prepare.cu.j2"
+#line 111 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h;
-#line 87 "templates/wgmma64/prepare.cu.j2"
+#line 109 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = &stage_g[pass];
-#line 87 "templates/wgmma64/prepare.cu.j2"
+#line 109 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = reinterpret_cast<const bf16*>(stage_k[pass]);
-#line 87 "templates/wgmma64/prepare.cu.j2"
+#line 109 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = reinterpret_cast<const bf16*>(stage_q[pass]);
-#line 92 "templates/wgmma64/prepare.cu.j2"
+#line 114 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1232 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1260 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1287,12 +1315,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_7;
       const float scale_val = n_scale;
 
-#line 94 "templates/wgmma64/prepare.cu.j2"
+#line 116 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 104 "templates/wgmma64/prepare.cu.j2"
+#line 126 "templates/wgmma64/prepare.cu.j2"
       // q̂, k̂ as bf16 hi + lo tiles (the blocks' tensor-core operands, read by ldmatrix), 16-byte stores
 #pragma unroll
       for (int j = 0; j < KPT; j += 8) {
@@ -1308,12 +1336,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         *reinterpret_cast<uint4*>(&s_k_hi[at]) = make_uint4(kh[0], kh[1], kh[2], kh[3]);
         *reinterpret_cast<uint4*>(&s_k_lo[at]) = make_uint4(kl[0], kl[1], kl[2], kl[3]);
       }
-#line 133 "templates/wgmma64/prepare.cu.j2"
+#line 155 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 135 "templates/wgmma64/prepare.cu.j2"
-        s_alpha[row] = valid ? exp2f(decay * LOG2E) : 1.f;
+#line 157 "templates/wgmma64/prepare.cu.j2"
+        s_alpha[row] = kdg::ptx_ex2_ftz(valid ? decay * LOG2E : 0.f);
         s_gamma[row] = valid ? decay * LOG2E : 0.f;  // log2 α; decay_columns turns it into its running sum
-#line 138 "templates/wgmma64/prepare.cu.j2"
+#line 160 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1321,79 +1349,117 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
-  // ---- step decay_columns (all, column): 256/K threads per channel, each its blocks' α into registers and their totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 212 "templates/wgmma64/prepare.cu.j2"
-  // PARTS threads per channel: part p owns blocks I0 = p·BLOCKS_PER_PART onwards, reads their α into registers
-  // and shares their totals D with the channel's other threads
-  const int c = tid % K, part = tid / K, I0 = part * BLOCKS_PER_PART;
-  float alpha_col[BLOCKS_PER_PART * B];
+  // ---- step decay_columns (all, column): a thread per (block, 4K/256 adjacent channels): the block's α into registers, its totals D; γ = Γ·log2 e, the running sum of log2 α ----
+#line 234 "templates/wgmma64/prepare.cu.j2"
+  // thread (block I, channels c0 .. c0 + CPT − 1) reads its block's α into registers and shares the block's
+  // totals D; CPT adjacent channels per thread so that the decayed outputs leave as bf16 pairs
+  const int I = tid / (K / CPT), c0 = CPT * (tid % (K / CPT));
+  float alpha_col[B][CPT], d[CPT];
 #pragma unroll
-  for (int r = 0; r < BLOCKS_PER_PART * B; ++r) alpha_col[r] = alpha_at(I0 * B + r, c);
+  for (int j = 0; j < CPT; ++j) d[j] = 1.f;
 #pragma unroll
-  for (int b = 0; b < BLOCKS_PER_PART; ++b) {
-    float d = 1.f;
+  for (int r = 0; r < B; ++r) {
+#line 245 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
-    for (int r = 0; r < B; ++r) d *= alpha_col[b * B + r];
-    if (c < KD) s_D[(I0 + b) * KD + c] = d;
+    for (int j = 0; j < CPT; ++j) alpha_col[r][j] = s_alpha[(I * B + r) * ld_alpha];  // one α per row
+#line 248 "templates/wgmma64/prepare.cu.j2"
+#pragma unroll
+    for (int j = 0; j < CPT; ++j) d[j] *= alpha_col[r][j];
   }
-#line 226 "templates/wgmma64/prepare.cu.j2"
+#pragma unroll
+  for (int j = 0; j < CPT; ++j)
+    if (c0 + j < KD) s_D[I * KD + c0 + j] = d[j];
+#line 255 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 231 "templates/wgmma64/prepare.cu.j2"
+#line 260 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise) ----
-#line 235 "templates/wgmma64/prepare.cu.j2"
+#line 264 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 239 "templates/wgmma64/prepare.cu.j2"
+#line 268 "templates/wgmma64/prepare.cu.j2"
   {
-    float D[NB];
+    // D of every block; Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))) by selects, not
+    // by indexing with I, which depends on the thread and would put D in local memory
+    float D[NB][CPT], before[CPT], after[CPT];
 #pragma unroll
-    for (int I = 0; I < NB; ++I) D[I] = s_D[I * KD + (KD == 1 ? 0 : c)];
-#line 254 "templates/wgmma64/prepare.cu.j2"
-#pragma unroll
-    for (int b = 0; b < BLOCKS_PER_PART; ++b) {
-      const int I = I0 + b;
-      // Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))); selects, not indexing by I,
-      // which depends on the thread and would put D in local memory
-      float before = 1.f, after = 1.f;
+    for (int j = 0; j < CPT; ++j) {
+      before[j] = after[j] = 1.f;
 #pragma unroll
       for (int M = 0; M < NB; ++M) {
-        before *= M < I ? D[M] : 1.f;
-        after *= M > I ? D[M] : 1.f;
+        D[M][j] = s_D[M * KD + (KD == 1 ? 0 : c0 + j)];
+        before[j] *= M < I ? D[M][j] : 1.f;
+        after[j] *= M > I ? D[M][j] : 1.f;
       }
-      float E[B], F[B];
-      float e = 1.f;
+    }
+    // q̂ and k̂ of a row's channels c0 ..
+#line 284 "templates/wgmma64/prepare.cu.j2"
+    auto hi_lo = [&](const bf16* hi, const bf16* lo, int row, float (&x)[CPT]) {
 #pragma unroll
-      for (int r = 0; r < B; ++r) E[r] = (e *= alpha_col[b * B + r]);
-      float f = 1.f;
+      for (int j = 0; j < CPT; ++j) x[j] = kdg::to_f32(hi[row * LDS + c0 + j]) + kdg::to_f32(lo[row * LDS + c0 + j]);
+    };
+    auto q_run = [&](int row, float (&x)[CPT]) { hi_lo(s_q_hi, s_q_lo, row, x); };
+    auto k_run = [&](int row, float (&x)[CPT]) { hi_lo(s_k_hi, s_k_lo, row, x); };
+#line 294 "templates/wgmma64/prepare.cu.j2"
+    // the key side, last row first: F_r = Π α of the block's rows after r; k_to_end = k̂·F·after
+    {
+      float f[CPT];
+#pragma unroll
+      for (int j = 0; j < CPT; ++j) f[j] = 1.f;
 #pragma unroll
       for (int r = B - 1; r >= 0; --r) {
-        F[r] = f;
-        f *= alpha_col[b * B + r];
+        const int row = I * B + r;
+        float k[CPT], k_out[CPT], to_end[CPT];
+        k_run(row, k);
+#pragma unroll
+        for (int j = 0; j < CPT; ++j) {
+          k_out[j] = k[j] * f[j];
+          to_end[j] = k_out[j] * after[j];
+          f[j] *= alpha_col[r][j];
+        }
+#line 313 "templates/wgmma64/prepare.cu.j2"
+        kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + c0, to_end);
       }
+    }
+    // the row side, first row first: E_r = Π α of the block's rows up to r; q_decayed, k_decayed = ·E·before
+    {
+      float e[CPT];
+#pragma unroll
+      for (int j = 0; j < CPT; ++j) e[j] = 1.f;
 #pragma unroll
       for (int r = 0; r < B; ++r) {
         const int row = I * B + r;
-#line 279 "templates/wgmma64/prepare.cu.j2"
-        const int at = row * LDS + c;
-        const float q = (kdg::to_f32(s_q_hi[at]) + kdg::to_f32(s_q_lo[at])) * E[r];
-        const float k = kdg::to_f32(s_k_hi[at]) + kdg::to_f32(s_k_lo[at]);
-#line 290 "templates/wgmma64/prepare.cu.j2"
-        const long long o = (ws_ch * C + row) * K + c;
-        ws_q_decayed[o] = __float2bfloat16_rn(scale * q * before);
-        ws_k_decayed[o] = __float2bfloat16_rn(k * E[r] * before);
-        ws_k_to_end[o] = __float2bfloat16_rn(k * F[r] * after);
+        float q[CPT], k[CPT], q_dec[CPT], k_dec[CPT];
+        q_run(row, q);
+        k_run(row, k);
+#pragma unroll
+        for (int j = 0; j < CPT; ++j) {
+          e[j] *= alpha_col[r][j];
+          q[j] *= e[j];
+          k[j] *= e[j];
+          q_dec[j] = scale * q[j] * before[j];
+          k_dec[j] = k[j] * before[j];
+        }
+#line 341 "templates/wgmma64/prepare.cu.j2"
+        kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + c0, q_dec);
+        kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + c0, k_dec);
       }
     }
-    if (part == 0 && c < DW) {
-      float total = 1.f;
+    // block 0's threads: the decays between blocks, 1/D and the chunk's total decay, per channel
 #pragma unroll
-      for (int M = 0; M < NB; ++M) total *= D[M];
-      ws_decay_total[ws_ch * DW + c] = c < KD ? total : 0.f;
+    for (int j = 0; j < CPT; ++j) {
+      const int c = c0 + j;
+#line 360 "templates/wgmma64/prepare.cu.j2"
+      if (I == 0 && c < DW) {
+        float total = 1.f;
+#pragma unroll
+        for (int M = 0; M < NB; ++M) total *= D[M][j];
+        ws_decay_total[ws_ch * DW + c] = c < KD ? total : 0.f;
+      }
     }
   }
   if (tid < C) ws_beta[ws_ch * C + tid] = s_beta[tid];
@@ -1401,18 +1467,20 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × 2^(γi−γj), masked ----
-#line 308 "templates/wgmma64/prepare.cu.j2"
+#line 373 "templates/wgmma64/prepare.cu.j2"
   // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, bf16x3: a per-head decay's factor is one number per
   // pair, so the products take q̂ and k̂ as they are and each result is scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1)
   // Mqk_ij = scale·2^(γi−γj)·q̂_i·k̂_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k̂_i·k̂_j (j < i).
-#line 320 "templates/wgmma64/prepare.cu.j2"
+#line 385 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
   constexpr int PER_WARP = (TILES + WARPS - 1) / WARPS;
-  // block pair p = I(I−1)/2 + J, in the order (1,0) (2,0) (2,1) (3,0) (3,1) (3,2); then the diagonal (I, I)
-  auto pair_rows = [](int p) { if (p >= PAIRS) return p - PAIRS; int I = 1; while (p >= I) { p -= I; ++I; } return I; };
-  auto pair_cols = [](int p) { if (p >= PAIRS) return p - PAIRS; int I = 1; while (p >= I) { p -= I; ++I; } return p; };
+  // block pair p = I(I−1)/2 + J, in the order (1,0) (2,0) (2,1) (3,0) (3,1) (3,2); then the diagonal (I, I):
+  // I and J of pair p are bits 2p, 2p + 1 of these words (p = 9 leftmost), a shift where a loop was
+  constexpr unsigned PAIR_I = 0b11'10'01'00'11'11'11'10'10'01u, PAIR_J = 0b11'10'01'00'10'01'00'01'00'00u;
+  auto pair_rows = [](int p) { return int(PAIR_I >> (2 * p)) & 3; };
+  auto pair_cols = [](int p) { return int(PAIR_J >> (2 * p)) & 3; };
   kdg::FragC mkk_acc[PER_WARP][2];
   {
 #pragma unroll
@@ -1423,12 +1491,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 338 "templates/wgmma64/prepare.cu.j2"
+#line 405 "templates/wgmma64/prepare.cu.j2"
       const bf16* left_hi = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
       const bf16* left_lo = (is_k ? s_k_lo : s_q_lo) + I * B * LDS;
       const bf16* right_hi = s_k_hi + J * B * LDS;
       const bf16* right_lo = s_k_lo + J * B * LDS;
-#line 350 "templates/wgmma64/prepare.cu.j2"
+#line 417 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
         const kdg::FragA ah = kdg::load_frag_a(left_hi + kk * 16, LDS, lane);
@@ -1439,35 +1507,37 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
-#line 382 "templates/wgmma64/prepare.cu.j2"
+#line 449 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 389 "templates/wgmma64/prepare.cu.j2"
+#line 456 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] * exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
-#line 393 "templates/wgmma64/prepare.cu.j2"
-          if (is_k) {
-            mkk_acc[n][nt].x[e] = s_beta[I * B + r] * x;
-          } else {
-            ws_Mqk[(ws_ch * C + I * B + r) * C + J * B + cc] = __float2bfloat16_rn(scale * x);
-          }
+#line 460 "templates/wgmma64/prepare.cu.j2"
+          mkk_acc[n][nt].x[e] = (is_k ? s_beta[I * B + r] : scale) * x;
+        }
+        if (!is_k) {  // Mqk's tile: each lane's column pairs as bf16x2 words, rows r and r + 8
+          bf16* const at = ws_Mqk + (ws_ch * C + I * B + kdg::frag_c_row(lane, 0)) * C + J * B + nt * 8 +
+                           kdg::frag_c_col(lane, 0);
+          *reinterpret_cast<kdg::u32*>(at) = kdg::pack_bf16(mkk_acc[n][nt].x[0], mkk_acc[n][nt].x[1]);
+          *reinterpret_cast<kdg::u32*>(at + 8 * C) = kdg::pack_bf16(mkk_acc[n][nt].x[2], mkk_acc[n][nt].x[3]);
         }
       }
     }
-    // the upper blocks of Mqk (J > I) are zero: thread t writes 16 of them per row it owns
-    for (int idx = tid; idx < C * C; idx += THREADS) {
-      const int r = idx / C, cc = idx % C;
-      if (cc / B > r / B) ws_Mqk[(ws_ch * C + r) * C + cc] = __float2bfloat16_rn(0.f);
+    // the upper blocks of Mqk (J > I) are zero
+    if (seg_J > seg_I) {
+      uint4* const at = reinterpret_cast<uint4*>(ws_Mqk + (ws_ch * C + seg_row) * C + seg_J * B);
+      at[0] = at[1] = make_uint4(0u, 0u, 0u, 0u);
     }
   }
   __syncthreads();  // barrier "sync": the key side read by every warp; Mkk takes its region
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 410 "templates/wgmma64/prepare.cu.j2"
+#line 479 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1484,17 +1554,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         }
       }
     }
-    for (int idx = tid; idx < C * C; idx += THREADS) {
-      const int r = idx / C, cc = idx % C, I = r / B, J = cc / B;
-#line 431 "templates/wgmma64/prepare.cu.j2"
-      if (J > I) s_Mkk[r * ld_Mkk + cc] = 0.f;
+    // this thread's row segment: zero above the diagonal
+    float4* const at = reinterpret_cast<float4*>(&s_Mkk[seg_row * ld_Mkk + seg_J * B]);
+#line 500 "templates/wgmma64/prepare.cu.j2"
+#pragma unroll
+    for (int v = 0; v < B / 4; ++v) {
+#line 503 "templates/wgmma64/prepare.cu.j2"
+      if (seg_J > seg_I) at[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+#line 507 "templates/wgmma64/prepare.cu.j2"
     }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 437 "templates/wgmma64/prepare.cu.j2"
+#line 512 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1511,10 +1585,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
     for (int r = 0; r < B; ++r) s_A[(I * B + r) * ld_A + I * B + j] = col[r];
   }
-  // the blocks above the diagonal are zero
-  for (int idx = tid; idx < C * C; idx += THREADS) {
-    const int r = idx / C, cc = idx % C;
-    if (cc / B > r / B) s_A[r * ld_A + cc] = 0.f;
+  // the blocks above the diagonal are zero (this thread's row segment)
+  if (seg_J > seg_I) {
+#pragma unroll
+    for (int v = 0; v < B / 4; ++v)
+      reinterpret_cast<float4*>(&s_A[seg_row * ld_A + seg_J * B])[v] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   __syncthreads();  // barrier "sync"
   // (b) level by level (J = I − lvl): A_IJ = −A_II · T, T = Σ_{M=J}^{I−1} Mkk_IM · A_MJ, on tensor cores (bf16x3,
@@ -1552,11 +1627,22 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 493 "templates/wgmma64/prepare.cu.j2"
-  // A as bf16; rows and columns past the chunk's end zero
-  for (int idx = tid; idx < C * C; idx += THREADS) {
-    const int r = idx / C, cc = idx % C;
-    ws_A[ws_ch * C * C + idx] = __float2bfloat16_rn(r < L && cc < L ? s_A[r * ld_A + cc] : 0.f);
+#line 569 "templates/wgmma64/prepare.cu.j2"
+  // A as bf16, this thread's row segment as two 16-byte stores; rows and columns past the chunk's end zero
+  {
+    const float* const src = &s_A[seg_row * ld_A + seg_J * B];
+    kdg::u32 w[B / 2];
+#pragma unroll
+    for (int v = 0; v < B / 4; ++v) {
+      const float4 x = reinterpret_cast<const float4*>(src)[v];
+      const int c0 = seg_J * B + 4 * v;
+      const bool row_valid = seg_row < L;
+      w[2 * v] = kdg::pack_bf16(row_valid && c0 < L ? x.x : 0.f, row_valid && c0 + 1 < L ? x.y : 0.f);
+      w[2 * v + 1] = kdg::pack_bf16(row_valid && c0 + 2 < L ? x.z : 0.f, row_valid && c0 + 3 < L ? x.w : 0.f);
+    }
+    uint4* const at = reinterpret_cast<uint4*>(ws_A + (ws_ch * C + seg_row) * C + seg_J * B);
+    at[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    at[1] = make_uint4(w[4], w[5], w[6], w[7]);
   }
 }
 
@@ -1672,7 +1758,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1676 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1762 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1689,7 +1775,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1693 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1779 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 200704 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1755,7 +1841,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1759 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1845 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1784,7 +1870,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 1788 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1874 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group

@@ -79,6 +79,21 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
+// ex2.approx.ftz.f32 and rcp.approx.ftz.f32: the special-function unit's 2^x and 1/x alone. exp2f, __expf and
+// __fdividef compile to the same MUFU instruction wrapped in a test and two multiplies that keep subnormal results
+// (and a branch where the caller selects); the gate and β never need those, and on the normal range the results
+// are the same bits.
+__device__ __forceinline__ float ptx_ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float ptx_rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -168,8 +183,9 @@ __device__ __forceinline__ void ptx_cp_async_wait_group() {
 // matches the float64 reference to fp32 rounding.
 namespace kdg {
 
-// The fast exponential and division (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+// The fast exponential and reciprocal (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
+// Flushing subnormals changes nothing here: e^−x below the smallest normal leaves 1 + e^−x = 1.
+__device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx_ex2_ftz(x * -1.4426950408889634f)); }
 
 // softplus with flash-linear-attention's threshold: x itself above it.
 __device__ __forceinline__ float softplus(float x, float threshold) {
@@ -220,10 +236,14 @@ __device__ __forceinline__ void load_row(float (&dst)[N], const float* p, bool v
   }
 }
 
-// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0).
+// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0, else 4-byte
+// pairs when N is even; p aligned to match).
 template <int N>
 __device__ __forceinline__ void store_row(bf16* p, const float (&src)[N]) {
-  if constexpr (N % 8 == 0) {
+  if constexpr (N % 2 == 0 && N % 8 != 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) *reinterpret_cast<u32*>(p + j) = pack_bf16(src[j], src[j + 1]);
+  } else if constexpr (N % 8 == 0) {
 #pragma unroll
     for (int j = 0; j < N; j += 8) {
       uint4 raw;
@@ -576,13 +596,18 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
   split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
 }
 
-// The tf32 fragments from fp32 shared memory (plain loads rounded by cvt.rna.tf32); ld ≡ 4 (mod 32) keeps the
-// row-major loads free of bank conflicts, ld ≡ 8 (mod 32) the column-major ones.
-// A (16x8, M x K) stored row-major: element (m, k) at base[m * ld + k].
-__device__ __forceinline__ void load_frag_a8(FragA8& a, const float* base, int ld, int lane) {
+// The tf32 fragments from fp32 shared memory; ld ≡ 4 (mod 32) keeps the row-major loads free of bank conflicts,
+// ld ≡ 8 (mod 32) the column-major ones.
+// x rounded as cvt.rna.tf32 rounds it, kept as a float (its low 13 bits zero): a tile stored so gives its tf32
+// fragments by plain loads (load_frag_a8_rounded), one conversion per element where there was one per use.
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(ptx_cvt_tf32(x)); }
+
+// A (16x8, M x K) stored row-major, element (m, k) at base[m * ld + k], already rounded to tf32 (round_tf32):
+// the fragments are the stored bits.
+__device__ __forceinline__ void load_frag_a8_rounded(FragA8& a, const float* base, int ld, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) a.x[i] = ptx_cvt_tf32(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
+  for (int i = 0; i < 4; ++i) a.x[i] = __float_as_uint(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
 }
 
 // B (8x8, K x N) where element (k, n) sits at base[n * ld + k], each element times scale[k] (scale may be null).
@@ -674,7 +699,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 //   P = Sᵀ·k_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) states(
     const bf16* __restrict__ v,
-#line 678 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 703 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_state_blocks,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -689,7 +714,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2, BLOCK = 8;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 693 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 718 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 25248 B, static
   __shared__ __align__(16) unsigned char smem_raw[25248];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -740,7 +765,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 744 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 769 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 77 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -853,7 +878,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
         kdg::mbarrier_arrive(&bar_free[s]);
       }
 
-#line 857 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 882 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
@@ -1118,7 +1143,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 #line 94 "templates/mma16/dstate_pass.cu.j2"
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const bf16* __restrict__ dout,
-#line 1122 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1147 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -1135,7 +1160,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     int HV) {
 #line 96 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 1139 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1164 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages
@@ -1597,7 +1622,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1601 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1626 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1623,7 +1648,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1627 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1652 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -1954,7 +1979,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 1958 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1983 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1981,7 +2006,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 1985 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2010 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 43072 B, static
   __shared__ __align__(16) unsigned char smem_raw[43072];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -2018,7 +2043,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 2022 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2047 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2072,7 +2097,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2076 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2101 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2209,7 +2234,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2213 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2238 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2351,7 +2376,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2355 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2380 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2479,7 +2504,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2483 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2508 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2488,7 +2513,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2492 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2517 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -79,6 +79,21 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
+// ex2.approx.ftz.f32 and rcp.approx.ftz.f32: the special-function unit's 2^x and 1/x alone. exp2f, __expf and
+// __fdividef compile to the same MUFU instruction wrapped in a test and two multiplies that keep subnormal results
+// (and a branch where the caller selects); the gate and β never need those, and on the normal range the results
+// are the same bits.
+__device__ __forceinline__ float ptx_ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float ptx_rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -168,8 +183,9 @@ __device__ __forceinline__ void ptx_cp_async_wait_group() {
 // matches the float64 reference to fp32 rounding.
 namespace kdg {
 
-// The fast exponential and division (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+// The fast exponential and reciprocal (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
+// Flushing subnormals changes nothing here: e^−x below the smallest normal leaves 1 + e^−x = 1.
+__device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx_ex2_ftz(x * -1.4426950408889634f)); }
 
 // softplus with flash-linear-attention's threshold: x itself above it.
 __device__ __forceinline__ float softplus(float x, float threshold) {
@@ -220,10 +236,14 @@ __device__ __forceinline__ void load_row(float (&dst)[N], const float* p, bool v
   }
 }
 
-// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0).
+// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0, else 4-byte
+// pairs when N is even; p aligned to match).
 template <int N>
 __device__ __forceinline__ void store_row(bf16* p, const float (&src)[N]) {
-  if constexpr (N % 8 == 0) {
+  if constexpr (N % 2 == 0 && N % 8 != 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) *reinterpret_cast<u32*>(p + j) = pack_bf16(src[j], src[j + 1]);
+  } else if constexpr (N % 8 == 0) {
 #pragma unroll
     for (int j = 0; j < N; j += 8) {
       uint4 raw;
@@ -576,13 +596,18 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
   split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
 }
 
-// The tf32 fragments from fp32 shared memory (plain loads rounded by cvt.rna.tf32); ld ≡ 4 (mod 32) keeps the
-// row-major loads free of bank conflicts, ld ≡ 8 (mod 32) the column-major ones.
-// A (16x8, M x K) stored row-major: element (m, k) at base[m * ld + k].
-__device__ __forceinline__ void load_frag_a8(FragA8& a, const float* base, int ld, int lane) {
+// The tf32 fragments from fp32 shared memory; ld ≡ 4 (mod 32) keeps the row-major loads free of bank conflicts,
+// ld ≡ 8 (mod 32) the column-major ones.
+// x rounded as cvt.rna.tf32 rounds it, kept as a float (its low 13 bits zero): a tile stored so gives its tf32
+// fragments by plain loads (load_frag_a8_rounded), one conversion per element where there was one per use.
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(ptx_cvt_tf32(x)); }
+
+// A (16x8, M x K) stored row-major, element (m, k) at base[m * ld + k], already rounded to tf32 (round_tf32):
+// the fragments are the stored bits.
+__device__ __forceinline__ void load_frag_a8_rounded(FragA8& a, const float* base, int ld, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) a.x[i] = ptx_cvt_tf32(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
+  for (int i = 0; i < 4; ++i) a.x[i] = __float_as_uint(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
 }
 
 // B (8x8, K x N) where element (k, n) sits at base[n * ld + k], each element times scale[k] (scale may be null).
@@ -895,7 +920,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 #line 94 "templates/mma16/dstate_pass.cu.j2"
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
     const bf16* __restrict__ dout,
-#line 899 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
+#line 924 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -912,7 +937,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
     int HV) {
 #line 96 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 916 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
+#line 941 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
   // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages

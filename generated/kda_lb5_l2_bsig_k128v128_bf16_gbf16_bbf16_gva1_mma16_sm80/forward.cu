@@ -79,6 +79,21 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
+// ex2.approx.ftz.f32 and rcp.approx.ftz.f32: the special-function unit's 2^x and 1/x alone. exp2f, __expf and
+// __fdividef compile to the same MUFU instruction wrapped in a test and two multiplies that keep subnormal results
+// (and a branch where the caller selects); the gate and β never need those, and on the normal range the results
+// are the same bits.
+__device__ __forceinline__ float ptx_ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float ptx_rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -168,8 +183,9 @@ __device__ __forceinline__ void ptx_cp_async_wait_group() {
 // matches the float64 reference to fp32 rounding.
 namespace kdg {
 
-// The fast exponential and division (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+// The fast exponential and reciprocal (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
+// Flushing subnormals changes nothing here: e^−x below the smallest normal leaves 1 + e^−x = 1.
+__device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx_ex2_ftz(x * -1.4426950408889634f)); }
 
 // softplus with flash-linear-attention's threshold: x itself above it.
 __device__ __forceinline__ float softplus(float x, float threshold) {
@@ -220,10 +236,14 @@ __device__ __forceinline__ void load_row(float (&dst)[N], const float* p, bool v
   }
 }
 
-// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0).
+// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0, else 4-byte
+// pairs when N is even; p aligned to match).
 template <int N>
 __device__ __forceinline__ void store_row(bf16* p, const float (&src)[N]) {
-  if constexpr (N % 8 == 0) {
+  if constexpr (N % 2 == 0 && N % 8 != 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) *reinterpret_cast<u32*>(p + j) = pack_bf16(src[j], src[j + 1]);
+  } else if constexpr (N % 8 == 0) {
 #pragma unroll
     for (int j = 0; j < N; j += 8) {
       uint4 raw;
@@ -576,13 +596,18 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
   split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
 }
 
-// The tf32 fragments from fp32 shared memory (plain loads rounded by cvt.rna.tf32); ld ≡ 4 (mod 32) keeps the
-// row-major loads free of bank conflicts, ld ≡ 8 (mod 32) the column-major ones.
-// A (16x8, M x K) stored row-major: element (m, k) at base[m * ld + k].
-__device__ __forceinline__ void load_frag_a8(FragA8& a, const float* base, int ld, int lane) {
+// The tf32 fragments from fp32 shared memory; ld ≡ 4 (mod 32) keeps the row-major loads free of bank conflicts,
+// ld ≡ 8 (mod 32) the column-major ones.
+// x rounded as cvt.rna.tf32 rounds it, kept as a float (its low 13 bits zero): a tile stored so gives its tf32
+// fragments by plain loads (load_frag_a8_rounded), one conversion per element where there was one per use.
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(ptx_cvt_tf32(x)); }
+
+// A (16x8, M x K) stored row-major, element (m, k) at base[m * ld + k], already rounded to tf32 (round_tf32):
+// the fragments are the stored bits.
+__device__ __forceinline__ void load_frag_a8_rounded(FragA8& a, const float* base, int ld, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) a.x[i] = ptx_cvt_tf32(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
+  for (int i = 0; i < 4; ++i) a.x[i] = __float_as_uint(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
 }
 
 // B (8x8, K x N) where element (k, n) sits at base[n * ld + k], each element times scale[k] (scale may be null).
@@ -670,7 +695,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 // rows >= the chunk's length L are zero. Γ is kept in log2 units (Γ₂ = Γ·log2 e) and used through exp2f.
 extern "C" __global__ void __launch_bounds__(128, 4) prepare(
     const bf16* __restrict__ in_q,
-#line 674 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
+#line 699 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -691,7 +716,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   constexpr int LANES = 8, KPT = 16, THREADS = 128;
   constexpr float LOG2E = 1.4426950408889634f;
   static_assert(LANES * KPT == K && C * LANES == THREADS, "row mapping: C rows x LANES threads x KPT channels");
-#line 695 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
+#line 720 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
   // shared memory: 35392 B, static
   __shared__ __align__(16) unsigned char smem_raw[35392];
   float* const s_gamma = reinterpret_cast<float*>(smem_raw + 0);  // gamma [16 x 128] f32, ld 128
@@ -738,7 +763,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 41 "templates/mma16/prepare.cu.j2"
   // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 742 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
+#line 767 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
   // A_log: head_param
   const float n_A_log = *in_A_log_row;
   // beta: token_input
@@ -929,7 +954,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
 //   P = Sᵀ·k_decayedᵀ,  Q = Sᵀ·q_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Oᵀ = Q + Vnᵀ·Mqkᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
     const bf16* __restrict__ v,
-#line 933 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
+#line 958 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
     const float* __restrict__ h0,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -948,7 +973,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2, BLOCK = 8;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 952 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
+#line 977 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
   // shared memory: 39072 B, static
   __shared__ __align__(16) unsigned char smem_raw[39072];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -1007,7 +1032,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1011 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
+#line 1036 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 77 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -1182,7 +1207,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
         }
       }
 
-#line 1186 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
+#line 1211 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----

@@ -79,6 +79,21 @@ __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(threads) : "memory");
 }
 
+// ex2.approx.ftz.f32 and rcp.approx.ftz.f32: the special-function unit's 2^x and 1/x alone. exp2f, __expf and
+// __fdividef compile to the same MUFU instruction wrapped in a test and two multiplies that keep subnormal results
+// (and a branch where the caller selects); the gate and β never need those, and on the normal range the results
+// are the same bits.
+__device__ __forceinline__ float ptx_ex2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float ptx_rcp_ftz(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 }  // namespace kdg
 
 // Dynamic shared memory of a kernel whose plan is above the static limit.
@@ -401,8 +416,9 @@ __device__ __forceinline__ void ptx_stmatrix_x4_trans(void* row_ptr, const u32 (
 // matches the float64 reference to fp32 rounding.
 namespace kdg {
 
-// The fast exponential and division (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+// The fast exponential and reciprocal (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
+// Flushing subnormals changes nothing here: e^−x below the smallest normal leaves 1 + e^−x = 1.
+__device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx_ex2_ftz(x * -1.4426950408889634f)); }
 
 // softplus with flash-linear-attention's threshold: x itself above it.
 __device__ __forceinline__ float softplus(float x, float threshold) {
@@ -453,10 +469,14 @@ __device__ __forceinline__ void load_row(float (&dst)[N], const float* p, bool v
   }
 }
 
-// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0).
+// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0, else 4-byte
+// pairs when N is even; p aligned to match).
 template <int N>
 __device__ __forceinline__ void store_row(bf16* p, const float (&src)[N]) {
-  if constexpr (N % 8 == 0) {
+  if constexpr (N % 2 == 0 && N % 8 != 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) *reinterpret_cast<u32*>(p + j) = pack_bf16(src[j], src[j + 1]);
+  } else if constexpr (N % 8 == 0) {
 #pragma unroll
     for (int j = 0; j < N; j += 8) {
       uint4 raw;
@@ -809,13 +829,18 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
   split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
 }
 
-// The tf32 fragments from fp32 shared memory (plain loads rounded by cvt.rna.tf32); ld ≡ 4 (mod 32) keeps the
-// row-major loads free of bank conflicts, ld ≡ 8 (mod 32) the column-major ones.
-// A (16x8, M x K) stored row-major: element (m, k) at base[m * ld + k].
-__device__ __forceinline__ void load_frag_a8(FragA8& a, const float* base, int ld, int lane) {
+// The tf32 fragments from fp32 shared memory; ld ≡ 4 (mod 32) keeps the row-major loads free of bank conflicts,
+// ld ≡ 8 (mod 32) the column-major ones.
+// x rounded as cvt.rna.tf32 rounds it, kept as a float (its low 13 bits zero): a tile stored so gives its tf32
+// fragments by plain loads (load_frag_a8_rounded), one conversion per element where there was one per use.
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(ptx_cvt_tf32(x)); }
+
+// A (16x8, M x K) stored row-major, element (m, k) at base[m * ld + k], already rounded to tf32 (round_tf32):
+// the fragments are the stored bits.
+__device__ __forceinline__ void load_frag_a8_rounded(FragA8& a, const float* base, int ld, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) a.x[i] = ptx_cvt_tf32(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
+  for (int i = 0; i < 4; ++i) a.x[i] = __float_as_uint(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
 }
 
 // B (8x8, K x N) where element (k, n) sits at base[n * ld + k], each element times scale[k] (scale may be null).
@@ -1195,7 +1220,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 25 "templates/wgmma64/dstate.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1199 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1224 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1213,7 +1238,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 #line 27 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
   constexpr bool starts = false;   // the C pass: no dh stores, dS entering → dstate_start
-#line 1217 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1242 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216064 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1267,7 +1292,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1271 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1296 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1295,7 +1320,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1299 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1324 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 64 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1591,7 +1616,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1595 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1620 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1614,7 +1639,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dbeta) {
 #line 55 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1618 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1643 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1675,7 +1700,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1679 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1704 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1707,7 +1732,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1711 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1736 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
@@ -1984,22 +2009,22 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 349 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 60 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 59 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
 // grid (chunks upper bound, H q/k heads), 512 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
-#line 65 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 64 "templates/wgmma64/prepare_bwd.cu.j2"
 //   column  a thread per channel (block_factors);
 //   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma"): every 16-row block pair
 //           is a bf16 hi + lo mma.m16n8k16 product, dMqk and dMkk split once into tiles read by ldmatrix,
-#line 69 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
 //           the other side built in registers as k̂·W (or q̂·U, β·k̂·U) with U_i = e^(Γi−Γm), W_j = e^(Γm−Γj) about
 //           each block's row m = 16I + MID: e^(Γi−Γj) = U_i·e^(Γm(I)−Γm(J))·W_j, the middle factor applied to the
 //           accumulators as a Horner walk over the blocks, U or W to the rows after.
-#line 79 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 78 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
-#line 88 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 87 "templates/wgmma64/prepare_bwd.cu.j2"
 namespace kdg_prepare_bwd {
 using namespace kdg;
 
@@ -2009,12 +2034,12 @@ constexpr int PARTS = 4, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
-#line 98 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 97 "templates/wgmma64/prepare_bwd.cu.j2"
 constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
 constexpr int MID = 7;                           // the row of a block its factors are taken about
 static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 103 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 102 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2022,7 +2047,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2026 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2051 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2044,9 +2069,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 110 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 109 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2050 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2075 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
@@ -2073,25 +2098,25 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
   float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 210176);  // kbr_total [128] f32, ld 128
   float* const s_Gm = reinterpret_cast<float*>(smem_raw + 210688);  // Gm [12 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_Gm = 128;
-#line 113 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 112 "templates/wgmma64/prepare_bwd.cu.j2"
   constexpr int LDT = ld_q_hat, LDM = ld_dMqk_hi, KRP = ld_kR_part;  // [C][K], [C][C] row pitches; kR partials
   static_assert(ld_k_hat == LDT && ld_U == LDT && ld_W == LDT && ld_dgc == LDT && ld_dMqk_lo == LDM &&
                 ld_dMkk_hi == LDM && ld_dMkk_lo == LDM && LDM % 8 == 0, "one pitch per tile shape; 16-byte rows");
-#line 121 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
   const int c = blockIdx.x, jh = blockIdx.y, H = gridDim.y, HV = H * G;  // jh: the q/k head
   ChunkAt at;                                        // the grid is an upper bound on the chunk count
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
-#line 129 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 128 "templates/wgmma64/prepare_bwd.cu.j2"
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
-#line 131 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 130 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 136 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 135 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2105,14 +2130,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2109 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2134 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
-#line 149 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 148 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2116 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2141 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2147,14 +2172,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_7[j];
-#line 155 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 154 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 162 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 161 "templates/wgmma64/prepare_bwd.cu.j2"
   kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
 #pragma unroll
   for (int I = 0; I < NB; ++I)
@@ -2164,7 +2189,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::frag_zero(dk_sum[I][nt]);
     }
 
-#line 174 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 173 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
@@ -2176,14 +2201,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2180 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2205 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 199 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 198 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2187 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2212 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2224,20 +2249,20 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) a_out[j] = n_mul_4[j];
       const float beta_out = n_sigmoid_8;
-#line 205 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 204 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_U[i * LDT + d0 + e] = valid ? a_out[e] : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
     }
-#line 211 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 210 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": a and β written
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, column): a thread per channel down the chunk: U_i = e^(Γi−Γm(I)), W_i = e^(Γm(I)−Γi) about row m(I) = 16I + 7 of each block (sums within the block); Gm: per block Γm(I), Γm(I)−Γm(I−1) and Γl−Γm(I) ----
-#line 214 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 213 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid < K) {                                  // a thread per channel, down the chunk
-#line 216 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 215 "templates/wgmma64/prepare_bwd.cu.j2"
       // Γ within each block from its start (sums of 16 terms at most): U, W and the walk's steps carry no
       // cancellation of the chunk's Γ
       float total[NB], mid[NB], base = 0.f;         // per block: its Γ total, Γ at its row MID; Γ entering it
@@ -2263,13 +2288,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_Gm[(2 * NB + I) * K + tid] = total[I] - mid[I] + after;                  // Γl − Γm(I)
         after += total[I];
       }
-#line 256 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 255 "templates/wgmma64/prepare_bwd.cu.j2"
     }
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁, split once into bf16 hi + lo ----
-#line 27 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 26 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2278,12 +2303,12 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       float* k4 = &mk.x;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {                 // masked to tril₀ and tril₋₁
-#line 40 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 39 "templates/wgmma64/prepare_bwd.cu.j2"
         q4[u] = j + u <= i ? q4[u] : 0.f;
         k4[u] = j + u < i ? k4[u] : 0.f;
-#line 43 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 42 "templates/wgmma64/prepare_bwd.cu.j2"
       }
-#line 45 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 44 "templates/wgmma64/prepare_bwd.cu.j2"
       uint2 qh, ql, kh, kl;                         // split once: bf16 hi + lo
       kdg::split_bf16(q4[0], q4[1], qh.x, ql.x);
       kdg::split_bf16(q4[2], q4[3], qh.y, ql.y);
@@ -2293,14 +2318,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       *reinterpret_cast<uint2*>(&s_dMqk_lo[i * LDM + j]) = ql;
       *reinterpret_cast<uint2*>(&s_dMkk_hi[i * LDM + j]) = kh;
       *reinterpret_cast<uint2*>(&s_dMkk_lo[i * LDM + j]) = kl;
-#line 58 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 57 "templates/wgmma64/prepare_bwd.cu.j2"
     }
-#line 285 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 284 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step branch_grads (all, warp_channels): warp w, channels [8w, 8w + 8) of every row: b_q and R, then b_ki, as bf16 hi + lo mma.m16n8k16 products, every row block's sums live, each block's operand built once: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers (k̂·W; scale·q̂·U, β·k̂·U), the blocks between by a Horner walk of the accumulators (× e^(Γm(J)−Γm(J−1)) per channel), the rows × U or W after; then each block's elements, its loaded gradients asked for a block ahead: b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 289 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 288 "templates/wgmma64/prepare_bwd.cu.j2"
     // B fragment (K: 16 token rows from r0, N: 8 channels from ch) of mul·X·S·rs[row], split bf16
     // hi + lo
     auto frag_b = [&](const float* X, const float* S, const float* rs, float mul, int r0, int ch, kdg::FragB& hi,
@@ -2314,7 +2339,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::split_bf16(v[0], v[1], hi.x[0], lo.x[0]);
       kdg::split_bf16(v[2], v[3], hi.x[1], lo.x[1]);
     };
-#line 303 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 302 "templates/wgmma64/prepare_bwd.cu.j2"
     // a step of the Horner walk over the row blocks: its factors e^(Γm(J)−Γm(J−1)) ≤ 1 at the own channel columns,
     // then the accumulators' columns times them
     auto step_factors = [&](int J, float (&f)[NT][2]) {
@@ -2332,7 +2357,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
           acc[nt].x[cc + 2] *= f[nt][cc];
         }
     };
-#line 323 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 322 "templates/wgmma64/prepare_bwd.cu.j2"
     // Every row block's sums at once, so that each block's operand is built once per value head: the source blocks
     // in the outer loops, the accumulators of every target block live (unrolled: every register index a constant).
     kdg::FragC bq[NB][NT], R[NB][NT], bki[NB][NT];
@@ -2365,18 +2390,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
         frag_b(s_k_hat, s_W, nullptr, 1.f, J * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
-#line 356 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 355 "templates/wgmma64/prepare_bwd.cu.j2"
       float f[NT][2];
       if (J > 0) step_factors(J, f);
-#line 359 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 358 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = J; I < NB; ++I) {
-#line 362 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 361 "templates/wgmma64/prepare_bwd.cu.j2"
         if (J > 0) {
           walk(bq[I], f);
           walk(R[I], f);
         }
-#line 367 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 366 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I * B * LDM + J * B;         // dM[I, J]
         const kdg::FragA aqh = kdg::load_frag_a(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a(s_dMqk_lo + at, LDM, lane);
@@ -2399,15 +2424,15 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         frag_b(s_q_hat, s_U, nullptr, core_scale, I2 * B, ch0 + 8 * nt + g, qh[nt], ql[nt]);
         frag_b(s_k_hat, s_U, s_beta, 1.f, I2 * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
       }
-#line 390 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 389 "templates/wgmma64/prepare_bwd.cu.j2"
       float f[NT][2];
       if (I2 < NB - 1) step_factors(I2 + 1, f);
-#line 393 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 392 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = 0; I <= I2; ++I) {
-#line 396 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 395 "templates/wgmma64/prepare_bwd.cu.j2"
         if (I2 < NB - 1) walk(bki[I], f);
-#line 398 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 397 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
         const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
@@ -2430,7 +2455,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-#line 421 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 420 "templates/wgmma64/prepare_bwd.cu.j2"
         float ein[2], rout[2];                       // e^Γm(I) and e^(Γl−Γm(I)) at the two columns: E_i = U_i·ein,
 #pragma unroll                                       // e^(Γl−Γi) = W_i·rout
         for (int cc = 0; cc < 2; ++cc) {
@@ -2438,17 +2463,17 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
           ein[cc] = exp2f(s_Gm[I * K + ch] * LOG2E);
           rout[cc] = exp2f(s_Gm[(2 * NB + I) * K + ch] * LOG2E);
         }
-#line 429 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 428 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
           const float u = s_U[i * LDT + ch], w = s_W[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 436 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 435 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = u * bq[I][nt].x[e], R_i = u * R[I][nt].x[e], bki_i = w * bki[I][nt].x[e];
           const float E = u * ein[e & 1], Rend = w * rout[e & 1];
-#line 442 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 441 "templates/wgmma64/prepare_bwd.cu.j2"
           const float b_q = valid ? core_scale * (E * g_qd[nt][e] + bq_i) : 0.f;
           const float b_kd = valid ? E * g_kd[nt][e] + s_beta[i] * R_i : 0.f;
           const float b_kr = valid ? Rend * g_kr[nt][e] : 0.f;
@@ -2491,7 +2516,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel 8w + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 483 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 482 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2501,18 +2526,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 651 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 650 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a pass-tall slice of W's tile (then U's) ----
-#line 655 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 654 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 655 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 654 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2514 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2539 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 658 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 657 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2521,13 +2546,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 667 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 666 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 679 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 678 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2531 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2556 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2628,54 +2653,54 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         const float d_A_log = n_grad_A_log;
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 685 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 684 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 688 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 687 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 691 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 690 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 694 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 693 "templates/wgmma64/prepare_bwd.cu.j2"
     static_assert(2 <= 2 * 2, "head parameters: a slice of the two factor "
                   "tiles each (the plan's max_head_params)");
     // each parameter's row partials into a pass-tall slice of the factor tiles, W's then U's
     // (free since branch_grads)
-#line 699 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 698 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_dt_bias =
         s_W + 0 * ROWS * LDT;
-#line 699 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 698 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_A_log =
         s_W + 1 * ROWS * LDT;
-#line 704 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 703 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) rows_dt_bias[(tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 707 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 706 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) rows_A_log[(tid / LPR) * LDT] = part_A_log;
-#line 710 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 709 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's row partials (a pass's rows) added in row order: the chunk's partial ----
-#line 714 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 713 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_dt_bias[r * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 720 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 719 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_A_log[r * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 728 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 727 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and W ----
-#line 731 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 730 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and W tiles is done
-#line 733 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 732 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2686,14 +2711,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_W[at] = dk_sum[I][nt].x[e];
       }
-#line 754 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 753 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2695 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-#pragma unroll
-#line 758 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 756 "templates/wgmma64/prepare_bwd.cu.j2"
+#pragma unroll 1
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2704,7 +2728,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2708 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2732 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2819,7 +2843,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
     if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
     if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 771 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 770 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2832,7 +2856,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2836 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2860 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2841,7 +2865,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2845 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2869 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

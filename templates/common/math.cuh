@@ -3,8 +3,9 @@
 // matches the float64 reference to fp32 rounding.
 namespace kdg {
 
-// The fast exponential and division (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+// The fast exponential and reciprocal (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
+// Flushing subnormals changes nothing here: e^−x below the smallest normal leaves 1 + e^−x = 1.
+__device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx_ex2_ftz(x * -1.4426950408889634f)); }
 
 // softplus with flash-linear-attention's threshold: x itself above it.
 __device__ __forceinline__ float softplus(float x, float threshold) {
@@ -55,10 +56,14 @@ __device__ __forceinline__ void load_row(float (&dst)[N], const float* p, bool v
   }
 }
 
-// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0).
+// N floats from registers to N consecutive bf16 elements at p (16-byte stores when N % 8 == 0, else 4-byte
+// pairs when N is even; p aligned to match).
 template <int N>
 __device__ __forceinline__ void store_row(bf16* p, const float (&src)[N]) {
-  if constexpr (N % 8 == 0) {
+  if constexpr (N % 2 == 0 && N % 8 != 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) *reinterpret_cast<u32*>(p + j) = pack_bf16(src[j], src[j + 1]);
+  } else if constexpr (N % 8 == 0) {
 #pragma unroll
     for (int j = 0; j < N; j += 8) {
       uint4 raw;

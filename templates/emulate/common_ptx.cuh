@@ -78,4 +78,14 @@ inline void named_barrier_emulated(int id, int threads, bool wait) {
 __device__ __forceinline__ void ptx_bar_sync(int id, int threads) { named_barrier_emulated(id, threads, true); }
 __device__ __forceinline__ void ptx_bar_arrive(int id, int threads) { named_barrier_emulated(id, threads, false); }
 
+// ex2.approx.ftz, rcp.approx.ftz: at host precision, results below the smallest normal flushed to zero
+__device__ __forceinline__ float ptx_ex2_ftz(float x) {
+  const float y = std::exp2(x);
+  return y < FLT_MIN ? 0.f : y;
+}
+__device__ __forceinline__ float ptx_rcp_ftz(float x) {
+  const float y = 1.f / x;
+  return std::fabs(y) < FLT_MIN ? 0.f * y : y;
+}
+
 }  // namespace kdg

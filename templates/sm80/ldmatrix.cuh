@@ -77,13 +77,18 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
   split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
 }
 
-// The tf32 fragments from fp32 shared memory (plain loads rounded by cvt.rna.tf32); ld ≡ 4 (mod 32) keeps the
-// row-major loads free of bank conflicts, ld ≡ 8 (mod 32) the column-major ones.
-// A (16x8, M x K) stored row-major: element (m, k) at base[m * ld + k].
-__device__ __forceinline__ void load_frag_a8(FragA8& a, const float* base, int ld, int lane) {
+// The tf32 fragments from fp32 shared memory; ld ≡ 4 (mod 32) keeps the row-major loads free of bank conflicts,
+// ld ≡ 8 (mod 32) the column-major ones.
+// x rounded as cvt.rna.tf32 rounds it, kept as a float (its low 13 bits zero): a tile stored so gives its tf32
+// fragments by plain loads (load_frag_a8_rounded), one conversion per element where there was one per use.
+__device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(ptx_cvt_tf32(x)); }
+
+// A (16x8, M x K) stored row-major, element (m, k) at base[m * ld + k], already rounded to tf32 (round_tf32):
+// the fragments are the stored bits.
+__device__ __forceinline__ void load_frag_a8_rounded(FragA8& a, const float* base, int ld, int lane) {
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) a.x[i] = ptx_cvt_tf32(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
+  for (int i = 0; i < 4; ++i) a.x[i] = __float_as_uint(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
 }
 
 // B (8x8, K x N) where element (k, n) sits at base[n * ld + k], each element times scale[k] (scale may be null).

@@ -8,13 +8,15 @@ dependent shared-memory reads and products, so latency hiding needs warps):
   diagonal   ("running" only) the four 16×16 diagonal blocks of Mqk and Mkk per pair on CUDA cores, a thread
              per (row, quarter of the channels): row i walks j = i..start of its block, the decay factor a
              running product of α (exact for any decay, nothing overflows)
-  decay_columns, factors   256/K threads per channel, each over its own 16-row blocks: block totals D (shared
-             between a channel's threads), then (not "scalar") in place q̂ -> q̂·E (E = e^(Γi−Γ_in)), k̂ -> k̂·E,
-             k_out = k̂·F (F = e^(Γ_out−Γj)); the outputs q_decayed, k_decayed, k_to_end, decay_total
+  decay_columns, factors   a thread per (16-row block, 4K/256 adjacent channels): the block's totals D
+             (shared), then (not "scalar") in place q̂ -> q̂·E (E = e^(Γi−Γ_in)), k̂ -> k̂·E (both rounded to
+             tf32 once: the blocks' row side), k_out = k̂·F (F = e^(Γ_out−Γj)); the outputs q_decayed, k_decayed,
+             k_to_end (bf16 pairs at K = 128), decay_total
   blocks     the 16×16 blocks on tensor cores: the six off-diagonal ones, the key side scaled by the totals of
              the blocks in between, and the four diagonal ones where the form allows (diagonal_form); tf32 from
              fp32 tiles, or (a per-head decay) bf16x3 from bf16 hi + lo tiles by ldmatrix
   inverse    A = (I + Mkk)⁻¹ by 16-row blocks: forward substitution on the diagonal, then block products (bf16x3)
+The C×C steps (Mqk's and A's zero blocks, Mkk's assembly, A's store) give a thread one 16-column row segment.
 The workspace is bf16 (A and Mqk too: the recurrence's tensor cores read bf16) in row-major tiles a bulk
 tensor copy can load; rows past a chunk's end are zero, β too.
 """
@@ -135,8 +137,8 @@ def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
         factors = Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"],
                        writes=["q_hat", "k_hat", "k_out", "between"] + ([] if running else ["inv_D"]), waits=["sync"],
                        global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
-                       note="in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in)); k_out = k̂·F (F = e^(Γ_out−Γj)); the "
-                            "decayed outputs" + ("" if running else "; 1/D per block"))
+                       note="in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in), both rounded to tf32 once); k_out = "
+                            "k̂·F (F = e^(Γ_out−Γj)); the decayed outputs" + ("" if running else "; 1/D per block"))
         blocks = Step("blocks", "all", "mma:block_pairs", reads=["q_hat", "k_hat", "k_out", "beta", "between"]
                       + ([] if running else ["inv_D"]), waits=["sync"], global_writes=["ws_Mqk"],
                       note="the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between"
@@ -154,7 +156,7 @@ def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
                      "f ← f·α_j")] if running else []),
         Step("decay_columns", "all", "column", reads=["alpha"] + (["gamma"] if scalar else []),
              writes=["D"] + (["gamma"] if scalar else []), waits=["sync"],
-             note="256/K threads per channel, each its blocks' α into registers and their totals D"
+             note="a thread per (block, 4K/256 adjacent channels): the block's α into registers, its totals D"
                   + ("; γ = Γ·log2 e, the running sum of log2 α" if scalar else "")),
         factors,
         blocks,
