@@ -57,7 +57,7 @@ def _host_run(graph, outputs: dict, seeds=()) -> tuple:
     root = templates_dir()
     src = "\n".join([
         (root / "emulate" / "cuda_host.h").read_text(), (root / "common" / "types.cuh").read_text(),
-        (root / "common" / "math.cuh").read_text(),
+        (root / "emulate" / "common_ptx.cuh").read_text(), (root / "common" / "math.cuh").read_text(),
         f"constexpr int K = {K};",
         'extern "C" void prologue(int T, const float* const* in, const float* sc, const float* const* sd, '
         "float* const* out) {",
