@@ -33,8 +33,10 @@ def _problems() -> dict:
     found = {plan.uri: (plan, r) for plan, r in default_plans()}
     vfirst = Options(op="kda", use_gate_in_kernel=True, lower_bound=-5.0, use_beta_sigmoid_in_kernel=True,
                      allow_neg_eigval=True, state_v_first=True)
+    softplus = Options(op="kda", use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
     for arch in ARCHS:
         for p in (problem_from_options(Options(op="kda"), K=64, V=64, arch=arch, varlen=True, gva_ratio=2),
+                  problem_from_options(softplus, K=128, V=128, arch=arch),   # the bench's unbounded gate
                   problem_from_options(vfirst, K=64, V=64, arch=arch, dtypes=Dtypes(g="f32", beta="f32")),
                   default_problem("gdn", head_dim=64, arch=arch),
                   Problem(dsl.build(softsign_gate), "softsign", 128, 128, arch=arch)):
