@@ -17,7 +17,6 @@ from kdagen.codegen import CodegenError, emit_block, forward_prologue
 from kdagen.codegen import emulate
 from kdagen.codegen.emulate import _cuda_include
 from kdagen.dsl.interpret import run
-from kdagen.paths import templates_dir
 from kdagen.plan import default_problem
 from kdagen.recurrences import gdn, kda
 
@@ -54,10 +53,8 @@ def _host_run(graph, outputs: dict, seeds=()) -> tuple:
                     else f"const float seed_{role} = sd[{i}][t];")
     stores = [f"for (int j = 0; j < KPT; ++j) out[{i}][t * K + j] = {name}[j];" if rows(n) else
               f"out[{i}][t] = {name};" for i, (name, n) in enumerate(outputs.items())]
-    root = templates_dir()
     src = "\n".join([
-        (root / "emulate" / "cuda_host.h").read_text(), (root / "common" / "types.cuh").read_text(),
-        (root / "emulate" / "common_ptx.cuh").read_text(), (root / "common" / "math.cuh").read_text(),
+        emulate.host_headers(("common",)),
         f"constexpr int K = {K};",
         'extern "C" void prologue(int T, const float* const* in, const float* sc, const float* const* sd, '
         "float* const* out) {",

@@ -36,18 +36,24 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(CASES))
-def case(request):
-    op, options, shape = CASES[request.param]
-    opt = Options(op=op, **options)
-    xk, xr = kernel_inputs(opt, seed=11, **shape)
+def emulated_forward(op: str, options: dict, shape: dict, seed: int, **forward_kwargs):
+    """(o, final state, prepare workspaces, float64 inputs) of the emulated wgmma64 forward on one case's inputs,
+    outputs and workspaces NaN-poisoned first (benchmarks/probe/emulated_bits.py runs it too)."""
+    xk, xr = kernel_inputs(Options(op=op, **options), seed=seed, **shape)
     call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
                      cu_seqlens=xk.get("cu_seqlens"), A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
     kcall, tensors = kernel_call(call, xk, emulate=True, family="wgmma64")
     ws = {}
     o, ht, _ = forward({**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": xk.get("cu_seqlens")},
-                       kcall, keep=False, poison=True, debug=ws)
-    return request.param, o, ht, ws, xr, opt
+                       kcall, keep=False, poison=True, debug=ws, **forward_kwargs)
+    return o, ht, ws, xr
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def case(request):
+    op, options, shape = CASES[request.param]
+    o, ht, ws, xr = emulated_forward(op, options, shape, seed=11)
+    return request.param, o, ht, ws, xr, Options(op=op, **options)
 
 
 def test_forward_matches_the_reference(case):
@@ -72,28 +78,18 @@ def test_value_rows_split_over_ctas(monkeypatch):
     from kdagen.ops import config as ops_config, launcher
     from kdagen.plan.families.wgmma64 import forward as wgmma64_forward
     op, options, shape = CASES["gdn_softplus_k128"]
-    opt = Options(op=op, **options)
-    xk, _ = kernel_inputs(opt, seed=11, **shape)
     slices = []
 
     def loader(config, device, direction):
         slices.append(config.planned()[0].kernel("recurrence").options.slices)
         return ops_config.load_emulated(config, device, direction)
 
-    def run():
-        call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
-                         cu_seqlens=xk.get("cu_seqlens"), A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
-        kcall, tensors = kernel_call(call, xk, emulate=True, family="wgmma64")
-        o, ht, _ = forward({**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": xk.get("cu_seqlens")},
-                           kcall, keep=False, poison=True, loader=loader)
-        return o, ht
-
     outputs = []
     try:
         for split in (False, True):
             monkeypatch.setattr(wgmma64_forward, "SPLIT_VALUE", split)
             launcher.forget_plans()
-            outputs.append(run())
+            outputs.append(emulated_forward(op, options, shape, seed=11, loader=loader)[:2])
     finally:
         launcher.forget_plans()
     one, split = outputs

@@ -12,11 +12,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-from kdagen.ops.api import kernel_call, make_call  # noqa: E402
-from kdagen.ops.forward import forward  # noqa: E402
-from kdagen.reference import Options  # noqa: E402
-from test_codegen_emulated import kernel_inputs  # noqa: E402
-from test_wgmma64_emulated import CASES  # noqa: E402
+from test_wgmma64_emulated import CASES, emulated_forward  # noqa: E402
 
 GATES = dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
 MORE = {"kda_lb_k128": ("kda", dict(GATES, lower_bound=-5.0), dict(T=100, H=1, K=128, V=128)),
@@ -25,13 +21,7 @@ MORE = {"kda_lb_k128": ("kda", dict(GATES, lower_bound=-5.0), dict(T=100, H=1, K
 
 def run(op: str, options: dict, shape: dict) -> dict:
     """o, the final state and the prepare workspaces of one emulated forward (NaN-poisoned first)."""
-    xk, _ = kernel_inputs(Options(op=op, **options), seed=5, **shape)
-    call = make_call(op, initial_state=xk.get("initial_state"), output_final_state=True,
-                     cu_seqlens=xk.get("cu_seqlens"), A_log=xk.get("A_log"), dt_bias=xk.get("dt_bias"), **options)
-    kcall, tensors = kernel_call(call, xk, emulate=True, family="wgmma64")
-    ws = {}
-    o, ht, _ = forward({**tensors, "initial_state": xk.get("initial_state"), "cu_seqlens": xk.get("cu_seqlens")},
-                       kcall, keep=False, poison=True, debug=ws)
+    o, ht, ws, _ = emulated_forward(op, options, shape, seed=5)
     return {name: t.clone() for name, t in dict(o=o, ht=ht, **ws).items()}
 
 

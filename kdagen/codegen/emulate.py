@@ -79,16 +79,21 @@ def _trampoline(name: str, ctypes_: list[str]) -> str:
             f"  kdg_emu::launch(gx, gy, gz, threads, smem, [args] {{ {name}({args}); }});\n}}\n")
 
 
-def _unit(header_groups, kernels_text: str, signatures: dict[str, list[str]]) -> str:
-    """One host translation unit: emulated CUDA, the groups' headers (their ptx.cuh emulated), the
-    kernels, a trampoline per kernel."""
+def host_headers(header_groups) -> str:
+    """Emulated CUDA and the groups' headers, their ptx.cuh emulated: what host code built from the kernels'
+    helpers starts with."""
     emu = templates_dir() / "emulate"
     parts = [(emu / "cuda_host.h").read_text()]
     for rel in header_files(header_groups):
         group, name = rel.split("/")
         path = emu / f"{group}_ptx.cuh" if name == "ptx.cuh" else templates_dir() / rel
         parts.append(f"// ===== {path.relative_to(templates_dir())} =====\n" + path.read_text())
-    parts.append(kernels_text)
+    return "\n".join(parts)
+
+
+def _unit(header_groups, kernels_text: str, signatures: dict[str, list[str]]) -> str:
+    """One host translation unit: host_headers, the kernels, a trampoline per kernel."""
+    parts = [host_headers(header_groups), kernels_text]
     parts += [_trampoline(name, types) for name, types in signatures.items()]
     return "\n".join(parts)
 
