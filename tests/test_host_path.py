@@ -484,8 +484,8 @@ def test_only_pointers_floats_and_sizes_are_prepared():
     (dict(cu_seqlens=[0, 9, 30, 31], H=8), False, "mma16"),  # 24
     (dict(B=2, T=40, H=2), True, "mma16"),                 # a training call on 4 pairs: mma16 (its cut)
     (dict(B=4, T=40, H=4), True, "wgmma64"),               # a training call on 16 pairs: the chunk-64 backward
-    (dict(B=4, T=40, H=16, D=128), False, "wgmma64"),      # head dim 128: up to 64 pairs
-    (dict(B=5, T=40, H=13, D=128), False, "mma16"),        # 65
+    (dict(B=4, T=40, H=16, D=128), False, "wgmma64"),      # head dim 128, a per-channel decay: any number of pairs
+    (dict(B=5, T=40, H=13, D=128), False, "wgmma64"),      # 65 (a per-head decay: mma16, tests/test_plan_cli.py)
 ])
 def test_the_call_class_ranks_the_families(shape, keep, family, monkeypatch):
     monkeypatch.delenv("KDAGEN_FAMILY", raising=False)

@@ -12,7 +12,7 @@ import pytest
 from kdagen.cli import main
 from kdagen.ops.arguments import parse_config
 from kdagen.plan import Plan
-from kdagen.plan.families import FEW_PAIRS, training_pairs_limit
+from kdagen.plan.families import few_pairs_limit, training_pairs_limit
 from cli_run import run_main
 
 LB = ["--use-gate-in-kernel", "--lower-bound", "-5", "--use-qk-l2norm-in-kernel", "--use-beta-sigmoid-in-kernel"]
@@ -126,8 +126,8 @@ def test_plan_json_names_the_family(capsys, monkeypatch):
 
 @pytest.mark.parametrize("words, family", [
     (["--inference", "--pairs", "4"], "wgmma64"),          # few pairs, no backward: the 64-token chain
-    (["--inference", "--pairs", "64"], "wgmma64"),         # head dim 128: up to 64 pairs
-    (["--inference", "--pairs", "65"], "mma16"),           # many pairs: the cheaper prepare wins
+    (["--inference", "--pairs", "64"], "wgmma64"),
+    (["--inference", "--pairs", "256"], "wgmma64"),        # a per-channel decay at head dim 128: any number
     (["--inference", "--pairs", "16", "--head-dim", "64"], "wgmma64"),
     (["--inference", "--pairs", "17", "--head-dim", "64"], "mma16"),
     (["--inference"], "mma16"),                            # pairs unknown: the usual ranking
@@ -146,13 +146,25 @@ def test_the_call_class_ranks_the_long_chunk_family_first(words, family, capsys,
     planned, _ = parse_config(" ".join(["--op", "kda", *LB, *words])).config().planned()
     assert planned.family == family
     head_dim = int(words[len(words) - 1 - words[::-1].index("--head-dim") + 1])
-    limit = FEW_PAIRS[head_dim]
-    few = ("--inference" in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) <= limit
-           and "--family" not in words)           # a named family is not ranked
-    assert (f"ranked for an inference call with ≤ {limit} (sequence, head) pairs" in out) == few
+    limit = few_pairs_limit(head_dim, "vector")
+    few = ("--inference" in words and "--pairs" in words and "--family" not in words  # a named family is not ranked
+           and (limit is None or int(words[words.index("--pairs") + 1]) <= limit))
+    count = "any number of" if limit is None else f"≤ {limit}"
+    assert (f"ranked for an inference call with {count} (sequence, head) pairs" in out) == few
     least = training_pairs_limit(head_dim)
     training = "--inference" not in words and "--pairs" in words and int(words[words.index("--pairs") + 1]) >= least
     assert (f"ranked for a training call with ≥ {least} (sequence, head) pairs" in out) == training
+
+
+@pytest.mark.parametrize("pairs, family", [(64, "wgmma64"), (65, "mma16")])
+def test_a_per_head_decay_ranks_for_few_pairs_up_to_64(pairs, family, capsys, monkeypatch):
+    """GDN's per-head decay: wgmma64's prepare trails mma16's at 256 pairs (benchmarks/NOTES.md, session 17), so
+    only inference calls with at most 64 pairs rank it first, where a per-channel decay's any number do."""
+    monkeypatch.delenv("KDAGEN_FAMILY", raising=False)
+    code, out, err = run_main(["plan", "--op", "gdn", "--inference", "--pairs", str(pairs)], capsys)
+    assert code == 0, err
+    assert f"  family {family} (chunk" in out, out[:400]
+    assert ("ranked for an inference call with ≤ 64 (sequence, head) pairs" in out) == (pairs <= 64)
 
 
 def test_pairs_must_be_positive(capsys):

@@ -53,6 +53,7 @@ class Spec:
     key: str = dataclasses.field(compare=False)            # name|graph_sha: how the custom ops find it (SPECS)
     uri_hash: bool = dataclasses.field(default=True, compare=False)   # the URIs end with the graph hash (Problem)
     token_checks: tuple = dataclasses.field(default=(), compare=False)  # kdagen.ops.validate.token_checks
+    decay_kind: str = dataclasses.field(default="vector", compare=False)  # per channel or "scalar": how calls rank
 
     @staticmethod
     def of(recurrence, name: str | None = None, uri_hash: bool = True) -> "Spec":
@@ -69,7 +70,8 @@ class Spec:
                     tuple(r.head_params), tuple(r.scalars),
                     {n: (nodes[n]["shape"][0] if nodes[n]["shape"] else None) for n in inputs},
                     {n: nodes[n]["dtype"] for n in r.token_inputs},
-                    {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}", uri_hash)
+                    {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}", uri_hash,
+                    decay_kind=r.decay_kind)
         from .validate import token_checks
         return SPECS.setdefault(spec.key, dataclasses.replace(spec, token_checks=token_checks(spec)))
 
@@ -184,7 +186,7 @@ def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, a
     family = family or requested()
     # the class matters only where the planner ranks, i.e. no family is named (one plan, not two, otherwise)
     return Config(spec, K, V, arch, G, varlen, names["g"], names["beta"], state_layout, tuple(directions),
-                  family, "default" if family is not None else rank or ranking(directions, pairs, K))
+                  family, "default" if family is not None else rank or ranking(directions, pairs, K, spec.decay_kind))
 
 
 def module_uri(plan: Plan, direction: str, entries: bool = False) -> str:

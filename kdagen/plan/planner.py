@@ -22,7 +22,7 @@ def make_plan(problem: Problem, *, family: str | None = None, directions=DIRECTI
     if ranking != "default" and (family or requested()) is None:     # a class's rank chose (no family was named)
         why = {"few_pairs": "its time is the recurrence's serial chain of chunk steps",
                "training": "the chunk-64 backward's step is measured shorter there"}[ranking]
-        notes.insert(1, f"ranked for {ranking_note(ranking, problem.K)}: {why}")
+        notes.insert(1, f"ranked for {ranking_note(ranking, problem)}: {why}")
     return Plan(uri=problem.uri(chosen.name), problem=d, family=chosen.name, chunk=chosen.chunk,
                 decay_kind=d["recurrence"]["decay_kind"], decay_interval=tuple(d["recurrence"]["decay_interval"]),
                 exponent_form=planned.exponent_form, kernels=planned.kernels, workspaces=planned.workspaces,

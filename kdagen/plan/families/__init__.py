@@ -5,9 +5,10 @@
 reasons the others give are kept, so `kdagen plan` can say why a family was passed over.
 
 The rank is a family's priority, except in two classes of call (`ranking`), where a family may set its own rank:
-"few_pairs", an inference call with at most few_pairs_limit(K) (sequence, value head) pairs — there the
-recurrence's serial chain of chunk steps outweighs the token-parallel kernel, so a family with longer chunks wins
-although that kernel costs more per token (benchmarks/NOTES.md, sessions 8 and 9) — and "training", a call with
+"few_pairs", an inference call with at most few_pairs_limit(K, decay kind) (sequence, value head) pairs, or any
+number where that limit is None — there the recurrence's serial chain of chunk steps outweighs the token-parallel
+kernel, so a family with longer chunks wins although that kernel may cost more per token (benchmarks/NOTES.md,
+sessions 8, 9 and 17) — and "training", a call with
 gradients over at least TRAINING_PAIRS pairs at its head dim, where wgmma64's step is measured faster (sessions 13
 and 15).
 """
@@ -22,11 +23,15 @@ from .wgmma64 import FAMILY as WGMMA64
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (WGMMA64, MMA16)}
 ENV = "KDAGEN_FAMILY"
-# The most (sequence, value head) pairs an inference call may have to rank for few pairs, by head dim. At K = 128,
-# measured on the H200 (benchmarks/NOTES.md, session 9): wgmma64 leads mma16 at 4, 16 and 64 pairs, and at 256
-# trails for the lower-bound gate and GDN (softplus still leads). At K = 64 it trails at 64 pairs (its prepare
-# costs 2.4× mma16's); fewer pairs were not timed there, so session 8's limit of 16 stays, as for other head dims.
-FEW_PAIRS = {64: 16, 128: 64}
+# The most (sequence, value head) pairs an inference call may have to rank for few pairs, by (decay kind, head dim);
+# None: any number. Measured on the H200 by device time (prepare + recurrence; benchmarks/NOTES.md, sessions 9 and
+# 17): at K = 128 wgmma64 leads mma16 at 4, 16, 64 and 256 pairs for a per-channel decay (256 pairs: 1.63 against
+# 1.90 ms, lower-bound gate; 2.22 against 2.67, softplus), so at every count; for a per-head decay (GDN) it leads
+# up to 64 and trails at 256 (1.49 against 1.38). At K = 64 wgmma64's kernels lead at 64 pairs but its call, host
+# path included, trails (session 17, run 4), and fewer pairs were not timed, so session 8's limit of 16 stays,
+# as for other head dims.
+FEW_PAIRS = {("vector", 128): None, ("scalar", 128): 64, ("vector", 64): 16, ("scalar", 64): 16}
+UNMEASURED_FEW_PAIRS = 16
 # The fewest (sequence, value head) pairs a training call needs to rank as "training", by head dim. Measured on the
 # H200 (benchmarks/NOTES.md, sessions 13 and 15): wgmma64's step is 1.6–1.8× shorter than mma16's at 16 and 64
 # pairs at K = 128, about as long at K = 64 (1.64 against 1.73 ms); at 4 pairs (1×65536×4×128) both cut into
@@ -35,9 +40,10 @@ FEW_PAIRS = {64: 16, 128: 64}
 TRAINING_PAIRS = {64: 16, 128: 1}
 
 
-def few_pairs_limit(head_dim: int) -> int:
-    """The few-pairs limit at a head dim (FEW_PAIRS; the smallest where the head dim was not measured)."""
-    return FEW_PAIRS.get(head_dim, min(FEW_PAIRS.values()))
+def few_pairs_limit(head_dim: int, decay_kind: str) -> int | None:
+    """The few-pairs limit of a decay kind ("vector": per channel, "scalar": per head) at a head dim (FEW_PAIRS;
+    None: any number of pairs; UNMEASURED_FEW_PAIRS where the pair was not measured)."""
+    return FEW_PAIRS.get((decay_kind, head_dim), UNMEASURED_FEW_PAIRS)
 
 
 def training_pairs_limit(head_dim: int) -> int:
@@ -45,14 +51,16 @@ def training_pairs_limit(head_dim: int) -> int:
     return TRAINING_PAIRS.get(head_dim, max(TRAINING_PAIRS.values()))
 
 
-def ranking(directions, pairs: int | None, head_dim: int) -> str:
+def ranking(directions, pairs: int | None, head_dim: int, decay_kind: str) -> str:
     """How a call running `directions` over `pairs` (sequence, value head) pairs (None: unknown) of head dim
-    `head_dim` ranks families: "few_pairs" (an inference call with at most few_pairs_limit(head_dim)), "training"
-    (a call with gradients over at least training_pairs_limit(head_dim)), else "default"."""
+    `head_dim` and a decay of `decay_kind` ranks families: "few_pairs" (an inference call with at most
+    few_pairs_limit(head_dim, decay_kind)), "training" (a call with gradients over at least
+    training_pairs_limit(head_dim)), else "default"."""
     if pairs is None:
         return "default"
     if tuple(directions) == ("forward",):
-        return "few_pairs" if pairs <= few_pairs_limit(head_dim) else "default"
+        limit = few_pairs_limit(head_dim, decay_kind)
+        return "few_pairs" if limit is None or pairs <= limit else "default"
     return "training" if pairs >= training_pairs_limit(head_dim) else "default"
 
 
@@ -90,15 +98,17 @@ def choose(problem: Problem, directions=("forward", "backward"), name: str | Non
         chosen = next((f for f, ok, _ in found if ok), None)
         if chosen is None:
             raise PlanError("no kernel family supports this problem:\n  " + "\n  ".join(w for _, _, w in found))
-    below = f"ranked below {chosen.name}" + ranking_note(ranking, problem.K, " for ")
+    below = f"ranked below {chosen.name}" + ranking_note(ranking, problem, " for ")
     passed = [f"{f.name}: supported, but {'not requested' if name else below}" if ok else why
               for f, ok, why in found if f is not chosen]
     return chosen, passed
 
 
-def ranking_note(ranking: str, head_dim: int, prefix: str = "") -> str:
-    """The call class a ranking names, in words ("" for the default)."""
+def ranking_note(ranking: str, problem: Problem, prefix: str = "") -> str:
+    """The call class a ranking names for a problem, in words ("" for the default)."""
+    limit = few_pairs_limit(problem.K, problem.recurrence.decay_kind)
+    few = "any number of" if limit is None else f"≤ {limit}"
     return {"default": "",
-            "few_pairs": f"{prefix}an inference call with ≤ {few_pairs_limit(head_dim)} (sequence, head) pairs",
-            "training": f"{prefix}a training call with ≥ {training_pairs_limit(head_dim)} (sequence, head) pairs",
+            "few_pairs": f"{prefix}an inference call with {few} (sequence, head) pairs",
+            "training": f"{prefix}a training call with ≥ {training_pairs_limit(problem.K)} (sequence, head) pairs",
             }[ranking]
