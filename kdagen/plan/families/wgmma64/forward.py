@@ -32,9 +32,6 @@ BLOCK = 16                   # sub-block rows: the diagonal blocks and the inver
 PREPARE_WARPS = 8
 PREPARE_REGS = 128           # 2 CTAs × 256 threads × 128 registers = the register file
 PREPARE_KPT = 16             # prologue channels per thread: K/16 lanes per row
-# Consecutive chunks per prepare CTA: each chunk's token inputs load during the chunk before, so 1 of CPC prologues
-# waits on memory (session 17); 4 keeps a CTA short enough that the last wave's imbalance stays small.
-PREPARE_CHUNKS_PER_CTA = 4
 DECAY_TOTAL_MIN = 4          # floats per (chunk, head) of decay_total: a bulk copy moves multiples of 16 bytes
 BETWEEN = 3                  # block pairs with blocks in between: (2,0), (3,1), (3,0)
 SPLIT = ("q_hi", "q_lo", "k_hi", "k_lo")   # a per-head decay's operand tiles
@@ -49,7 +46,6 @@ class Prepare64Options:
     varlen: bool
     decay_width: int         # floats per (chunk, head) in ws_decay_total
     diagonal: str            # how the pair factors reach the products: "scalar" | "factored" | "running"
-    chunks_per_cta: int      # consecutive chunks of one value head per CTA (the next one's inputs prefetched)
 
 
 def diagonal_form(f: Facts) -> str:
@@ -121,12 +117,10 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
                           warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
                           options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
-                                                   varlen, decay_width(KD), diagonal, PREPARE_CHUNKS_PER_CTA),
-                          chunks_per_cta=PREPARE_CHUNKS_PER_CTA,
+                                                   varlen, decay_width(KD), diagonal),
                           # __syncthreads after the prologue, (the diagonal blocks,) decay_columns, factors, blocks and
-                          # assemble; after the inverse's diagonal blocks; after each of its NB − 1 levels; before
-                          # the CTA's next chunk
-                          barrier_phases=5 + (diagonal == "running") + 1 + (NB - 1) + 1)
+                          # assemble; after the inverse's diagonal blocks; after each of its NB − 1 levels
+                          barrier_phases=5 + (diagonal == "running") + 1 + (NB - 1))
 
 
 def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
@@ -151,12 +145,10 @@ def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
                            + ("" if running else "; the diagonal blocks too (factored at the block start: the key "
                                                  "side k_out·(1/D), masked j ≤ i)"))
     return [
-        # the prologue waits (but on the CTA's first chunk) for the chunk before's last reads of the tiles it rewrites
         Step("prologue", "all", "row", writes=[*(SPLIT if scalar else ["q_hat", "k_hat"]), "alpha", "beta"]
-             + (["gamma"] if scalar else []), waits=["sync"],
+             + (["gamma"] if scalar else []),
              global_reads=[p.name for p in f.leaves],
-             note="emitted from the DSL graph, 16 channels per thread, from the token inputs loaded during the "
-                  "chunk before: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"
+             note="emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"
                   + (", log2 α; q̂, k̂ as bf16 hi + lo" if scalar else "")),
         *([Step("diagonal", "all", "pair_rows", reads=["q_hat", "k_hat", "alpha", "beta"], writes=["Mkk_diag"],
                 waits=["sync"], global_writes=["ws_Mqk"],
