@@ -42,7 +42,11 @@ CASES = {
     # K = 128 where each thread owns two row blocks (grad_terms' sums by block, branch_grads' rotated ones); a weak
     # gate (A_log − 4: ≈ −0.03 per token), so that the later row blocks' terms weigh in every gradient
     "kda_softplus_k128": ("kda", SOFTPLUS, dict(T=150, H=1, K=128, V=128, A_log_shift=-4.0), True),
+    # no bound and strong decays in some (chunk, head) items: the tensor-core form declines those (some |Γi − Γm|
+    # above its range), prepare_bwd_exact redoes them on CUDA cores, the rest stay (MIXED_CASE: both happen)
+    "kda_softplus_mixed_k64": ("kda", SOFTPLUS, dict(T=200, H=2, K=64, V=64, A_log_shift=0.7), False),
 }
+MIXED_CASE = "kda_softplus_mixed_k64"
 # larger shapes for the device
 GPU_CASES = {
     "kda_lb_k128": ("kda", LB, dict(B=2, T=1000, H=4, K=128, V=128), True),
