@@ -35,13 +35,12 @@ class Wgmma64(Family):
         grads = forward.keeps_states(problem.V)
         ws = forward.forward_workspaces(K, f.KD, grads)
         ws += [forward.states_workspace(K, problem.V),
-               *backward.backward_workspaces(K, problem.V, f.head_params,
-                                             exact=len(backward.prepare_bwd_forms(f)) > 1)] if grads else []
+               *backward.backward_workspaces(K, problem.V, f.head_params)] if grads else []
         common = dict(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen, state_layout=problem.state_layout, ws=ws)
         kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws), forward.recurrence(**common)]
         if grads:
             kernels += [backward.dstate(**common), backward.chunk_bwd(**common),
-                        *backward.prepare_bwd_kernels(K=K, varlen=problem.varlen, f=f)]
+                        backward.prepare_bwd(K=K, varlen=problem.varlen, f=f)]
             kernels += [mma16_backward.param_reduce(K=K, head_params=f.head_params, seq=seq_params(problem.varlen),
                                                     chunk=forward.CHUNK)] if f.head_params else []
         lo, hi = f.decay_interval

@@ -50,14 +50,13 @@ CHUNK_GRADS = ("ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end", "ws_dMqk", "
                "ws_dbeta")
 
 
-def backward_workspaces(K: int, V: int, head_params: list[tuple[str, bool]], exact: bool) -> list[Workspace]:
+def backward_workspaces(K: int, V: int, head_params: list[tuple[str, bool]]) -> list[Workspace]:
     """dstate -> chunk_bwd -> prepare_bwd -> param_reduce (head_params: (name, has a K row)). dh, the gradient of
     the state leaving each chunk (dht, or zero, for a sequence's last), goes as dhᵀ [V, K] in bf16 hi + lo (dh ≈ hi
     + lo to ~16 bits): fp32's bytes in the form the products that read it take — bf16 operand tiles a bulk tensor
     copy loads, nothing to convert. chunk_bwd's outputs are those of mma16's recurrence_bwd (docs/math.md §7.4) at
-    chunk 64, fp32. `exact`: prepare_bwd hands the (chunk, head) items its tensor-core form declines to
-    prepare_bwd_exact (prepare_bwd_forms)."""
-    C, to = CHUNK, ["prepare_bwd", *(["prepare_bwd_exact"] if exact else [])]
+    chunk 64, fp32."""
+    C, to = CHUNK, ["prepare_bwd"]
     parts = [Workspace(f"ws_part_{name}", ("chunks", "HV", K) if row else ("chunks", "HV"), "f32", "prepare_bwd",
                        ["param_reduce"], f"this chunk's rows of d{name}, summed in a fixed order")
              for name, row in head_params]
@@ -69,10 +68,7 @@ def backward_workspaces(K: int, V: int, head_params: list[tuple[str, bool]], exa
             Workspace("ws_dMqk", ("chunks", "HV", C, C), "f32", "chunk_bwd", to, "tril₀(dO·Vnᵀ)"),
             Workspace("ws_dMkk", ("chunks", "HV", C, C), "f32", "chunk_bwd", to, "−tril₋₁(Aᵀ·dA·Aᵀ), dA = dVn·Xᵀ"),
             Workspace("ws_d_decay_total", ("chunks", "HV", K), "f32", "chunk_bwd", to, "e^Γl⊙rowsum(S⊙dh)"),
-            Workspace("ws_dbeta", ("chunks", "HV", C), "f32", "chunk_bwd", to, "Σ_v dX⊙(v − k_decayed·S)"), *parts,
-            *([Workspace("ws_exact", ("chunks", "H"), "i32", "prepare_bwd", ["prepare_bwd_exact"],
-                         "1 where the chunk's decays or gradients leave the tensor-core form's range")]
-              if exact else [])]
+            Workspace("ws_dbeta", ("chunks", "HV", C), "f32", "chunk_bwd", to, "Σ_v dX⊙(v − k_decayed·S)"), *parts]
 
 
 def dstate(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
@@ -230,8 +226,7 @@ FMA_PAD = 8                      # CUDA-core [C][K] tiles: rows K + 8 floats apa
 MMA_PAD = 4                      # tensor-core [C][K] tiles: K + 4 floats, a B fragment's four rows meet no bank twice
 PAIR_PAD = 4                     # CUDA-core [C][C] tiles: rows C + 4 floats apart
 SPLIT_PAD = 8                    # bf16 [C][C] tiles: rows C + 8 apart, 16-byte rows for ldmatrix, conflict-free
-RANGE_MAX = 60.0                 # checked form: the largest |Γi − Γref| it takes, in nats (e^60 ≈ 2^87)
-DM_MAX = 2.0 ** 32               # and the largest |dMqk|, |dMkk|: 64 terms · 2^32 · 2^87 < 2^126, no product overflows
+MID = BLOCK // 2 - 1             # the row of a 16-row block its factors are taken about (7 rows before, 8 after)
 
 
 @kernel_options
@@ -244,67 +239,47 @@ class PrepareBwd64Options:
     decay_kind: str
     diagonal: str            # forward.diagonal_form: how the diagonal blocks' pair factors are formed
     varlen: bool
-    fallback: str            # "none"; "flags": declines items out of range into ws_exact; "flagged": runs only those
-    range_max: float         # "flags": RANGE_MAX
-    dm_max: float            # "flags": DM_MAX
+    mid: int                 # "mma" with a per-channel decay: the row of a 16-row block its factors are taken about
 
 
-def prepare_bwd_forms(f: Facts) -> list[tuple[str, str, str]]:
-    """(kernel name, contractions, fallback) of each prepare_bwd kernel the backward launches, in order.
-
-    On tensor cores ("mma": bf16 hi + lo products, dMqk and dMkk split once into tiles read by ldmatrix) wherever
-    every block's factors can be taken outside the products: a per-head decay ("scalar") has one factor per pair,
-    e^(Γi−Γj) ≤ 1, folded into dMqk and dMkk first; a per-channel decay is factored about a reference Γref in each
-    16-row block (the midpoint of the block's Γ), e^(Γi−Γj) = U_i·e^(Γref(I)−Γref(J))·W_j, U_i = e^(Γi−Γref) and
-    W_j = e^(Γref−Γj). With the forward's bound ("factored") U, W ≤ e^(7.5·|lb|) (2^54 at lb = −5): the products
-    overflow only where |dMqk| or |dMkk| passes ≈ 2^60 (non-finite gradients, never silently wrong ones). With no
-    lower bound but decays proven ≤ 0 ("running", the softplus gate), the tensor-core form checks each (chunk, head)
-    at run time (`fallback` "flags": every |Γi − Γref| ≤ RANGE_MAX and every |dM| ≤ DM_MAX, so that nothing
-    overflows and no operand leaves the normal range) and hands the rest to prepare_bwd_exact, the CUDA-core form
-    (a thread per (channel, block), running products of α inside the diagonal blocks: exact for any decay), which
-    runs only those. Decays not proven ≤ 0: the CUDA-core form alone."""
-    diagonal = diagonal_form(f)
-    if diagonal != "running":
-        return [("prepare_bwd", "mma", "none")]
-    if f.decay_interval[1] <= 0:
-        return [("prepare_bwd", "mma", "flags"), ("prepare_bwd_exact", "fma", "flagged")]
-    return [("prepare_bwd", "fma", "none")]
+def contractions_of(diagonal: str) -> str:
+    """Where the contractions run. On tensor cores ("mma": bf16 hi + lo products, A by ldmatrix from tiles split
+    once) where every block's factors can be taken outside the products: a per-head decay ("scalar") has one factor
+    per pair, e^(Γi−Γj) ≤ 1, folded into dMqk and dMkk first; a per-channel decay with the forward's bound
+    ("factored") is factored about each block's middle row, e^(Γi−Γj) = U_i·D_IJ·W_j with U, W ≤ e^(8·|lb|) (2^58
+    at lb = −5, ≈ 2^63 at the weakest bound accepted), so the products overflow only where |dMqk| or |dMkk| passes
+    ≈ 2^60 (non-finite gradients, never silently wrong ones). Otherwise ("running") on CUDA cores, a thread per
+    (channel, block), with running products of α inside the diagonal blocks: nothing bounds k̂·e^(Γm−Γj) there."""
+    return "fma" if diagonal == "running" else "mma"
 
 
-def prepare_bwd_threads(K: int, contractions: str) -> int:
+def prepare_bwd_threads(K: int, f: Facts) -> int:
     """On tensor cores a warp per 8 channels (16 warps at K = 128: the kernel is bound by latency at one CTA per
     SM, so it takes all the warps its registers allow); on CUDA cores 256 threads."""
-    return 32 * K // 8 if contractions == "mma" else PREPARE_BWD_THREADS
+    return 32 * K // 8 if contractions_of(diagonal_form(f)) == "mma" else PREPARE_BWD_THREADS
 
 
 def max_head_params(K: int, f: Facts) -> int:
     """Each head parameter stages its per-row partials in a slice, as tall as a pass of the row mapping, of the two
     [64][K] factor tiles (Q's then P's, or W's then U's on tensor cores), free once the contractions are done."""
-    return min(2 * CHUNK // (prepare_bwd_threads(K, form) // PREPARE_BWD_LANES_PER_ROW)
-               for _, form, _ in prepare_bwd_forms(f))
+    return 2 * CHUNK // (prepare_bwd_threads(K, f) // PREPARE_BWD_LANES_PER_ROW)
 
 
-def prepare_bwd_kernels(*, K: int, varlen: bool, f: Facts) -> list[Kernel]:
-    return [prepare_bwd(K=K, varlen=varlen, f=f, name=name, contractions=form, fallback=fallback)
-            for name, form, fallback in prepare_bwd_forms(f)]
-
-
-def prepare_bwd(*, K: int, varlen: bool, f: Facts, name: str, contractions: str, fallback: str) -> Kernel:
+def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     """Token-parallel, one CTA per (64-token chunk, q/k head), its G value heads in a loop: chunk_bwd's products
     to input gradients (docs/math.md §7.5–7.10). The contractions with e^(Γi−Γj) run by 16-row blocks (math.md
-    §7.10) in the form prepare_bwd_forms chose (docs/kernels.md §4.4). The emitted prologue and its adjoint run on
+    §7.10) in the form contractions_of chose (docs/kernels.md §4.4). The emitted prologue and its adjoint run on
     the row mapping of mma16's kernel, in passes of threads / 16 rows."""
     C, NB = CHUNK, CHUNK // BLOCK
     diagonal = diagonal_form(f)
+    contractions = contractions_of(diagonal)
     mma = contractions == "mma"
-    threads = prepare_bwd_threads(K, contractions)
+    threads = prepare_bwd_threads(K, f)
     warps = threads // 32
     parts = threads // K
-    factored = mma and f.decay_kind != "scalar"       # U, W about each block's reference
+    factored = diagonal == "factored"
     params, qk, qk_grads = prepare_bwd_io(f, CHUNK_GRADS)
-    params += seq_params(varlen) + ([Param("ws_exact", "ptr", "i32", const=fallback == "flagged")]
-                                    if fallback != "none" else [])
-    per_tile = C // (threads // PREPARE_BWD_LANES_PER_ROW)     # head parameters staged in one factor tile
+    params += seq_params(varlen)
     head_params = f.head_params
     tile = dict(ld=K + (MMA_PAD if mma else FMA_PAD))
     row_side, key_side = ("U", "W") if mma else ("P", "Q")
@@ -315,9 +290,8 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, name: str, contractions: str,
     if mma:
         buffers += [Buffer(n, (C, C), "bf16", ld=C + SPLIT_PAD) for n in ("dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo")]
         buffers += [Buffer("kbr_total", (K,), "f32")]
-        buffers += [Buffer("decline", (1,), "i32")] if fallback == "flags" else []
-        # factored, per block and channel: its Γ total and midpoint m (from sums within the block), Γm and Γl − Γm
-        buffers += [Buffer("Gm", (4 * NB, K), "f32")] if factored else [Buffer("gamma", (C,), "f32")]
+        # factored: Γm(I), Γm(I) − Γm(I−1), Γl − Γm(I) per block and channel (the last two from sums within blocks)
+        buffers += [Buffer("Gm", (3 * NB, K), "f32")] if factored else [Buffer("gamma", (C,), "f32")]
     else:
         buffers += [Buffer("dMqk", (C, C), "f32", ld=C + PAIR_PAD), Buffer("dMkk", (C, C), "f32", ld=C + PAIR_PAD),
                     Buffer("T", (NB, K), "f32"), Buffer("block_dgc", (NB, K), "f32"),
@@ -332,35 +306,24 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, name: str, contractions: str,
                   "zero)"),
     ]
     grads = ["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"]
-    checks = ["decline"] if fallback == "flags" else []
-    prologue_v = Step("prologue_v", "all", "row", writes=[row_side, "beta", *checks],
+    prologue_v = Step("prologue_v", "all", "row", writes=[row_side, "beta"],
                       waits=["sync"] if mma else [], loop=True,
                       global_reads=[p.name for p in f.leaves if p.name not in qk],
                       note=f"emitted, per value head: a (into {row_side}'s tile; a per-head decay copied to every "
                            "channel), β")
     if mma:
-        factors = ("U_i = e^(Γi−Γm(I)), W_i = e^(Γm(I)−Γi) about the midpoint Γm(I) of each block's Γ (sums "
-                   "within the block); Gm: per block its Γ total, Γm − Γin, Γm and Γl − Γm" if factored
+        factors = ("U_i = e^(Γi−Γm(I)), W_i = e^(Γm(I)−Γi) about row m(I) = 16I + " + str(MID) + " of each block "
+                   "(sums within the block); Gm: per block Γm(I), Γm(I)−Γm(I−1) and Γl−Γm(I)" if factored
                    else "U_i = e^Γi, W_i = e^(Γl−Γi); Γ, the per-head decay's cumsum, into gamma")
-        factors += "; whether any |Γi − Γref| passes range_max" if fallback == "flags" else ""
         steps += [
             prologue_v,
-            Step("block_factors", "all", "column", reads=["U"],
-                 writes=["U", "W", "Gm" if factored else "gamma", *checks],
+            Step("block_factors", "all", "column", reads=["U"], writes=["U", "W", "Gm" if factored else "gamma"],
                  waits=["sync"], loop=True, note="a thread per channel down the chunk: " + factors),
             Step("load_grads", "all", "thread", reads=[] if factored else ["gamma"],
-                 writes=["dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo", *checks],
-                 waits=["sync"], loop=True,
+                 writes=["dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo"], waits=["sync"], loop=True,
                  global_reads=["ws_dMqk", "ws_dMkk"],
                  note="masked to tril₀ and tril₋₁" + ("" if factored else ", × e^(Γi−Γj) ≤ 1 (the per-head decay's "
-                                                      "pair factors)") + ", split once into bf16 hi + lo"
-                      + ("; whether any |dM| passes dm_max" if fallback == "flags" else "")),
-            *([Step("decline", "all", "thread", loop=True, global_writes=["ws_exact"],
-                    reads=["decline"],
-                    note="after the barrier branch_grads waits on: where any thread saw a range or |dM| out of "
-                         "bounds (the decline word), thread 0 marks the (chunk, head) in ws_exact (0 from the start) "
-                         "and the CTA leaves; prepare_bwd_exact redoes it whole")]
-              if fallback == "flags" else []),
+                                                      "pair factors)") + ", split once into bf16 hi + lo"),
             Step("branch_grads", "all", "warp_channels",
                  reads=["U", "W", "q_hat", "k_hat", "dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo", "beta",
                         *(["Gm"] if factored else [])],
@@ -368,9 +331,8 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, name: str, contractions: str,
                  note="warp w, channels [8w, 8w + 8) of every row: b_q and R, then b_ki, as bf16 hi + lo "
                       "mma.m16n8k16 products, every row block's sums live, each block's operand built once: dMqk, "
                       "dMkk (or their transposes) by ldmatrix, the other side built in registers "
-                      + ("(k̂·W; scale·q̂·U, β·k̂·U), a Horner walk of the accumulators over the blocks with "
-                         "factors ≤ 1 per channel (the totals T of the blocks between, e^(Γm−Γin), e^(Γout−Γm)), the "
-                         "rows × U or W after" if factored
+                      + ("(k̂·W; scale·q̂·U, β·k̂·U), the blocks between by a Horner walk of the accumulators "
+                         "(× e^(Γm(J)−Γm(J−1)) per channel), the rows × U or W after" if factored
                          else "(raw k̂; scale·q̂, β·k̂)")
                       + "; then each block's elements, its loaded gradients asked for a block ahead: b_kd, b_kr; "
                         "dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R"),
@@ -379,9 +341,6 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, name: str, contractions: str,
                  note="lane c of warp w, channel 8w + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr")]
     else:
         steps += [
-            *([Step("flagged", "all", "thread", global_reads=["ws_exact"],
-                    note="a CTA whose (chunk, head) prepare_bwd did not decline leaves at once")]
-              if fallback == "flagged" else []),
             Step("load_terms", "all", "column_blocks", waits=["sync"], loop=True, global_reads=grads,
                  note="the own rows' d_q_decayed, d_k_decayed, d_k_to_end into registers, issued first: their "
                       "latency hides behind the steps up to grad_terms"),
@@ -407,7 +366,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, name: str, contractions: str,
                       "Σ_rows k̂⊙b_kr")]
     steps.append(
         Step("adjoint_v", "all", "row", reads=["dgc", "kR_part"],
-             writes=[key_side, row_side][:1 + (len(head_params) > per_tile)] if head_params else [],
+             writes=[key_side, row_side][:1 + (len(head_params) > max_head_params(K, f) // 2)] if head_params else [],
              waits=["sync"], loop=True, global_reads=["ws_dbeta"],
              global_writes=[p.name for p in params if p.name.startswith("grad_") and p.name not in qk_grads],
              note="emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = "
@@ -429,7 +388,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, name: str, contractions: str,
     # a and the grads loaded, block factors, branch grads, d_decay; the parameter rows
     phases = 5 + bool(head_params)
     return Kernel(
-        name=name, kind="prepare_bwd", template="wgmma64/prepare_bwd.cu.j2", direction="backward",
+        name="prepare_bwd", kind="prepare_bwd", template="wgmma64/prepare_bwd.cu.j2", direction="backward",
         grid=["chunks", "H"], threads=threads, min_ctas_per_sm=1,
         roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=min(255, 65536 // threads))],
         buffers=buffers,
@@ -441,6 +400,5 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, name: str, contractions: str,
                                + "; twice after the loop (the seeds)")],
         pipelines=[], steps=steps, params=params,
         options=PrepareBwd64Options(PREPARE_BWD_LANES_PER_ROW, K // PREPARE_BWD_LANES_PER_ROW,
-                                    contractions, parts, f.decay_kind, diagonal, varlen, fallback,
-                                    RANGE_MAX if fallback == "flags" else 0.0, DM_MAX if fallback == "flags" else 0.0),
+                                    contractions, parts, f.decay_kind, diagonal, varlen, MID),
         note="token-parallel over (chunk, q/k head); loops over the G value heads of the group; surplus CTAs exit")
