@@ -13,7 +13,7 @@ from kdagen.codegen.render import header_sources
 
 GROUPS = ("common", "sm80")
 
-# One warp: D (16 x 8) = A (16 x K) · B (K x 8) over K / 8 steps, A row-major [16][lda], B stored N x K ([8][ldb],
+# One warp: D (16 x 16) = A (16 x K) · B (K x 16) over K / 8 steps, A row-major [16][lda], B stored N x K ([16][ldb],
 # element (k, n) at b[n * ldb + k]) times scale[k]; and the cvt of every input element, to compare the rounding.
 KERNEL = r"""
 extern "C" __global__ void __launch_bounds__(32) tf32_mma_probe(const float* a, const float* b, const float* scale,
@@ -21,16 +21,19 @@ extern "C" __global__ void __launch_bounds__(32) tf32_mma_probe(const float* a, 
   const int lane = threadIdx.x;
   for (int i = lane; i < 16 * (K + 4); i += 32) rounded[i] = kdg::round_tf32(a[i]);  // A rounded once, stored
   __syncwarp();
-  kdg::FragC acc;
-  kdg::frag_zero(acc);
+  kdg::FragC acc[2];
+  kdg::frag_zero(acc[0]);
+  kdg::frag_zero(acc[1]);
   for (int k0 = 0; k0 < K; k0 += 8) {
     kdg::FragA8 fa;
-    kdg::FragB8 fb;
+    kdg::FragB8 fb[2];
     kdg::load_frag_a8_rounded(fa, rounded + k0, K + 4, lane);
-    kdg::load_frag_b8_nk(fb, b + k0, K + 4, scale ? scale + k0 : nullptr, lane);
-    kdg::mma_1688_tf32(acc, fa, fb);
+    kdg::load_frag_b8x2_nk(fb, b + k0, K + 4, scale ? scale + k0 : nullptr, lane);
+    kdg::mma_1688_tf32(acc[0], fa, fb[0]);
+    kdg::mma_1688_tf32(acc[1], fa, fb[1]);
   }
-  kdg::store_frag_c(acc, d, 8, lane);
+  kdg::store_frag_c(acc[0], d, 16, lane);
+  kdg::store_frag_c(acc[1], d + 8, 16, lane);
 }
 """
 SIGNATURES = [("tf32_mma_probe", ["const float*", "const float*", "const float*", "int", "float*", "float*"])]
@@ -52,10 +55,10 @@ def run(module, device: str, K: int, scaled: bool, seed: int):
     (the tensor cores sum in another order: compare within fp32 accumulation error)."""
     g = torch.Generator().manual_seed(seed)
     a = torch.randn(16, K + 4, generator=g) * torch.logspace(-3, 3, K + 4)     # magnitudes across the range
-    b = torch.randn(8, K + 4, generator=g)
+    b = torch.randn(16, K + 4, generator=g)
     scale = torch.rand(K, generator=g) + 0.5 if scaled else None
     a[0, 0], a[1, 1], a[2, 2] = 1 + 2 ** -11, -(1 + 3 * 2 ** -11), 2 ** -20 * (1 + 2 ** -11)  # ties and a small one
-    d = torch.full((16, 8), float("nan"))
+    d = torch.full((16, 16), float("nan"))
     rounded = torch.full((16 * (K + 4),), float("nan"))
     args = [t.to(device) if t is not None else None for t in (a, b, scale)]
     out = [d.to(device), rounded.to(device)]
