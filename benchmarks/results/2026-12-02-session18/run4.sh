@@ -8,11 +8,12 @@ timeout 200 python3 -m pytest -m gpu -q -rfE --tb=line -p no:cacheprovider tests
   tests/gpu/test_tf32_primitives_gpu.py 2>&1 | tail -15 > $OUT/suite.txt; cat $OUT/suite.txt
 timeout 100 python3 benchmarks/probe/family_timing.py 1x8192x64x128 2>&1 | grep wgmma64 > $OUT/family-A.txt
 cat $OUT/family-A.txt
+cp templates/wgmma64/prepare.cu.j2 /tmp/prepare.cu.j2.orig
 for ns in 4000 8000; do
-git checkout -q templates/wgmma64/prepare.cu.j2
+cp /tmp/prepare.cu.j2.orig templates/wgmma64/prepare.cu.j2
 sed -i "s|^  const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y, hq = h / G;|&\n  { const unsigned lin = blockIdx.y * gridDim.x + blockIdx.x; if (lin >= 132 \&\& lin < 264) { unsigned long long t0, t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t0)); do { __nanosleep(256); asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); } while (t - t0 < $ns); } }|" templates/wgmma64/prepare.cu.j2
 grep -c globaltimer templates/wgmma64/prepare.cu.j2
 KDAGEN_CACHE_DIR=/tmp/kc-$ns timeout 100 python3 benchmarks/probe/family_timing.py 1x8192x64x128 2>&1 | grep wgmma64 \
   > $OUT/family-B$ns.txt; cat $OUT/family-B$ns.txt
 done
-git checkout -q templates/wgmma64/prepare.cu.j2
+cp /tmp/prepare.cu.j2.orig templates/wgmma64/prepare.cu.j2
