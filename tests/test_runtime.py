@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import dataclasses
 import ctypes
 import struct
@@ -249,6 +250,40 @@ def test_a_training_forward_starts_its_backward_compile(cache_root, monkeypatch)
     ahead = config_mod._AHEAD[(training, None)].result(timeout=300)
     assert ahead.uri.endswith("_backward") and forward.uri.endswith("_forward")
     assert config_mod.load(training, None, "backward") is ahead
+
+
+# a training forward's backward compile started, the process ends once that thread is inside NVRTC (half a second
+# after entering the compile: with the thread a daemon, the exit crashed at 0.3-1 s, not at once)
+EXIT_WHILE_COMPILING = """
+import dataclasses, threading, time
+from kdagen.ops import config
+from kdagen.reference import Options
+from kdagen.runtime import loader
+inside, compile_source = threading.Event(), loader.compile_source
+def entered(*args, **kwargs):
+    inside.set()
+    return compile_source(*args, **kwargs)
+loader.compile_source = entered
+training = dataclasses.replace(config.options_config(Options(op="gdn"), 64, 64, "sm_90a", has_A_log=False,
+                                                     has_dt_bias=False), family="mma16")
+config.compile_backward_ahead(training, None)
+assert inside.wait(300)
+time.sleep(0.5)
+print("leaving", flush=True)
+"""
+
+
+@needs_nvrtc
+def test_a_process_ending_during_the_backward_compile_exits_cleanly(tmp_path):
+    """A process that ends while its backward compiles ahead (a forward-only script with gradients on) exits with
+    status 0: a daemon thread inside NVRTC at the interpreter's finalisation crashed it (segmentation fault)."""
+    import subprocess
+    import sys
+    env = {**os.environ, "KDAGEN_CACHE_DIR": str(tmp_path)}      # a cold cache: the compile is still running
+    done = subprocess.run([sys.executable, "-c", EXIT_WHILE_COMPILING], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert "leaving" in done.stdout
+    assert done.returncode == 0 and "Error in sys.excepthook" not in done.stderr, (done.returncode, done.stderr[-2000:])
 
 
 @needs_nvrtc

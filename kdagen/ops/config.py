@@ -226,8 +226,10 @@ def compile_backward_ahead(config: Config, device):
     in a background thread from the first forward on: NVRTC releases the GIL, so the two directions compile side
     by side and a training step's first call waits for the longer compile, not for both. Any error is the
     backward's own load's to report (it loads again: the memo, or the entry this thread wrote; with a cache it
-    cannot write, it compiles once more). The thread is a daemon, so no exit waits for it, and where no thread can
-    start (the interpreter shutting down) the backward simply loads when it runs."""
+    cannot write, it compiles once more). The thread is not a daemon: a process that ends while it compiles waits
+    for that compile (a few seconds), since a daemon thread still inside NVRTC when the interpreter finalises
+    crashes the process (a segmentation fault at exit); where no thread can start (the interpreter shutting down)
+    the backward simply loads when it runs."""
     import threading
     from concurrent.futures import Future
     key = (config, device)
@@ -240,7 +242,7 @@ def compile_backward_ahead(config: Config, device):
             except BaseException as e:      # noqa: BLE001 — reported by the backward's own load
                 future.set_exception(e)
         try:
-            threading.Thread(target=run, name="kdagen-backward-compile", daemon=True).start()
+            threading.Thread(target=run, name="kdagen-backward-compile", daemon=False).start()
         except RuntimeError as e:
             future.set_exception(e)
     return _AHEAD[key]
