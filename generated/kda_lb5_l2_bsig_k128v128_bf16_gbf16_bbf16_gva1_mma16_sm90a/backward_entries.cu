@@ -603,19 +603,28 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
 __device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(ptx_cvt_tf32(x)); }
 
 // A (16x8, M x K) stored row-major, element (m, k) at base[m * ld + k], already rounded to tf32 (round_tf32):
-// the fragments are the stored bits.
+// the fragments are the stored bits. One ldmatrix.x4 moves them: read as b16 pairs, an 8-row matrix of four fp32
+// columns lands one element per lane at (row lane/4, column lane%4), the tf32 A layout; matrices (rows 0-7 | 8-15)
+// × (columns 0-3 | 4-7) give x[0..3]. Rows must be 16-byte aligned.
 __device__ __forceinline__ void load_frag_a8_rounded(FragA8& a, const float* base, int ld, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) a.x[i] = __float_as_uint(base[(g + 8 * (i & 1)) * ld + t + 4 * (i >> 1)]);
+  const int mi = lane >> 3;
+  ptx_ldmatrix_x4(a.x, base + ((mi & 1) * 8 + (lane & 7)) * ld + (mi >> 1) * 4);
 }
 
-// B (8x8, K x N) where element (k, n) sits at base[n * ld + k], each element times scale[k] (scale may be null).
-__device__ __forceinline__ void load_frag_b8_nk(FragB8& b, const float* base, int ld, const float* scale, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  const float* r = base + g * ld + t;
-  b.x[0] = ptx_cvt_tf32(scale ? r[0] * scale[t] : r[0]);
-  b.x[1] = ptx_cvt_tf32(scale ? r[4] * scale[t + 4] : r[4]);
+// Two B fragments (K 8 x N 16: b[0] holds columns n 0..7, b[1] columns 8..15) where element (k, n) sits at
+// base[n * ld + k], each element times scale[k] (scale may be null), rounded to tf32 here: one ldmatrix.x4 (as
+// load_frag_a8_rounded: the matrices (n 0-7 | 8-15) × (k 0-3 | 4-7)), then the scale and the conversion.
+__device__ __forceinline__ void load_frag_b8x2_nk(FragB8 (&b)[2], const float* base, int ld, const float* scale,
+                                                  int lane) {
+  const int mi = lane >> 3, t = lane & 3;
+  u32 r[4];
+  ptx_ldmatrix_x4(r, base + ((mi >> 1) * 8 + (lane & 7)) * ld + (mi & 1) * 4);
+  const float s0 = scale ? scale[t] : 1.f, s4 = scale ? scale[t + 4] : 1.f;
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {
+    b[nt].x[0] = ptx_cvt_tf32(scale ? __uint_as_float(r[2 * nt]) * s0 : __uint_as_float(r[2 * nt]));
+    b[nt].x[1] = ptx_cvt_tf32(scale ? __uint_as_float(r[2 * nt + 1]) * s4 : __uint_as_float(r[2 * nt + 1]));
+  }
 }
 
 // An accumulator tile (16 x 8 fp32) stored row-major: element (m, n) at base[m * ld + n].
@@ -920,7 +929,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 #line 94 "templates/mma16/dstate_pass.cu.j2"
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
     const bf16* __restrict__ dout,
-#line 924 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward_entries.cu"
+#line 933 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward_entries.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -937,7 +946,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
     int HV) {
 #line 96 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 941 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward_entries.cu"
+#line 950 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/backward_entries.cu"
   // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages
