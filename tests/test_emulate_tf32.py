@@ -16,10 +16,16 @@ GROUPS = ("common", "sm80")
 # One warp: D (16 x 16) = A (16 x K) · B (K x 16) over K / 8 steps, A row-major [16][lda], B stored N x K ([16][ldb],
 # element (k, n) at b[n * ldb + k]) times scale[k]; and the cvt of every input element, to compare the rounding.
 KERNEL = r"""
+constexpr int KMAX = 32;  // the largest K the tests pass
 extern "C" __global__ void __launch_bounds__(32) tf32_mma_probe(const float* a, const float* b, const float* scale,
                                                                 int K, float* d, float* rounded) {
   const int lane = threadIdx.x;
-  for (int i = lane; i < 16 * (K + 4); i += 32) rounded[i] = kdg::round_tf32(a[i]);  // A rounded once, stored
+  // the fragments come from shared memory (ldmatrix reads nothing else): A rounded once, stored; B as given
+  __shared__ __align__(16) float sa[16 * (KMAX + 4)], sb[16 * (KMAX + 4)];
+  for (int i = lane; i < 16 * (K + 4); i += 32) {
+    sa[i] = rounded[i] = kdg::round_tf32(a[i]);
+    sb[i] = b[i];
+  }
   __syncwarp();
   kdg::FragC acc[2];
   kdg::frag_zero(acc[0]);
@@ -27,8 +33,8 @@ extern "C" __global__ void __launch_bounds__(32) tf32_mma_probe(const float* a, 
   for (int k0 = 0; k0 < K; k0 += 8) {
     kdg::FragA8 fa;
     kdg::FragB8 fb[2];
-    kdg::load_frag_a8_rounded(fa, rounded + k0, K + 4, lane);
-    kdg::load_frag_b8x2_nk(fb, b + k0, K + 4, scale ? scale + k0 : nullptr, lane);
+    kdg::load_frag_a8_rounded(fa, sa + k0, K + 4, lane);
+    kdg::load_frag_b8x2_nk(fb, sb + k0, K + 4, scale ? scale + k0 : nullptr, lane);
     kdg::mma_1688_tf32(acc[0], fa, fb[0]);
     kdg::mma_1688_tf32(acc[1], fa, fb[1]);
   }
