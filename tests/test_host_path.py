@@ -26,6 +26,7 @@ from kdagen.runtime import launch as rt_launch, loader
 from test_runtime_autograd import leaves, reference_kernels, run  # noqa: F401 (reference_kernels: a fixture)
 
 LB = dict(use_gate_in_kernel=True, lower_bound=-5.0, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
+GDN = dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
 DTYPES = {"q": torch.bfloat16, "k": torch.bfloat16, "v": torch.bfloat16, "g": torch.bfloat16, "beta": torch.bfloat16}
 
 
@@ -41,12 +42,13 @@ class Recorder:
         self.launched.append((name, tuple(grid), tuple(block), smem_bytes, kinds))
 
 
-def call_of(options: dict, g=torch.bfloat16, D=64, **shape):
-    """(x, kdagen.ops.run.Call) of a chunk_kda call on CPU tensors (head dim D), as the forward receives them."""
-    x64 = make_inputs(Options(op="kda", **options), K=D, V=D, generator=torch.Generator().manual_seed(0), **shape)
+def call_of(options: dict, g=torch.bfloat16, D=64, op="kda", **shape):
+    """(x, kdagen.ops.run.Call) of a chunk_kda (or `op`) call on CPU tensors (head dim D), as the forward receives
+    them."""
+    x64 = make_inputs(Options(op=op, **options), K=D, V=D, generator=torch.Generator().manual_seed(0), **shape)
     dtypes = {**DTYPES, "g": g}
     x = {n: t if n == "cu_seqlens" else t.to(dtypes.get(n, torch.float32)).contiguous() for n, t in x64.items()}
-    call = make_call("kda", initial_state=x.get("initial_state"), output_final_state=True,
+    call = make_call(op, initial_state=x.get("initial_state"), output_final_state=True,
                      cu_seqlens=x.get("cu_seqlens"), A_log=x.get("A_log"), dt_bias=x.get("dt_bias"), **options)
     kcall, tensors = kernel_call(call, x, emulate=True)
     return {**tensors, "initial_state": x.get("initial_state"), "cu_seqlens": x.get("cu_seqlens")}, kcall
@@ -485,11 +487,13 @@ def test_only_pointers_floats_and_sizes_are_prepared():
     (dict(B=2, T=40, H=2), True, "mma16"),                 # a training call on 4 pairs: mma16 (its cut)
     (dict(B=4, T=40, H=4), True, "wgmma64"),               # a training call on 16 pairs: the chunk-64 backward
     (dict(B=4, T=40, H=16, D=128), False, "wgmma64"),      # head dim 128, a per-channel decay: any number of pairs
-    (dict(B=5, T=40, H=13, D=128), False, "wgmma64"),      # 65 (a per-head decay: mma16, tests/test_plan_cli.py)
+    (dict(B=5, T=40, H=13, D=128), False, "wgmma64"),      # 65
+    (dict(op="gdn", B=4, T=40, H=16, D=128), False, "wgmma64"),   # a per-head decay: up to 64 pairs
+    (dict(op="gdn", B=5, T=40, H=13, D=128), False, "mma16"),     # 65
 ])
 def test_the_call_class_ranks_the_families(shape, keep, family, monkeypatch):
     monkeypatch.delenv("KDAGEN_FAMILY", raising=False)
-    x, call = call_of(LB, **shape)
+    x, call = call_of(GDN if shape.get("op") == "gdn" else LB, **shape)
     config = fw.call_config(x, call, keep)
     assert config.planned()[0].family == family
     assert config.ranking == ("default" if family == "mma16" else "training" if keep else "few_pairs")

@@ -130,7 +130,8 @@ def test_plan_json_names_the_family(capsys, monkeypatch):
     (["--inference", "--pairs", "256"], "wgmma64"),        # a per-channel decay at head dim 128: any number
     (["--inference", "--pairs", "16", "--head-dim", "64"], "wgmma64"),
     (["--inference", "--pairs", "17", "--head-dim", "64"], "mma16"),
-    (["--inference"], "mma16"),                            # pairs unknown: the usual ranking
+    (["--inference"], "wgmma64"),                          # pairs unknown: any number ranks it at head dim 128
+    (["--inference", "--head-dim", "64"], "mma16"),        # ... at 64 pairs unknown: the usual ranking
     (["--pairs", "4"], "wgmma64"),                         # training on 4 pairs at head dim 128: wgmma64 (cut)
     (["--pairs", "4", "--head-dim", "64"], "mma16"),       # ... at head dim 64: mma16 (fewer than 16 not timed)
     (["--pairs", "16"], "wgmma64"),                        # training on 16 pairs: the chunk-64 backward
@@ -147,8 +148,8 @@ def test_the_call_class_ranks_the_long_chunk_family_first(words, family, capsys,
     assert planned.family == family
     head_dim = int(words[len(words) - 1 - words[::-1].index("--head-dim") + 1])
     limit = few_pairs_limit(head_dim, "vector")
-    few = ("--inference" in words and "--pairs" in words and "--family" not in words  # a named family is not ranked
-           and (limit is None or int(words[words.index("--pairs") + 1]) <= limit))
+    few = ("--inference" in words and "--family" not in words  # a named family is not ranked
+           and (limit is None or "--pairs" in words and int(words[words.index("--pairs") + 1]) <= limit))
     count = "any number of" if limit is None else f"≤ {limit}"
     assert (f"ranked for an inference call with {count} (sequence, head) pairs" in out) == few
     least = training_pairs_limit(head_dim)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import contextlib
-import os
-import dataclasses
 import ctypes
+import dataclasses
+import os
 import struct
 import threading
 import types
@@ -269,21 +269,55 @@ training = dataclasses.replace(config.options_config(Options(op="gdn"), 64, 64, 
 config.compile_backward_ahead(training, None)
 assert inside.wait(300)
 time.sleep(0.5)
-print("leaving", flush=True)
+alive = [t.is_alive() for t in threading.enumerate() if t.name == "kdagen-backward-compile"]
+print("leaving", alive, flush=True)
 """
 
 
 @needs_nvrtc
 def test_a_process_ending_during_the_backward_compile_exits_cleanly(tmp_path):
     """A process that ends while its backward compiles ahead (a forward-only script with gradients on) exits with
-    status 0: a daemon thread inside NVRTC at the interpreter's finalisation crashed it (segmentation fault)."""
+    status 0: the daemon thread inside NVRTC at the interpreter's finalisation crashed it (segmentation fault)
+    until the exit waited for it."""
     import subprocess
     import sys
     env = {**os.environ, "KDAGEN_CACHE_DIR": str(tmp_path)}      # a cold cache: the compile is still running
     done = subprocess.run([sys.executable, "-c", EXIT_WHILE_COMPILING], env=env, capture_output=True, text=True,
                           timeout=600)
-    assert "leaving" in done.stdout
+    assert "leaving [True]" in done.stdout, done.stdout      # the compile was still running
     assert done.returncode == 0 and "Error in sys.excepthook" not in done.stderr, (done.returncode, done.stderr[-2000:])
+
+
+# the same, with a compile that never ends and the exit's wait cut to a second
+EXIT_WHILE_HUNG = """
+import dataclasses, threading
+from kdagen.ops import config
+from kdagen.reference import Options
+from kdagen.runtime import loader
+config.AHEAD_EXIT_WAIT_S = 1.0
+inside = threading.Event()
+def hung(*args, **kwargs):
+    inside.set()
+    threading.Event().wait()
+loader.compile_source = hung
+training = dataclasses.replace(config.options_config(Options(op="gdn"), 64, 64, "sm_90a", has_A_log=False,
+                                                     has_dt_bias=False), family="mma16")
+config.compile_backward_ahead(training, None)
+assert inside.wait(300)
+print("leaving", flush=True)
+"""
+
+
+@needs_nvrtc
+def test_a_hung_backward_compile_does_not_keep_a_process_alive(tmp_path):
+    """The exit's wait for a backward compile is bounded (AHEAD_EXIT_WAIT_S): a compile that never returns (a hung
+    compiler, a cache lock never released) does not keep the process from ending."""
+    import subprocess
+    import sys
+    env = {**os.environ, "KDAGEN_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", EXIT_WHILE_HUNG], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert "leaving" in done.stdout and done.returncode == 0, (done.returncode, done.stderr[-2000:])
 
 
 @needs_nvrtc

@@ -3,12 +3,13 @@ rendered units (cached per process), and the compiled modules (kdagen.runtime). 
 chunk_gated_delta_rule and a user's recurrence — and `kdagen compile` go through here.
 
 A Config records whether the call needs a backward: the family is chosen for the directions a call runs
-(an inference call may use a forward-only family), the call's class by its (sequence, head) pairs (few pairs
-without gradients, many with: families rank differently there, kdagen.plan.families.ranking), and KDAGEN_FAMILY,
-read when the Config is made.
+(an inference call may use a forward-only family), the call's class by its (sequence, head) pairs, head dim and
+decay kind (few pairs without gradients, many with: families rank differently there,
+kdagen.plan.families.ranking), and KDAGEN_FAMILY, read when the Config is made.
 """
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 
@@ -51,9 +52,9 @@ class Spec:
     roles: dict = dataclasses.field(compare=False)         # core operand node -> role
     inputs: tuple = dataclasses.field(compare=False)       # token inputs then head parameters: the kernels' order
     key: str = dataclasses.field(compare=False)            # name|graph_sha: how the custom ops find it (SPECS)
+    decay_kind: str = dataclasses.field(compare=False)     # "vector" (per channel) or "scalar": how calls rank
     uri_hash: bool = dataclasses.field(default=True, compare=False)   # the URIs end with the graph hash (Problem)
     token_checks: tuple = dataclasses.field(default=(), compare=False)  # kdagen.ops.validate.token_checks
-    decay_kind: str = dataclasses.field(default="vector", compare=False)  # per channel or "scalar": how calls rank
 
     @staticmethod
     def of(recurrence, name: str | None = None, uri_hash: bool = True) -> "Spec":
@@ -70,8 +71,8 @@ class Spec:
                     tuple(r.head_params), tuple(r.scalars),
                     {n: (nodes[n]["shape"][0] if nodes[n]["shape"] else None) for n in inputs},
                     {n: nodes[n]["dtype"] for n in r.token_inputs},
-                    {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}", uri_hash,
-                    decay_kind=r.decay_kind)
+                    {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}", r.decay_kind,
+                    uri_hash)
         from .validate import token_checks
         return SPECS.setdefault(spec.key, dataclasses.replace(spec, token_checks=token_checks(spec)))
 
@@ -219,6 +220,14 @@ def load(config: Config, device, direction: str, entries: bool = False):
 
 
 _AHEAD: dict[tuple, object] = {}     # (Config, device) -> the background load of its backward (a Future)
+AHEAD_EXIT_WAIT_S = 60.0             # the longest an ending process waits for those loads
+
+
+@atexit.register
+def _finish_ahead() -> None:
+    """At exit, before the interpreter finalises: wait (bounded) for the backward compiles still running."""
+    from concurrent.futures import wait
+    wait(list(_AHEAD.values()), timeout=AHEAD_EXIT_WAIT_S)
 
 
 def compile_backward_ahead(config: Config, device):
@@ -226,10 +235,11 @@ def compile_backward_ahead(config: Config, device):
     in a background thread from the first forward on: NVRTC releases the GIL, so the two directions compile side
     by side and a training step's first call waits for the longer compile, not for both. Any error is the
     backward's own load's to report (it loads again: the memo, or the entry this thread wrote; with a cache it
-    cannot write, it compiles once more). The thread is not a daemon: a process that ends while it compiles waits
-    for that compile (a few seconds), since a daemon thread still inside NVRTC when the interpreter finalises
-    crashes the process (a segmentation fault at exit); where no thread can start (the interpreter shutting down)
-    the backward simply loads when it runs."""
+    cannot write, it compiles once more). The thread is a daemon, but a process that ends while it compiles waits
+    for that compile at exit (`_finish_ahead`, at most AHEAD_EXIT_WAIT_S): a thread still inside NVRTC when the
+    interpreter finalises crashes the process (a segmentation fault at exit), and a compile that never ends must
+    not keep it alive. Where no thread can start (the interpreter shutting down) the backward simply loads when
+    it runs."""
     import threading
     from concurrent.futures import Future
     key = (config, device)
@@ -242,7 +252,7 @@ def compile_backward_ahead(config: Config, device):
             except BaseException as e:      # noqa: BLE001 — reported by the backward's own load
                 future.set_exception(e)
         try:
-            threading.Thread(target=run, name="kdagen-backward-compile", daemon=False).start()
+            threading.Thread(target=run, name="kdagen-backward-compile", daemon=True).start()
         except RuntimeError as e:
             future.set_exception(e)
     return _AHEAD[key]

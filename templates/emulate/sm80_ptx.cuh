@@ -82,6 +82,8 @@ inline void ldmatrix_x4_emulated(u32 (&r)[4], const void* row_ptr, bool trans) {
   kdg_emu::Warp& w = kdg_emu::warp();
   const int lane = kdg_emu::lane_id;
   kdg_emu::shared_address(row_ptr);  // ldmatrix reads the shared state space only: fails for any other pointer
+  if (reinterpret_cast<std::uintptr_t>(row_ptr) % 16)
+    kdg_emu::fail("ldmatrix: row address %p is not 16-byte aligned", row_ptr);
   w.slot[lane][0] = reinterpret_cast<std::uintptr_t>(row_ptr);
   w.bar.arrive_and_wait();
   for (int m = 0; m < 4; ++m) {  // matrix m: row i at the address of lane 8m + i

@@ -1,6 +1,7 @@
-// kdagen common: mma fragment loads from shared memory (ldmatrix for bf16 tiles).
-// Every tile is addressed by its top-left element `base` and a leading dimension `ld` in elements;
-// base must be 16-byte aligned and ld a multiple of 8 (pad rows by 8 to avoid bank conflicts).
+// kdagen common: mma fragment loads from shared memory (ldmatrix for bf16 tiles and for rounded or scaled fp32
+// ones as tf32; plain loads where fp32 is split into bf16 hi + lo). Every tile is addressed by its top-left element
+// `base` and a leading dimension `ld` in elements; where ldmatrix reads it, base and every row must be 16-byte
+// aligned (bf16: ld a multiple of 8, padded by 8 to avoid bank conflicts; fp32: ld a multiple of 4, ≡ 4 mod 32).
 namespace kdg {
 
 // A (16x16, M x K) stored row-major: element (m, k) at base[m * ld + k].
@@ -77,10 +78,9 @@ __device__ __forceinline__ void load_frag_b_kn_split(FragB& hi, FragB& lo, const
   split_bf16(r[8 * ld], r[9 * ld], hi.x[1], lo.x[1]);
 }
 
-// The tf32 fragments from fp32 shared memory; ld ≡ 4 (mod 32) keeps the row-major loads free of bank conflicts,
-// ld ≡ 8 (mod 32) the column-major ones.
-// x rounded as cvt.rna.tf32 rounds it, kept as a float (its low 13 bits zero): a tile stored so gives its tf32
-// fragments by plain loads (load_frag_a8_rounded), one conversion per element where there was one per use.
+// The tf32 fragments from fp32 shared memory by ldmatrix; ld ≡ 4 (mod 32) keeps each 8-row matrix free of bank
+// conflicts. x rounded as cvt.rna.tf32 rounds it, kept as a float (its low 13 bits zero): a tile stored so gives
+// its tf32 fragments as stored (load_frag_a8_rounded), one conversion per element where there was one per use.
 __device__ __forceinline__ float round_tf32(float x) { return __uint_as_float(ptx_cvt_tf32(x)); }
 
 // A (16x8, M x K) stored row-major, element (m, k) at base[m * ld + k], already rounded to tf32 (round_tf32):
@@ -94,7 +94,8 @@ __device__ __forceinline__ void load_frag_a8_rounded(FragA8& a, const float* bas
 
 // Two B fragments (K 8 x N 16: b[0] holds columns n 0..7, b[1] columns 8..15) where element (k, n) sits at
 // base[n * ld + k], each element times scale[k] (scale may be null), rounded to tf32 here: one ldmatrix.x4 (as
-// load_frag_a8_rounded: the matrices (n 0-7 | 8-15) × (k 0-3 | 4-7)), then the scale and the conversion.
+// load_frag_a8_rounded: the matrices (n 0-7 | 8-15) × (k 0-3 | 4-7); rows 16-byte aligned), then the scale and
+// the conversion.
 __device__ __forceinline__ void load_frag_b8x2_nk(FragB8 (&b)[2], const float* base, int ld, const float* scale,
                                                   int lane) {
   const int mi = lane >> 3, t = lane & 3;

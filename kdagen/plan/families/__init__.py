@@ -6,11 +6,10 @@ reasons the others give are kept, so `kdagen plan` can say why a family was pass
 
 The rank is a family's priority, except in two classes of call (`ranking`), where a family may set its own rank:
 "few_pairs", an inference call with at most few_pairs_limit(K, decay kind) (sequence, value head) pairs, or any
-number where that limit is None — there the recurrence's serial chain of chunk steps outweighs the token-parallel
-kernel, so a family with longer chunks wins although that kernel may cost more per token (benchmarks/NOTES.md,
-sessions 8, 9 and 17) — and "training", a call with
-gradients over at least TRAINING_PAIRS pairs at its head dim, where wgmma64's step is measured faster (sessions 13
-and 15).
+number (known or not) where that limit is None — there wgmma64's forward is measured faster (with few pairs its
+64-token chain of chunk steps is the reason; at head dim 128 with a per-channel decay also its prepare, at every
+number of pairs measured: benchmarks/NOTES.md, sessions 8, 9 and 17) — and "training", a call with gradients over
+at least TRAINING_PAIRS pairs at its head dim, where wgmma64's step is measured faster (sessions 13 and 15).
 """
 from __future__ import annotations
 
@@ -24,13 +23,13 @@ from .wgmma64 import FAMILY as WGMMA64
 FAMILIES: dict[str, Family] = {f.name: f for f in (WGMMA64, MMA16)}
 ENV = "KDAGEN_FAMILY"
 # The most (sequence, value head) pairs an inference call may have to rank for few pairs, by (decay kind, head dim);
-# None: any number. Measured on the H200 by device time (prepare + recurrence; benchmarks/NOTES.md, sessions 9 and
-# 17): at K = 128 wgmma64 leads mma16 at 4, 16, 64 and 256 pairs for a per-channel decay (256 pairs: 1.63 against
-# 1.90 ms, lower-bound gate; 2.22 against 2.67, softplus), so at every count; for a per-head decay (GDN) it leads
-# up to 64 and trails at 256 (1.49 against 1.38). At K = 64 wgmma64's kernels lead at 64 pairs but its call, host
-# path included, trails (session 17, run 4), and fewer pairs were not timed, so session 8's limit of 16 stays,
-# as for other head dims.
-FEW_PAIRS = {("vector", 128): None, ("scalar", 128): 64, ("vector", 64): 16, ("scalar", 64): 16}
+# None: any number. From the H200's kernel times (prepare + recurrence, device time; benchmarks/NOTES.md, sessions
+# 9 and 17): at K = 128 wgmma64 leads mma16 at 4, 16, 64 and 256 pairs for a per-channel decay (256 pairs: 1.63
+# against 1.90 ms, lower-bound gate; 2.22 against 2.67, softplus), so at every count; for a per-head decay (GDN) it
+# leads up to 64 and trails at 256 (1.49 against 1.38). At K = 64 only 64 pairs were timed (session 17, run 4:
+# kernels 0.273 against 0.292 ms, lb; the calls with their host paths 0.631 against 0.457), too little to move
+# session 8's limit of 16, which every other pair takes (UNMEASURED_FEW_PAIRS).
+FEW_PAIRS = {("vector", 128): None, ("scalar", 128): 64}
 UNMEASURED_FEW_PAIRS = 16
 # The fewest (sequence, value head) pairs a training call needs to rank as "training", by head dim. Measured on the
 # H200 (benchmarks/NOTES.md, sessions 13 and 15): wgmma64's step is 1.6–1.8× shorter than mma16's at 16 and 64
@@ -56,12 +55,12 @@ def ranking(directions, pairs: int | None, head_dim: int, decay_kind: str) -> st
     `head_dim` and a decay of `decay_kind` ranks families: "few_pairs" (an inference call with at most
     few_pairs_limit(head_dim, decay_kind)), "training" (a call with gradients over at least
     training_pairs_limit(head_dim)), else "default"."""
-    if pairs is None:
-        return "default"
     if tuple(directions) == ("forward",):
         limit = few_pairs_limit(head_dim, decay_kind)
-        return "few_pairs" if limit is None or pairs <= limit else "default"
-    return "training" if pairs >= training_pairs_limit(head_dim) else "default"
+        if limit is None:                       # any number of pairs: known or not
+            return "few_pairs"
+        return "few_pairs" if pairs is not None and pairs <= limit else "default"
+    return "training" if pairs is not None and pairs >= training_pairs_limit(head_dim) else "default"
 
 
 def family(name: str) -> Family:
