@@ -1,5 +1,5 @@
 """One-off probe of the GPU image: versions, NVRTC through CuPy on torch tensors, FLA's chunk_kda timing."""
-import os, subprocess, sys, time
+import os, subprocess
 import torch
 print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(), torch.cuda.get_device_capability())
 import cupy
