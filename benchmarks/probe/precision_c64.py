@@ -119,6 +119,8 @@ def main():
                 "A,Mqk tf32; Vn_state x2": dict(A="tf32", Mqk="tf32", Vn_state="x2"),
                 "S x2": dict(S="x2"), "everything exact but o": {p: "exact" for p in points},
                 "kernel today: X, Vn x2": dict(X="x2", Vn="x2"),
+                "kernel today, Mqk/Mkk operands tf32": dict(X="x2", Vn="x2", k1_products="tf32"),
+                "kernel today, Mqk/Mkk operands bf16": dict(X="x2", Vn="x2", k1_products="bf16"),
                 "WY: w bf16, u bf16; Vn x2": dict(form="wy", w="bf16", u="bf16", Vn="x2"),
                 "WY: w bf16, u x2; Vn x2": dict(form="wy", w="bf16", u="x2", Vn="x2"),
                 "WY: w x2, u x2; Vn x2": dict(form="wy", w="x2", u="x2", Vn="x2")}
