@@ -240,10 +240,7 @@ __device__ __forceinline__ void load_row(float (&dst)[N], const float* p, bool v
 // pairs when N is even; p aligned to match).
 template <int N>
 __device__ __forceinline__ void store_row(bf16* p, const float (&src)[N]) {
-  if constexpr (N % 2 == 0 && N % 8 != 0) {
-#pragma unroll
-    for (int j = 0; j < N; j += 2) *reinterpret_cast<u32*>(p + j) = pack_bf16(src[j], src[j + 1]);
-  } else if constexpr (N % 8 == 0) {
+  if constexpr (N % 8 == 0) {
 #pragma unroll
     for (int j = 0; j < N; j += 8) {
       uint4 raw;
@@ -252,6 +249,9 @@ __device__ __forceinline__ void store_row(bf16* p, const float (&src)[N]) {
       for (int i = 0; i < 4; ++i) w[i] = pack_bf16(src[j + 2 * i], src[j + 2 * i + 1]);
       *reinterpret_cast<uint4*>(p + j) = raw;
     }
+  } else if constexpr (N % 2 == 0) {
+#pragma unroll
+    for (int j = 0; j < N; j += 2) *reinterpret_cast<u32*>(p + j) = pack_bf16(src[j], src[j + 1]);
   } else {
 #pragma unroll
     for (int j = 0; j < N; ++j) p[j] = __float2bfloat16_rn(src[j]);

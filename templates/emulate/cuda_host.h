@@ -210,8 +210,6 @@ inline T __shfl_xor_sync(unsigned, T x, int lane_mask, int = 32) {
 }
 
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
-inline float __expf(float x) { return std::exp(x); }            // the fast intrinsics, at host precision
-inline float __fdividef(float x, float y) { return x / y; }
 inline unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
 inline float __uint_as_float(unsigned u) { float x; std::memcpy(&x, &u, 4); return x; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
