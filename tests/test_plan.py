@@ -3,15 +3,18 @@ decay's proven bounds, and deliberately broken plans are rejected with a message
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
 
 from kdagen import dsl
 from kdagen.codegen import render_unit
-from kdagen.plan import (ARCHS, Barrier, Buffer, Kernel, Param, Pipeline, PlanError, Plan, Problem, Role, Step, Workspace,
-                         default_problem, default_problems, evaluate, exponent_form, launch_sizes, make_plan,
+from kdagen.plan import (ARCHS, Barrier, Buffer, Dtypes, Kernel, Param, Pipeline, PlanError, Plan, Problem, Role, Step,
+                         Workspace, default_problem, default_problems, evaluate, exponent_form, launch_sizes, make_plan,
                          problem_from_options, problems, verify)
+from kdagen.plan.families.base import facts
+from kdagen.plan.families.wgmma64.forward import staging_form
 from kdagen.plan.model import TensorMapSpec
 from kdagen.plan.smem import assign_offsets
 from kdagen.plan.describe import describe, to_dot
@@ -409,3 +412,30 @@ def test_wgmma64_phase_counts(opt, form):
     assert_refused(plan, "inverse", lambda p: next(s for s in p.kernel("prepare").steps if s.name == "inverse")
                    .waits.pop(), f"role 'all' waits on barrier 'sync' {phases - 1} times per run, but it completes "
                    f"{phases}")
+
+
+@pytest.mark.parametrize("opt, K, g_dtype, staging", [
+    (Options(op="kda", use_gate_in_kernel=True, lower_bound=-5.0), 128, "bf16", "tiles"),
+    (Options(op="kda", use_gate_in_kernel=True), 64, "f32", "tiles"),
+    (Options(op="gdn"), 128, "bf16", "tiles")])
+def test_wgmma64_prepare_stages_its_row_inputs_in_its_tiles(opt, K, g_dtype, staging):
+    """The wgmma64 prepare's row inputs (q, k and a per-channel g) wait in the operand tiles its prologue writes,
+    copied there by cp.async: the plan says so ("tiles") and the kernel copies each row input once, its pieces into
+    a tile's row (an fp32 g fills a whole fp32 row; GDN's q and k the bf16 lo tiles')."""
+    problem = problem_from_options(opt, K=K, V=K, arch="sm_90a", dtypes=Dtypes(g=g_dtype))
+    plan = verify(make_plan(problem, family="wgmma64", directions=("forward",)))
+    assert plan.kernel("prepare").options.staging == staging
+    source = render_unit(plan, problem.recurrence, "forward")
+    prepare = source[source.index("// ===== prepare:"):source.index("// ===== recurrence:")]
+    rows = 2 if opt.op == "gdn" else 3
+    assert prepare.count("kdg::cp_async_16(") == rows and prepare.count("char* const staged_") == rows
+
+
+def test_wgmma64_prepare_stages_in_registers_where_its_tiles_cannot_hold_the_rows():
+    """Four row inputs (a user recurrence's extra per-channel input) are more than the fp32 tiles (q̂, k̂, α): the
+    prologue then loads them into registers, and says so in the plan."""
+    problem = problem_from_options(Options(op="kda", use_gate_in_kernel=True), K=128, V=128, arch="sm_90a")
+    f = facts(problem)
+    assert staging_form(f, "running") == "tiles"
+    assert staging_form(dataclasses.replace(f, row_dtypes=f.row_dtypes + ["bf16"]), "running") == "registers"
+    assert staging_form(dataclasses.replace(f, row_dtypes=["f32", "bf16"]), "scalar") == "registers"

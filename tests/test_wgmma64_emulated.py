@@ -33,6 +33,11 @@ CASES = {
     # an unbounded per-channel gate (softplus), state_v_first: the running products keep every factor ≤ 1
     "kda_softplus_vfirst_k64": ("kda", dict(use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
                                             state_v_first=True), dict(B=2, T=65, H=1, K=64, V=64)),
+    # K = 128 (the bench's head dim: the prepare's row inputs staged at the right-hand halves of its fp32 tiles'
+    # rows), GVA 2, varlen with an empty and a length-1 sequence
+    "kda_lb_varlen_gva2_k128": ("kda", dict(use_gate_in_kernel=True, lower_bound=-5.0, use_qk_l2norm_in_kernel=True,
+                                            use_beta_sigmoid_in_kernel=True),
+                                dict(H=1, G=2, K=128, V=128, cu_seqlens=[0, 130, 130, 131, 260])),
 }
 
 

@@ -16,7 +16,11 @@ from test_wgmma64_emulated import CASES, emulated_forward  # noqa: E402
 
 GATES = dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
 MORE = {"kda_lb_k128": ("kda", dict(GATES, lower_bound=-5.0), dict(T=100, H=1, K=128, V=128)),
-        "kda_softplus_k128": ("kda", GATES, dict(T=100, H=1, K=128, V=128))}
+        "kda_softplus_k128": ("kda", GATES, dict(T=100, H=1, K=128, V=128)),
+        # several items per CTA of a persistent prepare (the emulator's grid is small), surplus chunks among them
+        "kda_lb_varlen_k128": ("kda", dict(GATES, lower_bound=-5.0), dict(H=2, K=128, V=128,
+                                                                          cu_seqlens=[0, 130, 130, 131, 260])),
+        "kda_softplus_b2_k128": ("kda", GATES, dict(B=2, T=200, H=2, K=128, V=128))}
 
 
 def run(op: str, options: dict, shape: dict) -> dict:

@@ -40,6 +40,7 @@ class Facts:
     head_params: list[tuple[str, bool]]      # (name, has a K row)
     qk_inputs: list[str]
     token_inputs: list[str]
+    row_dtypes: list[str]                    # the dtypes of the token inputs (not the value) with a row of K
 
 
 IO_INPUTS = ("q", "k", "v")          # token inputs by these names are read in the io dtype (bf16)
@@ -73,7 +74,9 @@ def facts(problem: Problem) -> Facts:
     return Facts(decay_kind=kind, decay_interval=tuple(info["decay_interval"]), KD=problem.K if kind == "vector" else 1,
                  leaves=leaves, scalars=list(r.scalars),
                  head_params=[(n, bool(r.graph.nodes[n]["shape"])) for n in r.head_params],
-                 qk_inputs=qk_inputs(r), token_inputs=list(r.token_inputs))
+                 qk_inputs=qk_inputs(r), token_inputs=list(r.token_inputs),
+                 row_dtypes=[p.dtype for n, p in zip([n for n in r.token_inputs if n != value], leaves)
+                             if r.graph.nodes[n]["shape"]])
 
 
 def seq_params(varlen: bool) -> list[Param]:

@@ -4,7 +4,8 @@ bulk tensor copies and wgmma. docs/kernels.md §3, docs/math.md §6.
 prepare, per (64-token chunk, value head), 8 warps, two CTAs per SM (16 warps: the steps are chains of
 dependent shared-memory reads and products, so latency hiding needs warps):
   prologue   16 channels per thread (K/16 lanes per row), 256/(K/16) rows per pass: the emitted DSL block ->
-             q̂, k̂, α = e^a, β, stored to shared memory in 16-byte pieces (bf16 hi + lo tiles for "scalar")
+             q̂, k̂, α = e^a, β, stored to shared memory in 16-byte pieces (bf16 hi + lo tiles for "scalar"); the
+             row inputs copied first by cp.async into those same tiles' rows (staging_form)
   diagonal   ("running" only) the four 16×16 diagonal blocks of Mqk and Mkk per pair on CUDA cores, a thread
              per (row, quarter of the channels): row i walks j = i..start of its block, the decay factor a
              running product of α (exact for any decay, nothing overflows)
@@ -46,6 +47,7 @@ class Prepare64Options:
     varlen: bool
     decay_width: int         # floats per (chunk, head) in ws_decay_total
     diagonal: str            # how the pair factors reach the products: "scalar" | "factored" | "running"
+    staging: str             # where the row inputs wait for the prologue: "tiles" | "registers" (staging_form)
 
 
 def diagonal_form(f: Facts) -> str:
@@ -59,6 +61,20 @@ def diagonal_form(f: Facts) -> str:
     if f.decay_kind == "scalar":
         return "scalar"
     return "factored" if form_of(f, BLOCK) == "factored" else "running"
+
+
+DTYPE_BYTES = {"bf16": 2, "f32": 4}
+
+
+def staging_form(f: Facts, diagonal: str) -> str:
+    """Where the prologue's row inputs wait between their load (cp.async or plain) and their use:
+    "tiles" — in the operand tiles the prologue writes (q̂, k̂, α in fp32; for "scalar" the bf16 hi + lo tiles),
+      input i's row r at the right-hand end of row r of tile i, read back by that row's own lanes before its
+      outputs overwrite it: the loads hold no registers and land without the threads waiting on each;
+    "registers" — more row inputs than tiles, or an input wider than a tile's element."""
+    tiles, width = (4, 2) if diagonal == "scalar" else (3, 4)
+    fits = len(f.row_dtypes) <= tiles and all(DTYPE_BYTES[d] <= width for d in f.row_dtypes)
+    return "tiles" if fits else "registers"
 
 
 def decay_width(KD: int) -> int:
@@ -117,7 +133,7 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
                           warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
                           options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
-                                                   varlen, decay_width(KD), diagonal),
+                                                   varlen, decay_width(KD), diagonal, staging_form(f, diagonal)),
                           # __syncthreads after the prologue, (the diagonal blocks,) decay_columns, factors, blocks and
                           # assemble; after the inverse's diagonal blocks; after each of its NB − 1 levels
                           barrier_phases=5 + (diagonal == "running") + 1 + (NB - 1))
