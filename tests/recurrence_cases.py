@@ -49,6 +49,16 @@ def per_head_gate(r):
                  scale=r.scalar("scale"))
 
 
+def two_gate_inputs(r):
+    """A per-channel gate of two token inputs, −3·σ(g·w + u): four row inputs (q, k, g, u) are more than the three
+    fp32 tiles wgmma64's prepare stages them in, so its prologue loads them into registers."""
+    q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+    g, u, beta = r.token_input("g", "K"), r.token_input("u", "K"), r.token_input("beta")
+    decay = -3.0 * dsl.sigmoid(g * r.head_param("w", "K") + u)
+    r.delta_rule(query=dsl.l2norm(q), key=dsl.l2norm(k), value=v, beta=dsl.sigmoid(beta), decay=decay,
+                 scale=r.scalar("scale"))
+
+
 CASES = {
     # name: (recurrence, shape and call keywords for kdagen.testing.random_inputs[, kdagen.compile's keywords])
     "bounded_gate_varlen_gva2": (bounded_gate, dict(H=1, G=2, cu_seqlens=(0, 5, 5, 38))),
@@ -60,6 +70,7 @@ CASES = {
     "unbounded_gate_learned_scalar": (unbounded_gate, dict(H=1, G=2, T=30, scalars={
         "temperature": torch.tensor(0.8, requires_grad=True)})),
     "per_head_gate_vfirst_gva2": (per_head_gate, dict(H=1, G=2, T=35, state_v_first=True, f32_inputs=("g",))),
+    "two_gate_inputs_k128_wgmma64": (two_gate_inputs, dict(H=1, T=70, head_dim=128), dict(family="wgmma64")),
 }
 
 

@@ -19,6 +19,7 @@ from kdagen.plan.model import TensorMapSpec
 from kdagen.plan.smem import assign_offsets
 from kdagen.plan.describe import describe, to_dot
 from kdagen.reference import Options
+from recurrence_cases import two_gate_inputs
 
 
 @pytest.fixture(scope="module")
@@ -414,28 +415,37 @@ def test_wgmma64_phase_counts(opt, form):
                    f"{phases}")
 
 
-@pytest.mark.parametrize("opt, K, g_dtype, staging", [
-    (Options(op="kda", use_gate_in_kernel=True, lower_bound=-5.0), 128, "bf16", "tiles"),
-    (Options(op="kda", use_gate_in_kernel=True), 64, "f32", "tiles"),
-    (Options(op="gdn"), 128, "bf16", "tiles")])
-def test_wgmma64_prepare_stages_its_row_inputs_in_its_tiles(opt, K, g_dtype, staging):
+@pytest.mark.parametrize("opt, K, g_dtype", [(Options(op="kda", use_gate_in_kernel=True, lower_bound=-5.0), 128, "bf16"),
+                                           (Options(op="kda", use_gate_in_kernel=True), 64, "f32"),
+                                           (Options(op="gdn"), 128, "bf16")])
+def test_wgmma64_prepare_stages_its_row_inputs_in_its_tiles(opt, K, g_dtype):
     """The wgmma64 prepare's row inputs (q, k and a per-channel g) wait in the operand tiles its prologue writes,
-    copied there by cp.async: the plan says so ("tiles") and the kernel copies each row input once, its pieces into
-    a tile's row (an fp32 g fills a whole fp32 row; GDN's q and k the bf16 lo tiles')."""
+    copied there by cp.async: the plan says so ("tiles"), and the kernel copies each row input once, waits for its
+    own copies and lets a row's outputs overwrite its inputs only after the row's warp has read them back."""
     problem = problem_from_options(opt, K=K, V=K, arch="sm_90a", dtypes=Dtypes(g=g_dtype))
     plan = verify(make_plan(problem, family="wgmma64", directions=("forward",)))
-    assert plan.kernel("prepare").options.staging == staging
-    source = render_unit(plan, problem.recurrence, "forward")
-    prepare = source[source.index("// ===== prepare:"):source.index("// ===== recurrence:")]
+    assert plan.kernel("prepare").options.staging == "tiles"
+    prepare = _prepare_source(plan, problem)
     rows = 2 if opt.op == "gdn" else 3
     assert prepare.count("kdg::cp_async_16(") == rows and prepare.count("char* const staged_") == rows
+    wait, read, sync = (prepare.index(x) for x in ("kdg::cp_async_wait_all();", "now_k[piece] = ", "__syncwarp();"))
+    assert wait < read < sync < prepare.index("// -- emitted from the DSL graph") and "uint4 stage_" not in prepare
 
 
 def test_wgmma64_prepare_stages_in_registers_where_its_tiles_cannot_hold_the_rows():
-    """Four row inputs (a user recurrence's extra per-channel input) are more than the fp32 tiles (q̂, k̂, α): the
-    prologue then loads them into registers, and says so in the plan."""
-    problem = problem_from_options(Options(op="kda", use_gate_in_kernel=True), K=128, V=128, arch="sm_90a")
-    f = facts(problem)
-    assert staging_form(f, "running") == "tiles"
-    assert staging_form(dataclasses.replace(f, row_dtypes=f.row_dtypes + ["bf16"]), "running") == "registers"
+    """Four row inputs (q, k and a gate of two inputs, tests/recurrence_cases.py) are more than the three fp32
+    tiles: the plan says "registers", and the prologue loads the rows into registers (that case runs end to end in
+    tests/test_recurrence_op.py); an fp32 row is wider than the bf16 tiles of a per-head decay."""
+    problem = Problem(dsl.build(two_gate_inputs), "two_gate_inputs", 128, 128, arch="sm_90a")
+    plan = verify(make_plan(problem, family="wgmma64", directions=("forward",)))
+    assert plan.kernel("prepare").options.staging == "registers"
+    prepare = _prepare_source(plan, problem)
+    assert prepare.count("uint4 stage_") == 4 and "cp_async" not in prepare and "staged_" not in prepare
+    f = facts(problem_from_options(Options(op="gdn"), K=128, V=128, arch="sm_90a"))
+    assert staging_form(f, "scalar") == "tiles"
     assert staging_form(dataclasses.replace(f, row_dtypes=["f32", "bf16"]), "scalar") == "registers"
+
+
+def _prepare_source(plan, problem) -> str:
+    source = render_unit(plan, problem.recurrence, "forward")
+    return source[source.index("// ===== prepare:"):source.index("// ===== recurrence:")]

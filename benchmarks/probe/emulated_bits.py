@@ -1,6 +1,6 @@
 """Whether a rewrite of the wgmma64 forward keeps its outputs bit for bit, on the CPU: `python
 benchmarks/probe/emulated_bits.py OUT.pt [REFERENCE.pt]` runs the emulated forward (kdagen.codegen.emulate) of
-tests/test_wgmma64_emulated.py's cases and two at K = 128 (lower-bound and softplus gates, a partial chunk), saves o,
+tests/test_wgmma64_emulated.py's cases and four at K = 128 (lower-bound and softplus gates, partial chunks), saves o,
 the final state and every prepare workspace to OUT.pt, and with REFERENCE.pt (the same run on another tree) prints
 each tensor that differs in any bit. Session 17 checked its prepare rewrites this way before the GPU saw them."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from test_wgmma64_emulated import CASES, emulated_forward  # noqa: E402
 GATES = dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
 MORE = {"kda_lb_k128": ("kda", dict(GATES, lower_bound=-5.0), dict(T=100, H=1, K=128, V=128)),
         "kda_softplus_k128": ("kda", GATES, dict(T=100, H=1, K=128, V=128)),
-        # several items per CTA of a persistent prepare (the emulator's grid is small), surplus chunks among them
+        # K = 128 with more chunks and heads: varlen with an empty and a length-1 sequence, and a batch of two
         "kda_lb_varlen_k128": ("kda", dict(GATES, lower_bound=-5.0), dict(H=2, K=128, V=128,
                                                                           cu_seqlens=[0, 130, 130, 131, 260])),
         "kda_softplus_b2_k128": ("kda", GATES, dict(B=2, T=200, H=2, K=128, V=128))}

@@ -1211,90 +1211,90 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const int sub = lane / ROWS_PER_WARP, ch0 = sub * KPT, row_in_pass = warp * ROWS_PER_WARP + lane % ROWS_PER_WARP;
 #line 82 "templates/wgmma64/prepare.cu.j2"
     // Staging "tiles": every pass's row inputs are copied into shared memory (cp.async, 16-byte pieces) before any
-    // pass computes, so the passes' loads share one memory latency and hold no registers. Input i's row r sits at
-    // the right-hand end of row r of tile i (s_q_lo, s_k_lo: its last K·size bytes),
-    // which only row r's own outputs overwrite, after its lanes (one warp) have read it back.
+    // pass computes, so the passes' loads share one memory latency and hold no registers. An input's row r sits at
+    // the right-hand end of row r of its tile (its last K·size bytes), which only row r's own outputs overwrite,
+    // after the row's lanes (one warp) have read it back. Input -> tile: k -> s_q_lo, q -> s_k_lo.
 #line 87 "templates/wgmma64/prepare.cu.j2"
     constexpr int STAGE_PITCH = LDS * 2, STAGE_END = K * 2;  // bytes: a tile's row pitch, the end of its data
 #line 93 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0 && K * sizeof(bf16) <= STAGE_END,
                   "k: whole 16-byte pieces per thread, within a tile's row");
-    char* const staged_k = reinterpret_cast<char*>(s_q_lo) +
-                                      (STAGE_END - K * (int)sizeof(bf16));
+    char* const staged_k =
+        reinterpret_cast<char*>(s_q_lo) + (STAGE_END - K * (int)sizeof(bf16));
 #line 93 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0 && K * sizeof(bf16) <= STAGE_END,
                   "q: whole 16-byte pieces per thread, within a tile's row");
-    char* const staged_q = reinterpret_cast<char*>(s_k_lo) +
-                                      (STAGE_END - K * (int)sizeof(bf16));
-#line 106 "templates/wgmma64/prepare.cu.j2"
+    char* const staged_q =
+        reinterpret_cast<char*>(s_k_lo) + (STAGE_END - K * (int)sizeof(bf16));
+#line 107 "templates/wgmma64/prepare.cu.j2"
     bf16 stage_beta[PASSES];
-#line 106 "templates/wgmma64/prepare.cu.j2"
+#line 107 "templates/wgmma64/prepare.cu.j2"
     bf16 stage_g[PASSES];
-#line 109 "templates/wgmma64/prepare.cu.j2"
+#line 110 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
       const long long tok = t0 + (row < L ? row : 0);  // a tail row reads a valid token; the block zeroes it
-#line 114 "templates/wgmma64/prepare.cu.j2"
+#line 115 "templates/wgmma64/prepare.cu.j2"
       const bf16* const beta_at = in_beta + (tok * HV + h);
-#line 125 "templates/wgmma64/prepare.cu.j2"
+#line 126 "templates/wgmma64/prepare.cu.j2"
       stage_beta[pass] = *beta_at;
-#line 114 "templates/wgmma64/prepare.cu.j2"
+#line 115 "templates/wgmma64/prepare.cu.j2"
       const bf16* const g_at = in_g + (tok * HV + h);
-#line 125 "templates/wgmma64/prepare.cu.j2"
+#line 126 "templates/wgmma64/prepare.cu.j2"
       stage_g[pass] = *g_at;
-#line 114 "templates/wgmma64/prepare.cu.j2"
+#line 115 "templates/wgmma64/prepare.cu.j2"
       const bf16* const k_at = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 116 "templates/wgmma64/prepare.cu.j2"
+#line 117 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
-#line 119 "templates/wgmma64/prepare.cu.j2"
-        kdg::cp_async_16(staged_k + row * STAGE_PITCH + (ch0 * (int)sizeof(bf16) + 16 * piece),
+#line 120 "templates/wgmma64/prepare.cu.j2"
+        kdg::cp_async_16(staged_k + (row * STAGE_PITCH + ch0 * (int)sizeof(bf16) + 16 * piece),
                          reinterpret_cast<const uint4*>(k_at) + piece, true);
-#line 114 "templates/wgmma64/prepare.cu.j2"
+#line 115 "templates/wgmma64/prepare.cu.j2"
       const bf16* const q_at = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 116 "templates/wgmma64/prepare.cu.j2"
+#line 117 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
-#line 119 "templates/wgmma64/prepare.cu.j2"
-        kdg::cp_async_16(staged_q + row * STAGE_PITCH + (ch0 * (int)sizeof(bf16) + 16 * piece),
+#line 120 "templates/wgmma64/prepare.cu.j2"
+        kdg::cp_async_16(staged_q + (row * STAGE_PITCH + ch0 * (int)sizeof(bf16) + 16 * piece),
                          reinterpret_cast<const uint4*>(q_at) + piece, true);
-#line 128 "templates/wgmma64/prepare.cu.j2"
+#line 129 "templates/wgmma64/prepare.cu.j2"
     }
-#line 130 "templates/wgmma64/prepare.cu.j2"
+#line 131 "templates/wgmma64/prepare.cu.j2"
     kdg::cp_async_wait_all();  // each thread reads back only the pieces it copied
-#line 132 "templates/wgmma64/prepare.cu.j2"
+#line 133 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
       const bool valid = row < L;
-#line 138 "templates/wgmma64/prepare.cu.j2"
+#line 139 "templates/wgmma64/prepare.cu.j2"
       uint4 now_k[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_k[piece] = *reinterpret_cast<const uint4*>(
-            staged_k + row * STAGE_PITCH + (ch0 * (int)sizeof(bf16) + 16 * piece));
-#line 138 "templates/wgmma64/prepare.cu.j2"
+            staged_k + (row * STAGE_PITCH + ch0 * (int)sizeof(bf16) + 16 * piece));
+#line 139 "templates/wgmma64/prepare.cu.j2"
       uint4 now_q[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_q[piece] = *reinterpret_cast<const uint4*>(
-            staged_q + row * STAGE_PITCH + (ch0 * (int)sizeof(bf16) + 16 * piece));
-#line 144 "templates/wgmma64/prepare.cu.j2"
+            staged_q + (row * STAGE_PITCH + ch0 * (int)sizeof(bf16) + 16 * piece));
+#line 145 "templates/wgmma64/prepare.cu.j2"
       __syncwarp();  // the row's lanes (one warp) have read their pieces before any overwrites them with outputs
-#line 150 "templates/wgmma64/prepare.cu.j2"
-      const float* in_A_log_row = in_A_log + h;
-#line 148 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_beta_row = &stage_beta[pass];
-#line 150 "templates/wgmma64/prepare.cu.j2"
-      const float* in_dt_bias_row = in_dt_bias + h;
-#line 148 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_g_row = &stage_g[pass];
-#line 148 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_k_row = reinterpret_cast<const bf16*>(now_k);
-#line 148 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
 #line 153 "templates/wgmma64/prepare.cu.j2"
+      const float* in_A_log_row = in_A_log + h;
+#line 150 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_beta_row = &stage_beta[pass];
+#line 153 "templates/wgmma64/prepare.cu.j2"
+      const float* in_dt_bias_row = in_dt_bias + h;
+#line 150 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_g_row = &stage_g[pass];
+#line 150 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_k_row = reinterpret_cast<const bf16*>(now_k);
+#line 150 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
+#line 156 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
 #line 1300 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
@@ -1355,12 +1355,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_7;
       const float scale_val = n_scale;
 
-#line 155 "templates/wgmma64/prepare.cu.j2"
+#line 158 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
       // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 165 "templates/wgmma64/prepare.cu.j2"
+#line 168 "templates/wgmma64/prepare.cu.j2"
       // q̂, k̂ as bf16 hi + lo tiles (the blocks' tensor-core operands, read by ldmatrix), 16-byte stores
 #pragma unroll
       for (int j = 0; j < KPT; j += 8) {
@@ -1376,12 +1376,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         *reinterpret_cast<uint4*>(&s_k_hi[at]) = make_uint4(kh[0], kh[1], kh[2], kh[3]);
         *reinterpret_cast<uint4*>(&s_k_lo[at]) = make_uint4(kl[0], kl[1], kl[2], kl[3]);
       }
-#line 194 "templates/wgmma64/prepare.cu.j2"
+#line 197 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 196 "templates/wgmma64/prepare.cu.j2"
+#line 199 "templates/wgmma64/prepare.cu.j2"
         s_alpha[row] = kdg::ptx_ex2_ftz(valid ? decay * LOG2E : 0.f);
         s_gamma[row] = valid ? decay * LOG2E : 0.f;  // log2 α; decay_columns turns it into its running sum
-#line 199 "templates/wgmma64/prepare.cu.j2"
+#line 202 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = valid ? beta_val : 0.f;
       }
     }
@@ -1390,7 +1390,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): a thread per (block, 4K/256 adjacent channels): the block's α into registers, its totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 273 "templates/wgmma64/prepare.cu.j2"
+#line 276 "templates/wgmma64/prepare.cu.j2"
   // thread (block I, channels c0 .. c0 + CPT − 1) reads its block's α into registers and shares the block's
   // totals D; CPT adjacent channels per thread so that the decayed outputs leave as bf16 pairs
   const int I = tid / (K / CPT), c0 = CPT * (tid % (K / CPT));
@@ -1399,29 +1399,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   for (int j = 0; j < CPT; ++j) d[j] = 1.f;
 #pragma unroll
   for (int r = 0; r < B; ++r) {
-#line 284 "templates/wgmma64/prepare.cu.j2"
+#line 287 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) alpha_col[r][j] = s_alpha[(I * B + r) * ld_alpha];  // one α per row
-#line 287 "templates/wgmma64/prepare.cu.j2"
+#line 290 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) d[j] *= alpha_col[r][j];
   }
 #pragma unroll
   for (int j = 0; j < CPT; ++j)
     if (c0 + j < KD) s_D[I * KD + c0 + j] = d[j];
-#line 294 "templates/wgmma64/prepare.cu.j2"
+#line 297 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 299 "templates/wgmma64/prepare.cu.j2"
+#line 302 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise) ----
-#line 303 "templates/wgmma64/prepare.cu.j2"
+#line 306 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 307 "templates/wgmma64/prepare.cu.j2"
+#line 310 "templates/wgmma64/prepare.cu.j2"
   {
     // D of every block; Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))) by selects, not
     // by indexing with I, which depends on the thread and would put D in local memory
@@ -1437,14 +1437,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       }
     }
     // q̂ and k̂ of a row's channels c0 ..
-#line 323 "templates/wgmma64/prepare.cu.j2"
+#line 326 "templates/wgmma64/prepare.cu.j2"
     auto hi_lo = [&](const bf16* hi, const bf16* lo, int row, float (&x)[CPT]) {
 #pragma unroll
       for (int j = 0; j < CPT; ++j) x[j] = kdg::to_f32(hi[row * LDS + c0 + j]) + kdg::to_f32(lo[row * LDS + c0 + j]);
     };
     auto q_run = [&](int row, float (&x)[CPT]) { hi_lo(s_q_hi, s_q_lo, row, x); };
     auto k_run = [&](int row, float (&x)[CPT]) { hi_lo(s_k_hi, s_k_lo, row, x); };
-#line 333 "templates/wgmma64/prepare.cu.j2"
+#line 336 "templates/wgmma64/prepare.cu.j2"
     // the key side, last row first: F_r = Π α of the block's rows after r; k_to_end = k̂·F·after
     {
       float f[CPT];
@@ -1461,7 +1461,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           to_end[j] = k_out[j] * after[j];
           f[j] *= alpha_col[r][j];
         }
-#line 352 "templates/wgmma64/prepare.cu.j2"
+#line 355 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + c0, to_end);
       }
     }
@@ -1484,18 +1484,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           q_dec[j] = scale * q[j] * before[j];
           k_dec[j] = k[j] * before[j];
         }
-#line 380 "templates/wgmma64/prepare.cu.j2"
+#line 383 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + c0, q_dec);
         kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + c0, k_dec);
       }
     }
-#line 385 "templates/wgmma64/prepare.cu.j2"
+#line 388 "templates/wgmma64/prepare.cu.j2"
     // block 0's threads, per channel: the chunk's total decay
-#line 390 "templates/wgmma64/prepare.cu.j2"
+#line 393 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) {
       const int c = c0 + j;
-#line 404 "templates/wgmma64/prepare.cu.j2"
+#line 407 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < DW) {
         float total = 1.f;
 #pragma unroll
@@ -1509,11 +1509,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × 2^(γi−γj), masked ----
-#line 417 "templates/wgmma64/prepare.cu.j2"
+#line 420 "templates/wgmma64/prepare.cu.j2"
   // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, bf16x3: a per-head decay's factor is one number per
   // pair, so the products take q̂ and k̂ as they are and each result is scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1)
   // Mqk_ij = scale·2^(γi−γj)·q̂_i·k̂_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k̂_i·k̂_j (j < i).
-#line 429 "templates/wgmma64/prepare.cu.j2"
+#line 432 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1533,12 +1533,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 449 "templates/wgmma64/prepare.cu.j2"
+#line 452 "templates/wgmma64/prepare.cu.j2"
       const bf16* left_hi = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
       const bf16* left_lo = (is_k ? s_k_lo : s_q_lo) + I * B * LDS;
       const bf16* right_hi = s_k_hi + J * B * LDS;
       const bf16* right_lo = s_k_lo + J * B * LDS;
-#line 461 "templates/wgmma64/prepare.cu.j2"
+#line 464 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
         const kdg::FragA ah = kdg::load_frag_a(left_hi + kk * 16, LDS, lane);
@@ -1549,16 +1549,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
-#line 491 "templates/wgmma64/prepare.cu.j2"
+#line 494 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 498 "templates/wgmma64/prepare.cu.j2"
+#line 501 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] * exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
-#line 502 "templates/wgmma64/prepare.cu.j2"
+#line 505 "templates/wgmma64/prepare.cu.j2"
           mkk_acc[n][nt].x[e] = (is_k ? s_beta[I * B + r] : scale) * x;
         }
         if (!is_k) {  // Mqk's tile: each lane's column pairs as bf16x2 words, rows r and r + 8
@@ -1579,7 +1579,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 521 "templates/wgmma64/prepare.cu.j2"
+#line 524 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1598,19 +1598,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     // this thread's row segment: zero above the diagonal
     float4* const at = reinterpret_cast<float4*>(&s_Mkk[seg_row * ld_Mkk + seg_J * B]);
-#line 542 "templates/wgmma64/prepare.cu.j2"
+#line 545 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int v = 0; v < B / 4; ++v) {
-#line 545 "templates/wgmma64/prepare.cu.j2"
+#line 548 "templates/wgmma64/prepare.cu.j2"
       if (seg_J > seg_I) at[v] = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 549 "templates/wgmma64/prepare.cu.j2"
+#line 552 "templates/wgmma64/prepare.cu.j2"
     }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 554 "templates/wgmma64/prepare.cu.j2"
+#line 557 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1669,7 +1669,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 611 "templates/wgmma64/prepare.cu.j2"
+#line 614 "templates/wgmma64/prepare.cu.j2"
   // A as bf16, this thread's row segment as two 16-byte stores; rows and columns past the chunk's end zero
   {
     const float* const src = &s_A[seg_row * ld_A + seg_J * B];

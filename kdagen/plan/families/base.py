@@ -67,16 +67,15 @@ def facts(problem: Problem) -> Facts:
                         "values, which the chunked kernels cannot represent (a state that grows); make it provably "
                         "<= 0: declare the input's bounds (token_input(..., bounds=(lo, 0))) or write the gate as "
                         "a non-positive map, e.g. -softplus(x) or lb * sigmoid(x) with lb < 0 (docs/recurrences.md)")
-    leaves = [Param(input_param(n), "ptr", _leaf_dtype(problem, n, r.graph.nodes[n]["dtype"]))
-              for n in r.token_inputs if n != value]
+    tokens = [n for n in r.token_inputs if n != value]
+    leaves = [Param(input_param(n), "ptr", _leaf_dtype(problem, n, r.graph.nodes[n]["dtype"])) for n in tokens]
+    row_dtypes = [p.dtype for n, p in zip(tokens, leaves) if r.graph.nodes[n]["shape"]]
     leaves += [Param(input_param(n), "ptr", "f32") for n in r.head_params]
     kind = info["decay_kind"]
     return Facts(decay_kind=kind, decay_interval=tuple(info["decay_interval"]), KD=problem.K if kind == "vector" else 1,
                  leaves=leaves, scalars=list(r.scalars),
                  head_params=[(n, bool(r.graph.nodes[n]["shape"])) for n in r.head_params],
-                 qk_inputs=qk_inputs(r), token_inputs=list(r.token_inputs),
-                 row_dtypes=[p.dtype for n, p in zip([n for n in r.token_inputs if n != value], leaves)
-                             if r.graph.nodes[n]["shape"]])
+                 qk_inputs=qk_inputs(r), token_inputs=list(r.token_inputs), row_dtypes=row_dtypes)
 
 
 def seq_params(varlen: bool) -> list[Param]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...model import Barrier, Buffer, Kernel, Param, Role, Step, Workspace, kernel_options
+from ...model import DTYPE_BYTES, Barrier, Buffer, Kernel, Param, Role, Step, Workspace, kernel_options
 from ..base import Facts, form_of, seq_params, token_parallel, workspace_params
 
 CHUNK = 64
@@ -61,9 +61,6 @@ def diagonal_form(f: Facts) -> str:
     if f.decay_kind == "scalar":
         return "scalar"
     return "factored" if form_of(f, BLOCK) == "factored" else "running"
-
-
-DTYPE_BYTES = {"bf16": 2, "f32": 4}
 
 
 def staging_form(f: Facts, diagonal: str) -> str:
