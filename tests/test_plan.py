@@ -242,6 +242,9 @@ BROKEN = [
     ("kernel cycle", _cycle, "kernel dependency cycle"),
     ("undeclared workspace", lambda p: _k(p, "prepare").steps[2].global_writes.append("ws_nowhere"),
      "writes workspace 'ws_nowhere', which the plan does not declare"),
+    ("workspace pointer of another dtype", lambda p: setattr(
+        next(q for q in _k(p, "prepare").params if q.name == "ws_beta"), "dtype", "bf16"),
+     "kernel prepare: parameter 'ws_beta' is bf16 but the workspace holds f32"),
     ("unknown step role", lambda p: _k(p, "recurrence").steps.append(Step("x", "ghost", "strip")),
      "step 'x' runs on unknown role 'ghost'"),
     ("wait nobody completes", lambda p: _k(p, "recurrence").steps[-2].arrives.remove("free"),

@@ -410,6 +410,9 @@ def problems(plan: Plan) -> list[str]:
         for check in (_swizzles, _barriers, _pipelines, _steps, _params):
             out += check(k)
         out += _tensor_maps(k, arch, workspaces)
+        # a kernel reads a workspace's pointer as its parameter's C type: another dtype would read garbage
+        out += [f"kernel {k.name}: parameter {p.name!r} is {p.dtype} but the workspace holds {workspaces[p.name].dtype}"
+                for p in k.params if p.kind == "ptr" and p.name in workspaces and p.dtype != workspaces[p.name].dtype]
     for name in plan.saved:
         if name not in workspaces:
             out.append(f"plan: saved workspace {name!r} is not declared")

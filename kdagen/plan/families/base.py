@@ -84,9 +84,9 @@ def seq_params(varlen: bool) -> list[Param]:
     return seq + [Param("T", "i32"), Param("N", "i32")]
 
 
-def prepare_bwd_io(f: Facts, grads) -> tuple[list[Param], list[str], list[str]]:
+def prepare_bwd_io(f: Facts, grads, ws: list[Workspace]) -> tuple[list[Param], list[str], list[str]]:
     """A prepare_bwd's parameters in either family, but how it finds sequences: the prologue's leaves and scalars,
-    the chunk gradients `grads` (fp32), the token inputs' gradients and the head parameters' per-chunk partials.
+    the chunk gradients `grads` (in their workspaces' dtypes, `ws`), the token inputs' gradients and the head parameters' per-chunk partials.
     Also the q/k inputs and their gradients' names: the q/k adjoint writes those, the value heads' adjoint the
     rest."""
     token_grads = [Param(grad_param(n), "ptr", p.dtype, const=False) for p in f.leaves
@@ -94,7 +94,7 @@ def prepare_bwd_io(f: Facts, grads) -> tuple[list[Param], list[str], list[str]]:
     qk = [input_param(n) for n in f.qk_inputs]
     qk_grads = [p.name for p in token_grads if p.name[len("grad_"):] in qk]
     params = f.leaves + [Param(scalar_param(s), "f32") for s in f.scalars]
-    params += [Param(n, "ptr", "f32") for n in grads]
+    params += workspace_params(grads, True, ws)
     params += token_grads + [Param(f"ws_part_{n}", "ptr", "f32", const=False) for n, _ in f.head_params]
     return params, qk, qk_grads
 

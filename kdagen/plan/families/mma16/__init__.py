@@ -27,7 +27,7 @@ class Mma16(Family):
             forward.recurrence(C=C, K=K, V=V, KD=f.KD, mode="store_states", **common),
             *(make(C=C, K=K, V=V, io=problem.dtypes.io, state_layout=problem.state_layout, ws=ws)
               for make in (backward.dstate_pass, backward.recurrence_bwd)),
-            backward.prepare_bwd(C=C, K=K, f=f),
+            backward.prepare_bwd(C=C, K=K, f=f, ws=ws),
         ]
         if f.head_params:
             kernels.append(backward.param_reduce(K=K, head_params=f.head_params))

@@ -264,11 +264,11 @@ def recurrence_bwd(*, C: int, K: int, V: int, io: str, state_layout: str, ws: li
              "on chip); surplus CTAs exit"))
 
 
-def prepare_bwd(*, C: int, K: int, f: Facts) -> Kernel:
+def prepare_bwd(*, C: int, K: int, f: Facts, ws: list[Workspace]) -> Kernel:
     threads = C * PREPARE_BWD_LANES_PER_ROW
     KD, decay_kind, head_params = f.KD, f.decay_kind, f.head_params
     scalar = decay_kind == "scalar"
-    params, qk, qk_grads = prepare_bwd_io(f, RECURRENCE_GRADS)
+    params, qk, qk_grads = prepare_bwd_io(f, RECURRENCE_GRADS, ws)
     buffers = [Buffer("q_hat", (C, K), "f32"), Buffer("k_hat", (C, K), "f32"), Buffer("gamma", (C, KD), "f32"),
                *([Buffer("F", (C, C), "f32")] if scalar else []), Buffer("dMqk", (C, C), "f32"),
                Buffer("dMkk", (C, C), "f32"), Buffer("beta", (C,), "f32"), Buffer("dgc", (C, K), "f32"),

@@ -40,7 +40,7 @@ class Wgmma64(Family):
         kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws), forward.recurrence(**common)]
         if grads:
             kernels += [backward.dstate(**common), backward.chunk_bwd(**common),
-                        backward.prepare_bwd(K=K, varlen=problem.varlen, f=f)]
+                        backward.prepare_bwd(K=K, varlen=problem.varlen, f=f, ws=ws)]
             kernels += [mma16_backward.param_reduce(K=K, head_params=f.head_params, seq=seq_params(problem.varlen),
                                                     chunk=forward.CHUNK)] if f.head_params else []
         lo, hi = f.decay_interval

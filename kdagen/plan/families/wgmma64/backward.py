@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model import Barrier, Buffer, Kernel, Param, Pipeline, Role, Step, Workspace, kernel_options
-from ..base import Facts, prepare_bwd_io, seq_params
+from ..base import Facts, prepare_bwd_io, seq_params, workspace_params
 from .forward import (BLOCK, CHUNK, CONSUMER_REGS, PRODUCER_REGS, STAGES, V_ROWS, chunk_ring, decay_width,
                       diagonal_form, ring_maps, rows_map, tile_map)
 
@@ -174,7 +174,7 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
               tile_map("map_dh_lo", "ws_dstate_lo", K, vrows, "dh_lo"),
               Param("ws_beta", "ptr", "f32"), Param("ws_decay_total", "ptr", "f32"),
               *seq_params(varlen), Param("grad_v", "ptr", "bf16", const=False),
-              *[Param(n, "ptr", "f32", const=False) for n in CHUNK_GRADS]]
+              *workspace_params(CHUNK_GRADS, False, ws)]
     steps = [
         Step("load", "producer", "tma", writes=[b.name for b in loaded], arrives=["loaded"],
              global_reads=["ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "v", "dout", "ws_states", "ws_dstate_hi",
@@ -265,7 +265,7 @@ def max_head_params(K: int, f: Facts) -> int:
     return 2 * CHUNK // (prepare_bwd_threads(K, f) // PREPARE_BWD_LANES_PER_ROW)
 
 
-def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
+def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     """Token-parallel, one CTA per (64-token chunk, q/k head), its G value heads in a loop: chunk_bwd's products
     to input gradients (docs/math.md §7.5–7.10). The contractions with e^(Γi−Γj) run by 16-row blocks (math.md
     §7.10) in the form contractions_of chose (docs/kernels.md §4.4). The emitted prologue and its adjoint run on
@@ -278,7 +278,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts) -> Kernel:
     warps = threads // 32
     parts = threads // K
     factored = diagonal == "factored"
-    params, qk, qk_grads = prepare_bwd_io(f, CHUNK_GRADS)
+    params, qk, qk_grads = prepare_bwd_io(f, CHUNK_GRADS, ws)
     params += seq_params(varlen)
     head_params = f.head_params
     tile = dict(ld=K + (MMA_PAD if mma else FMA_PAD))
