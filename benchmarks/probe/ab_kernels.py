@@ -1,6 +1,6 @@
 """Kernel device times of one kdagen tree, for an A/B of two trees on one machine: `python
 benchmarks/probe/ab_kernels.py TREE [--train] [BxTxHxD ...]` imports kdagen from the checkout (or copy) at TREE and
-prints, for the bench's KDA (softplus and lower-bound gates) and GDN inputs, each wgmma64 kernel's mean device time
+prints, for the bench's KDA (softplus and lower-bound gates) and GDN inputs, each kdagen kernel's mean device time
 (torch.profiler, 20 calls after 5 warm-up; 5 after 3 with --train) of an inference forward, or with --train of a
 training step (forward, then every input's gradient). Run it once per tree in its own process, main first and
 last to see the machine drift: session 19 copied main beside the checkout (`mkdir -p ab/main && git archive main
@@ -22,7 +22,7 @@ import kdagen  # noqa: E402
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
 
-KERNELS = ("prepare", "recurrence", "dstate", "chunk_bwd", "prepare_bwd")
+KERNELS = ("prepare", "recurrence", "dstate", "chunk_bwd", "prepare_bwd", "param_reduce")
 
 
 def times(step, warmup: int, calls: int) -> dict:

@@ -29,7 +29,7 @@ def rounding(names: tuple):
     """emulate.build with chunk_bwd's workspaces `names` rounded to bf16 after each launch of it."""
     def build(plan, recurrence, kernels="forward"):
         module = BUILD(plan, recurrence, kernels)
-        params = [p.name for p in plan.kernel("chunk_bwd").params] if names else []
+        params = [p.name for p in plan.kernel("chunk_bwd").params]
         launch = module.launch
 
         def launch_and_round(kernel_name, grid, block, args, smem_bytes=0):
@@ -44,13 +44,15 @@ def rounding(names: tuple):
 
 
 def main(seeds: list[int]) -> None:
-    for name in sorted(CASES):
-        for seed in seeds:
-            for label, names in SCHEMES.items():
-                emulate.build = rounding(names)
-                figures, _ = grads_checks(run_case(CASES[name], seed=seed))
-                print(f"{name} seed {seed} | {label} | {figures}", flush=True)
-    emulate.build = BUILD
+    try:
+        for name in sorted(CASES):
+            for seed in seeds:
+                for label, names in SCHEMES.items():
+                    emulate.build = rounding(names)
+                    figures, _ = grads_checks(run_case(CASES[name], seed=seed))
+                    print(f"{name} seed {seed} | {label} | {figures}", flush=True)
+    finally:
+        emulate.build = BUILD
 
 
 if __name__ == "__main__":

@@ -86,9 +86,9 @@ def seq_params(varlen: bool) -> list[Param]:
 
 def prepare_bwd_io(f: Facts, grads, ws: list[Workspace]) -> tuple[list[Param], list[str], list[str]]:
     """A prepare_bwd's parameters in either family, but how it finds sequences: the prologue's leaves and scalars,
-    the chunk gradients `grads` (in their workspaces' dtypes, `ws`), the token inputs' gradients and the head parameters' per-chunk partials.
-    Also the q/k inputs and their gradients' names: the q/k adjoint writes those, the value heads' adjoint the
-    rest."""
+    the chunk gradients `grads` (in their workspaces' dtypes, `ws`), the token inputs' gradients and the head
+    parameters' per-chunk partials. Also the q/k inputs and their gradients' names: the q/k adjoint writes those,
+    the value heads' adjoint the rest."""
     token_grads = [Param(grad_param(n), "ptr", p.dtype, const=False) for p in f.leaves
                    for n in f.token_inputs if p.name == input_param(n)]
     qk = [input_param(n) for n in f.qk_inputs]
