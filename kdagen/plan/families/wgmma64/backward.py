@@ -172,7 +172,7 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
               tile_map("map_ST", "ws_states", K, vrows, "ST"),
               tile_map("map_dh_hi", "ws_dstate_hi", K, vrows, "dh_hi"),
               tile_map("map_dh_lo", "ws_dstate_lo", K, vrows, "dh_lo"),
-              Param("ws_beta", "ptr", "f32"), Param("ws_decay_total", "ptr", "f32"),
+              *workspace_params(("ws_beta", "ws_decay_total"), True, ws),
               *seq_params(varlen), Param("grad_v", "ptr", "bf16", const=False),
               *workspace_params(CHUNK_GRADS, False, ws)]
     steps = [
