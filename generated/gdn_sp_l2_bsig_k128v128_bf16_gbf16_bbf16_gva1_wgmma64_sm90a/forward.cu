@@ -1273,36 +1273,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
-      const bool valid = row < L;
-#line 144 "templates/wgmma64/prepare.cu.j2"
+      const bool in_chunk = row < L;
+      // The emitted block reads every row's inputs as loaded (a tail row's are token t0's): the tail rows' outputs
+      // are replaced after the stores below, so no element of a full chunk pays a select.
+      [[maybe_unused]] constexpr bool valid = true;
+#line 147 "templates/wgmma64/prepare.cu.j2"
       uint4 now_k[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_k[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_k, sizeof(bf16), row, piece));
-#line 144 "templates/wgmma64/prepare.cu.j2"
+#line 147 "templates/wgmma64/prepare.cu.j2"
       uint4 now_q[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_q[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_q, sizeof(bf16), row, piece));
-#line 150 "templates/wgmma64/prepare.cu.j2"
+#line 153 "templates/wgmma64/prepare.cu.j2"
       __syncwarp();  // the row's lanes (one warp) have read their pieces before any overwrites them with outputs
-#line 158 "templates/wgmma64/prepare.cu.j2"
-      const float* in_A_log_row = in_A_log + h;
-#line 155 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_beta_row = &stage_beta[pass];
-#line 158 "templates/wgmma64/prepare.cu.j2"
-      const float* in_dt_bias_row = in_dt_bias + h;
-#line 155 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_g_row = &stage_g[pass];
-#line 155 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_k_row = reinterpret_cast<const bf16*>(now_k);
-#line 155 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
 #line 161 "templates/wgmma64/prepare.cu.j2"
+      const float* in_A_log_row = in_A_log + h;
+#line 158 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_beta_row = &stage_beta[pass];
+#line 161 "templates/wgmma64/prepare.cu.j2"
+      const float* in_dt_bias_row = in_dt_bias + h;
+#line 158 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_g_row = &stage_g[pass];
+#line 158 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_k_row = reinterpret_cast<const bf16*>(now_k);
+#line 158 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
+#line 164 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1306 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1309 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1361,20 +1364,20 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_7;
       const float scale_val = n_scale;
 
-#line 163 "templates/wgmma64/prepare.cu.j2"
+#line 166 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
-      // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
-      // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 173 "templates/wgmma64/prepare.cu.j2"
+      // 16-byte stores: a quarter warp (one row) then meets each bank at most four times, where single floats met
+      // one bank sixteen times
+#line 176 "templates/wgmma64/prepare.cu.j2"
       // q̂, k̂ as bf16 hi + lo tiles (the blocks' tensor-core operands, read by ldmatrix), 16-byte stores
 #pragma unroll
       for (int j = 0; j < KPT; j += 8) {
         kdg::u32 qh[4], ql[4], kh[4], kl[4];
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
-          kdg::split_bf16(valid ? q_hat[j + 2 * p] : 0.f, valid ? q_hat[j + 2 * p + 1] : 0.f, qh[p], ql[p]);
-          kdg::split_bf16(valid ? k_hat[j + 2 * p] : 0.f, valid ? k_hat[j + 2 * p + 1] : 0.f, kh[p], kl[p]);
+          kdg::split_bf16(q_hat[j + 2 * p], q_hat[j + 2 * p + 1], qh[p], ql[p]);
+          kdg::split_bf16(k_hat[j + 2 * p], k_hat[j + 2 * p + 1], kh[p], kl[p]);
         }
         const int at = row * LDS + ch0 + j;
         *reinterpret_cast<uint4*>(&s_q_hi[at]) = make_uint4(qh[0], qh[1], qh[2], qh[3]);
@@ -1382,13 +1385,32 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         *reinterpret_cast<uint4*>(&s_k_hi[at]) = make_uint4(kh[0], kh[1], kh[2], kh[3]);
         *reinterpret_cast<uint4*>(&s_k_lo[at]) = make_uint4(kl[0], kl[1], kl[2], kl[3]);
       }
-#line 202 "templates/wgmma64/prepare.cu.j2"
-      if (sub == 0) {
 #line 204 "templates/wgmma64/prepare.cu.j2"
-        s_alpha[row] = kdg::ptx_ex2_ftz(valid ? decay * LOG2E : 0.f);
-        s_gamma[row] = valid ? decay * LOG2E : 0.f;  // log2 α; decay_columns turns it into its running sum
-#line 207 "templates/wgmma64/prepare.cu.j2"
-        s_beta[row] = valid ? beta_val : 0.f;
+      if (sub == 0) {
+#line 206 "templates/wgmma64/prepare.cu.j2"
+        s_alpha[row] = kdg::ptx_ex2_ftz(decay * LOG2E);
+        s_gamma[row] = decay * LOG2E;  // log2 α; decay_columns turns it into its running sum
+#line 209 "templates/wgmma64/prepare.cu.j2"
+        s_beta[row] = beta_val;
+      }
+      if (!in_chunk) {  // a tail row carries no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0, by its own lanes
+#pragma unroll
+        for (int j = 0; j < KPT; j += 4) {
+          const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+#line 216 "templates/wgmma64/prepare.cu.j2"
+          *reinterpret_cast<uint2*>(&s_q_hi[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
+          *reinterpret_cast<uint2*>(&s_q_lo[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
+          *reinterpret_cast<uint2*>(&s_k_hi[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
+          *reinterpret_cast<uint2*>(&s_k_lo[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
+#line 227 "templates/wgmma64/prepare.cu.j2"
+        }
+        if (sub == 0) {
+#line 230 "templates/wgmma64/prepare.cu.j2"
+          s_alpha[row] = 1.f;
+          s_gamma[row] = 0.f;
+#line 233 "templates/wgmma64/prepare.cu.j2"
+          s_beta[row] = 0.f;
+        }
       }
     }
   }
@@ -1396,7 +1418,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): a thread per (block, 4K/256 adjacent channels): the block's α into registers, its totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 281 "templates/wgmma64/prepare.cu.j2"
+#line 308 "templates/wgmma64/prepare.cu.j2"
   // thread (block I, channels c0 .. c0 + CPT − 1) reads its block's α into registers and shares the block's
   // totals D; CPT adjacent channels per thread so that the decayed outputs leave as bf16 pairs
   const int I = tid / (K / CPT), c0 = CPT * (tid % (K / CPT));
@@ -1405,29 +1427,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   for (int j = 0; j < CPT; ++j) d[j] = 1.f;
 #pragma unroll
   for (int r = 0; r < B; ++r) {
-#line 292 "templates/wgmma64/prepare.cu.j2"
+#line 319 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) alpha_col[r][j] = s_alpha[(I * B + r) * ld_alpha];  // one α per row
-#line 295 "templates/wgmma64/prepare.cu.j2"
+#line 322 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) d[j] *= alpha_col[r][j];
   }
 #pragma unroll
   for (int j = 0; j < CPT; ++j)
     if (c0 + j < KD) s_D[I * KD + c0 + j] = d[j];
-#line 302 "templates/wgmma64/prepare.cu.j2"
+#line 329 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 307 "templates/wgmma64/prepare.cu.j2"
+#line 334 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise) ----
-#line 311 "templates/wgmma64/prepare.cu.j2"
+#line 338 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 315 "templates/wgmma64/prepare.cu.j2"
+#line 342 "templates/wgmma64/prepare.cu.j2"
   {
     // D of every block; Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))) by selects, not
     // by indexing with I, which depends on the thread and would put D in local memory
@@ -1443,14 +1465,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       }
     }
     // q̂ and k̂ of a row's channels c0 ..
-#line 331 "templates/wgmma64/prepare.cu.j2"
+#line 358 "templates/wgmma64/prepare.cu.j2"
     auto hi_lo = [&](const bf16* hi, const bf16* lo, int row, float (&x)[CPT]) {
 #pragma unroll
       for (int j = 0; j < CPT; ++j) x[j] = kdg::to_f32(hi[row * LDS + c0 + j]) + kdg::to_f32(lo[row * LDS + c0 + j]);
     };
     auto q_run = [&](int row, float (&x)[CPT]) { hi_lo(s_q_hi, s_q_lo, row, x); };
     auto k_run = [&](int row, float (&x)[CPT]) { hi_lo(s_k_hi, s_k_lo, row, x); };
-#line 341 "templates/wgmma64/prepare.cu.j2"
+#line 368 "templates/wgmma64/prepare.cu.j2"
     // the key side, last row first: F_r = Π α of the block's rows after r; k_to_end = k̂·F·after
     {
       float f[CPT];
@@ -1467,7 +1489,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           to_end[j] = k_out[j] * after[j];
           f[j] *= alpha_col[r][j];
         }
-#line 360 "templates/wgmma64/prepare.cu.j2"
+#line 387 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + c0, to_end);
       }
     }
@@ -1490,18 +1512,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           q_dec[j] = scale * q[j] * before[j];
           k_dec[j] = k[j] * before[j];
         }
-#line 388 "templates/wgmma64/prepare.cu.j2"
+#line 415 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + c0, q_dec);
         kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + c0, k_dec);
       }
     }
-#line 393 "templates/wgmma64/prepare.cu.j2"
+#line 420 "templates/wgmma64/prepare.cu.j2"
     // block 0's threads, per channel: the chunk's total decay
-#line 398 "templates/wgmma64/prepare.cu.j2"
+#line 425 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) {
       const int c = c0 + j;
-#line 412 "templates/wgmma64/prepare.cu.j2"
+#line 439 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < DW) {
         float total = 1.f;
 #pragma unroll
@@ -1515,11 +1537,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × 2^(γi−γj), masked ----
-#line 425 "templates/wgmma64/prepare.cu.j2"
+#line 452 "templates/wgmma64/prepare.cu.j2"
   // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, bf16x3: a per-head decay's factor is one number per
   // pair, so the products take q̂ and k̂ as they are and each result is scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1)
   // Mqk_ij = scale·2^(γi−γj)·q̂_i·k̂_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k̂_i·k̂_j (j < i).
-#line 437 "templates/wgmma64/prepare.cu.j2"
+#line 464 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1539,12 +1561,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 457 "templates/wgmma64/prepare.cu.j2"
+#line 484 "templates/wgmma64/prepare.cu.j2"
       const bf16* left_hi = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
       const bf16* left_lo = (is_k ? s_k_lo : s_q_lo) + I * B * LDS;
       const bf16* right_hi = s_k_hi + J * B * LDS;
       const bf16* right_lo = s_k_lo + J * B * LDS;
-#line 469 "templates/wgmma64/prepare.cu.j2"
+#line 496 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
         const kdg::FragA ah = kdg::load_frag_a(left_hi + kk * 16, LDS, lane);
@@ -1555,16 +1577,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
         kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
       }
-#line 499 "templates/wgmma64/prepare.cu.j2"
+#line 526 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 506 "templates/wgmma64/prepare.cu.j2"
+#line 533 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] * exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
-#line 510 "templates/wgmma64/prepare.cu.j2"
+#line 537 "templates/wgmma64/prepare.cu.j2"
           mkk_acc[n][nt].x[e] = (is_k ? s_beta[I * B + r] : scale) * x;
         }
         if (!is_k) {  // Mqk's tile: each lane's column pairs as bf16x2 words, rows r and r + 8
@@ -1585,7 +1607,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 529 "templates/wgmma64/prepare.cu.j2"
+#line 556 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1604,19 +1626,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     // this thread's row segment: zero above the diagonal
     float4* const at = reinterpret_cast<float4*>(&s_Mkk[seg_row * ld_Mkk + seg_J * B]);
-#line 550 "templates/wgmma64/prepare.cu.j2"
+#line 577 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int v = 0; v < B / 4; ++v) {
-#line 553 "templates/wgmma64/prepare.cu.j2"
+#line 580 "templates/wgmma64/prepare.cu.j2"
       if (seg_J > seg_I) at[v] = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 557 "templates/wgmma64/prepare.cu.j2"
+#line 584 "templates/wgmma64/prepare.cu.j2"
     }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 562 "templates/wgmma64/prepare.cu.j2"
+#line 589 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1675,7 +1697,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 619 "templates/wgmma64/prepare.cu.j2"
+#line 646 "templates/wgmma64/prepare.cu.j2"
   // A as bf16, this thread's row segment as two 16-byte stores; rows and columns past the chunk's end zero
   {
     const float* const src = &s_A[seg_row * ld_A + seg_J * B];
@@ -1806,7 +1828,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1810 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1832 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1823,7 +1845,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1827 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1849 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 200704 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1889,7 +1911,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1893 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1915 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1918,7 +1940,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 1922 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1944 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group

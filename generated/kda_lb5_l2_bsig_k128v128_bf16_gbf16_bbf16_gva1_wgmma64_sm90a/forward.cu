@@ -1301,42 +1301,45 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
-      const bool valid = row < L;
-#line 144 "templates/wgmma64/prepare.cu.j2"
+      const bool in_chunk = row < L;
+      // The emitted block reads every row's inputs as loaded (a tail row's are token t0's): the tail rows' outputs
+      // are replaced after the stores below, so no element of a full chunk pays a select.
+      [[maybe_unused]] constexpr bool valid = true;
+#line 147 "templates/wgmma64/prepare.cu.j2"
       uint4 now_g[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_g[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_g, sizeof(bf16), row, piece));
-#line 144 "templates/wgmma64/prepare.cu.j2"
+#line 147 "templates/wgmma64/prepare.cu.j2"
       uint4 now_k[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_k[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_k, sizeof(bf16), row, piece));
-#line 144 "templates/wgmma64/prepare.cu.j2"
+#line 147 "templates/wgmma64/prepare.cu.j2"
       uint4 now_q[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_q[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_q, sizeof(bf16), row, piece));
-#line 150 "templates/wgmma64/prepare.cu.j2"
+#line 153 "templates/wgmma64/prepare.cu.j2"
       __syncwarp();  // the row's lanes (one warp) have read their pieces before any overwrites them with outputs
-#line 158 "templates/wgmma64/prepare.cu.j2"
-      const float* in_A_log_row = in_A_log + h;
-#line 155 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_beta_row = &stage_beta[pass];
-#line 158 "templates/wgmma64/prepare.cu.j2"
-      const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
-#line 155 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_g_row = reinterpret_cast<const bf16*>(now_g);
-#line 155 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_k_row = reinterpret_cast<const bf16*>(now_k);
-#line 155 "templates/wgmma64/prepare.cu.j2"
-      const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
 #line 161 "templates/wgmma64/prepare.cu.j2"
+      const float* in_A_log_row = in_A_log + h;
+#line 158 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_beta_row = &stage_beta[pass];
+#line 161 "templates/wgmma64/prepare.cu.j2"
+      const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
+#line 158 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_g_row = reinterpret_cast<const bf16*>(now_g);
+#line 158 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_k_row = reinterpret_cast<const bf16*>(now_k);
+#line 158 "templates/wgmma64/prepare.cu.j2"
+      const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
+#line 164 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1340 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1343 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1409,32 +1412,47 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_8;
       const float scale_val = n_scale;
 
-#line 163 "templates/wgmma64/prepare.cu.j2"
+#line 166 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
-      // tail rows carry no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0. 16-byte stores: a quarter warp
-      // (one row) then meets each bank at most four times, where single floats met one bank sixteen times.
-#line 168 "templates/wgmma64/prepare.cu.j2"
+      // 16-byte stores: a quarter warp (one row) then meets each bank at most four times, where single floats met
+      // one bank sixteen times
+#line 171 "templates/wgmma64/prepare.cu.j2"
       float alpha_row[KPT];
 #pragma unroll
-      for (int j = 0; j < KPT; ++j) alpha_row[j] = kdg::ptx_ex2_ftz(valid ? decay[j] * LOG2E : 0.f);  // no branch
-#line 189 "templates/wgmma64/prepare.cu.j2"
+      for (int j = 0; j < KPT; ++j) alpha_row[j] = kdg::ptx_ex2_ftz(decay[j] * LOG2E);
+#line 192 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int j = 0; j < KPT; j += 4) {
-        const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
         *reinterpret_cast<float4*>(&s_q_hat[row * LDF + ch0 + j]) =
-            valid ? make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]) : zero;
+            make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]);
         *reinterpret_cast<float4*>(&s_k_hat[row * LDF + ch0 + j]) =
-            valid ? make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]) : zero;
-#line 197 "templates/wgmma64/prepare.cu.j2"
+            make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]);
+#line 199 "templates/wgmma64/prepare.cu.j2"
         *reinterpret_cast<float4*>(&s_alpha[row * ld_alpha + ch0 + j]) =
             make_float4(alpha_row[j], alpha_row[j + 1], alpha_row[j + 2], alpha_row[j + 3]);
-#line 200 "templates/wgmma64/prepare.cu.j2"
-      }
 #line 202 "templates/wgmma64/prepare.cu.j2"
+      }
+#line 204 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 207 "templates/wgmma64/prepare.cu.j2"
-        s_beta[row] = valid ? beta_val : 0.f;
+#line 209 "templates/wgmma64/prepare.cu.j2"
+        s_beta[row] = beta_val;
+      }
+      if (!in_chunk) {  // a tail row carries no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0, by its own lanes
+#pragma unroll
+        for (int j = 0; j < KPT; j += 4) {
+          const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+#line 221 "templates/wgmma64/prepare.cu.j2"
+          *reinterpret_cast<float4*>(&s_q_hat[row * LDF + ch0 + j]) = zero;
+          *reinterpret_cast<float4*>(&s_k_hat[row * LDF + ch0 + j]) = zero;
+#line 225 "templates/wgmma64/prepare.cu.j2"
+          *reinterpret_cast<float4*>(&s_alpha[row * ld_alpha + ch0 + j]) = make_float4(1.f, 1.f, 1.f, 1.f);
+#line 227 "templates/wgmma64/prepare.cu.j2"
+        }
+        if (sub == 0) {
+#line 233 "templates/wgmma64/prepare.cu.j2"
+          s_beta[row] = 0.f;
+        }
       }
     }
   }
@@ -1442,7 +1460,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): a thread per (block, 4K/256 adjacent channels): the block's α into registers, its totals D ----
-#line 281 "templates/wgmma64/prepare.cu.j2"
+#line 308 "templates/wgmma64/prepare.cu.j2"
   // thread (block I, channels c0 .. c0 + CPT − 1) reads its block's α into registers and shares the block's
   // totals D; CPT adjacent channels per thread so that the decayed outputs leave as bf16 pairs
   const int I = tid / (K / CPT), c0 = CPT * (tid % (K / CPT));
@@ -1451,23 +1469,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   for (int j = 0; j < CPT; ++j) d[j] = 1.f;
 #pragma unroll
   for (int r = 0; r < B; ++r) {
-#line 290 "templates/wgmma64/prepare.cu.j2"
+#line 317 "templates/wgmma64/prepare.cu.j2"
     get_run(&s_alpha[(I * B + r) * ld_alpha + c0], alpha_col[r]);
-#line 295 "templates/wgmma64/prepare.cu.j2"
+#line 322 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) d[j] *= alpha_col[r][j];
   }
 #pragma unroll
   for (int j = 0; j < CPT; ++j)
     if (c0 + j < KD) s_D[I * KD + c0 + j] = d[j];
-#line 307 "templates/wgmma64/prepare.cu.j2"
+#line 334 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in), both rounded to tf32 once); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs; 1/D per block ----
-#line 313 "templates/wgmma64/prepare.cu.j2"
+#line 340 "templates/wgmma64/prepare.cu.j2"
   // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
-#line 315 "templates/wgmma64/prepare.cu.j2"
+#line 342 "templates/wgmma64/prepare.cu.j2"
   {
     // D of every block; Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))) by selects, not
     // by indexing with I, which depends on the thread and would put D in local memory
@@ -1483,10 +1501,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       }
     }
     // q̂ and k̂ of a row's channels c0 ..
-#line 338 "templates/wgmma64/prepare.cu.j2"
+#line 365 "templates/wgmma64/prepare.cu.j2"
     auto q_run = [&](int row, float (&x)[CPT]) { get_run(&s_q_hat[row * LDF + c0], x); };
     auto k_run = [&](int row, float (&x)[CPT]) { get_run(&s_k_hat[row * LDF + c0], x); };
-#line 341 "templates/wgmma64/prepare.cu.j2"
+#line 368 "templates/wgmma64/prepare.cu.j2"
     // the key side, last row first: F_r = Π α of the block's rows after r; k_to_end = k̂·F·after
     {
       float f[CPT];
@@ -1503,9 +1521,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           to_end[j] = k_out[j] * after[j];
           f[j] *= alpha_col[r][j];
         }
-#line 358 "templates/wgmma64/prepare.cu.j2"
+#line 385 "templates/wgmma64/prepare.cu.j2"
         put_run(&s_k_out[row * LDF + c0], k_out);  // the key side, often scaled first: rounded where it is read
-#line 360 "templates/wgmma64/prepare.cu.j2"
+#line 387 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + c0, to_end);
       }
     }
@@ -1528,34 +1546,34 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           q_dec[j] = scale * q[j] * before[j];
           k_dec[j] = k[j] * before[j];
         }
-#line 383 "templates/wgmma64/prepare.cu.j2"
+#line 410 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
         for (int j = 0; j < CPT; ++j) q[j] = kdg::round_tf32(q[j]), k[j] = kdg::round_tf32(k[j]);
         put_run(&s_q_hat[row * LDF + c0], q);  // the blocks' row side, rounded once here
         put_run(&s_k_hat[row * LDF + c0], k);
-#line 388 "templates/wgmma64/prepare.cu.j2"
+#line 415 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + c0, q_dec);
         kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + c0, k_dec);
       }
     }
-#line 395 "templates/wgmma64/prepare.cu.j2"
+#line 422 "templates/wgmma64/prepare.cu.j2"
     // block 0's threads, per channel: the decays between blocks, 1/D and the chunk's
     // total decay
-#line 398 "templates/wgmma64/prepare.cu.j2"
+#line 425 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) {
       const int c = c0 + j;
-#line 402 "templates/wgmma64/prepare.cu.j2"
+#line 429 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
         s_between[0 * KD + c] = D[1][j];
         s_between[1 * KD + c] = D[2][j];
         s_between[2 * KD + c] = D[1][j] * D[2][j];
-#line 407 "templates/wgmma64/prepare.cu.j2"
+#line 434 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
         for (int M = 0; M < NB; ++M) s_inv_D[M * KD + c] = 1.f / D[M][j];  // ≤ 2^126: the plan's bound
-#line 410 "templates/wgmma64/prepare.cu.j2"
+#line 437 "templates/wgmma64/prepare.cu.j2"
       }
-#line 412 "templates/wgmma64/prepare.cu.j2"
+#line 439 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < DW) {
         float total = 1.f;
 #pragma unroll
@@ -1569,14 +1587,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 429 "templates/wgmma64/prepare.cu.j2"
+#line 456 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, tf32 (10-bit operands: o moves by < 1e-5)
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 434 "templates/wgmma64/prepare.cu.j2"
+#line 461 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 437 "templates/wgmma64/prepare.cu.j2"
+#line 464 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1596,13 +1614,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 462 "templates/wgmma64/prepare.cu.j2"
+#line 489 "templates/wgmma64/prepare.cu.j2"
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * LDF;
       const float* right = s_k_out + J * B * LDF;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 480 "templates/wgmma64/prepare.cu.j2"
+#line 507 "templates/wgmma64/prepare.cu.j2"
       // tf32 operands straight from fp32 shared memory by ldmatrix (rows padded to K + 4: conflict-free); the
       // loop is instantiated with and without the key side's factor, so no iteration tests for it
       auto products = [&](const bool scaled) {
@@ -1621,16 +1639,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       } else {
         products(false);
       }
-#line 499 "templates/wgmma64/prepare.cu.j2"
+#line 526 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 508 "templates/wgmma64/prepare.cu.j2"
+#line 535 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
-#line 510 "templates/wgmma64/prepare.cu.j2"
+#line 537 "templates/wgmma64/prepare.cu.j2"
           mkk_acc[n][nt].x[e] = (is_k ? s_beta[I * B + r] : scale) * x;
         }
         if (!is_k) {  // Mqk's tile: each lane's column pairs as bf16x2 words, rows r and r + 8
@@ -1651,7 +1669,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 529 "templates/wgmma64/prepare.cu.j2"
+#line 556 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1670,19 +1688,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     // this thread's row segment: zero above the diagonal
     float4* const at = reinterpret_cast<float4*>(&s_Mkk[seg_row * ld_Mkk + seg_J * B]);
-#line 550 "templates/wgmma64/prepare.cu.j2"
+#line 577 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int v = 0; v < B / 4; ++v) {
-#line 553 "templates/wgmma64/prepare.cu.j2"
+#line 580 "templates/wgmma64/prepare.cu.j2"
       if (seg_J > seg_I) at[v] = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 557 "templates/wgmma64/prepare.cu.j2"
+#line 584 "templates/wgmma64/prepare.cu.j2"
     }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 562 "templates/wgmma64/prepare.cu.j2"
+#line 589 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1741,7 +1759,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 619 "templates/wgmma64/prepare.cu.j2"
+#line 646 "templates/wgmma64/prepare.cu.j2"
   // A as bf16, this thread's row segment as two 16-byte stores; rows and columns past the chunk's end zero
   {
     const float* const src = &s_A[seg_row * ld_A + seg_J * B];
@@ -1872,7 +1890,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1876 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1894 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1889,7 +1907,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1893 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1911 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 201728 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1955,7 +1973,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1959 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1977 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1984,7 +2002,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 1988 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 2006 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
