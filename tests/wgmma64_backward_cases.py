@@ -249,10 +249,14 @@ def row_errors(got: torch.Tensor, want: torch.Tensor, terms: torch.Tensor | None
 
 
 def chunk_errors(result: dict) -> dict:
-    """Each chunk_bwd output, and dv, against chunk_oracle (dv rounded to bf16 as stored): row_errors, the maximum
-    also against the output's terms where the kernel rounds one of their factors to bf16 (HANDED_ON)."""
+    """Each chunk_bwd output, and dv, against chunk_oracle (rounded to bf16 where the output is stored so, as dv):
+    row_errors, the maximum also against the output's terms where the kernel rounds one of their factors to bf16
+    (HANDED_ON)."""
     want, got = result["chunk"], result["debug"]
-    errors = {n: row_errors(got[n][:result["chunks"]], want[n], want["terms"][n] if n in HANDED_ON else None)
+
+    def stored(n: str) -> torch.Tensor:
+        return want[n].to(torch.bfloat16) if got[n].dtype == torch.bfloat16 else want[n]
+    errors = {n: row_errors(got[n][:result["chunks"]], stored(n), want["terms"][n] if n in HANDED_ON else None)
               for n in CHUNK_OUTPUTS}
     errors["dv"] = row_errors(result["dv"].reshape(want["dv"].shape), want["dv"].to(torch.bfloat16))
     return errors

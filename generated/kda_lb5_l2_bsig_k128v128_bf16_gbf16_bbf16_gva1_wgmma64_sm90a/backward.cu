@@ -1595,15 +1595,19 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 22 "templates/wgmma64/chunk_bwd.cu.j2"
 // An fp32 accumulator [64 token rows][N] to a row-major [C][N] output: rows past L (and, per `mask`, above the
 // diagonal: 0 keeps j ≤ i, 1 keeps j < i, −1 keeps all) zero; `sign` −1 negates.
-template <int N>
-__device__ __forceinline__ void store_rows(float* dst, const WgmmaAcc<N>& d, int t, int L, int mask, float sign) {
+template <int N, typename T>
+__device__ __forceinline__ void store_rows(T* dst, const WgmmaAcc<N>& d, int t, int L, int mask, float sign) {
 #pragma unroll
   for (int i = 0; i < N / 2; i += 2) {
     const int r = wgmma_acc_row(t, i), c = wgmma_acc_col(t, i);
     const bool row_ok = r < L;
     const float a = row_ok && (mask < 0 || c + mask <= r) ? sign * d.x[i] : 0.f;
     const float b = row_ok && (mask < 0 || c + 1 + mask <= r) ? sign * d.x[i + 1] : 0.f;
-    *reinterpret_cast<float2*>(dst + (long long)r * N + c) = make_float2(a, b);
+    if constexpr (sizeof(T) == 2) {  // a bf16 workspace: the pair as one word
+      *reinterpret_cast<u32*>(dst + (long long)r * N + c) = pack_bf16(a, b);
+    } else {
+      *reinterpret_cast<float2*>(dst + (long long)r * N + c) = make_float2(a, b);
+    }
   }
 }
 
@@ -1626,7 +1630,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1630 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1634 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1640,16 +1644,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     int T,
     int N,
     bf16* __restrict__ grad_v,
-    float* __restrict__ ws_d_q_decayed,
-    float* __restrict__ ws_d_k_decayed,
-    float* __restrict__ ws_d_k_to_end,
+    bf16* __restrict__ ws_d_q_decayed,
+    bf16* __restrict__ ws_d_k_decayed,
+    bf16* __restrict__ ws_d_k_to_end,
     float* __restrict__ ws_dMqk,
     float* __restrict__ ws_dMkk,
     float* __restrict__ ws_d_decay_total,
     float* __restrict__ ws_dbeta) {
-#line 55 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 59 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1653 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1657 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1687,7 +1691,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
   [[maybe_unused]] constexpr int ld_dbeta_part = 64;
   float* const s_dgT_part = reinterpret_cast<float*>(smem_raw + 217088);  // dgT_part [2 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_dgT_part = 128;
-#line 57 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 61 "templates/wgmma64/chunk_bwd.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS, "64-token chunks, 64-column tiles, 64 rows per group");
   constexpr u32 TX_BYTES = 180992;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
@@ -1710,13 +1714,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1714 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1718 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the chunk's bytes, then its boxes and copies (one stage: one chunk) ----
-#line 69 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 73 "templates/wgmma64/chunk_bwd.cu.j2"
     if (threadIdx.x == 0) {
       mbarrier_arrive_expect_tx(&bar_loaded[0], TX_BYTES);
       const int row = (int)(ws_ch * C), vrow = (int)(ws_ch * V);
@@ -1742,11 +1746,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1746 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1750 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
-#line 94 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 98 "templates/wgmma64/chunk_bwd.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread
     const int tc = threadIdx.x - 128;    // the thread among all consumers
@@ -1755,7 +1759,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step recompute (consumer, wgmma_acc): Pᵀ = vᵀ − Sᵀ·k_decayedᵀ, Xᵀ = β⊙Pᵀ, Vnᵀ = Xᵀ·Aᵀ (Xᵀ split bf16 hi + lo) ----
-#line 101 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 105 "templates/wgmma64/chunk_bwd.cu.j2"
     WgmmaAcc<C> P, X, Vn;
     wgmma_zero(P);
     wgmma_fence_operand(P);
@@ -1799,7 +1803,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn (consumer, wgmma_acc): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 143 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 147 "templates/wgmma64/chunk_bwd.cu.j2"
     WgmmaAcc<C> dVn, dX;
     {
       WgmmaFragA dOt[C / 16];
@@ -1831,7 +1835,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (consumer, wgmma_acc): dXᵀ = dVnᵀ·A (dVnᵀ split hi + lo); dv = β⊙dX; this warp's Σ_v dX⊙P ----
-#line 173 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 177 "templates/wgmma64/chunk_bwd.cu.j2"
     {
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1882,7 +1886,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step handoff (consumer, wgmma_acc): Xᵀ, Vnᵀ, dVnᵀ, (β⊙dX)ᵀ as bf16 [V][C] tiles (over v and k_to_end, whose readers are done); this thread's Σ_v S⊙dh ----
-#line 222 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 226 "templates/wgmma64/chunk_bwd.cu.j2"
     named_barrier_sync(1, 128 * CONSUMERS);    // barrier "tiles_free": v, k_to_end and Mqk are read by every group
     put_tile(s_XT + g * ATOM, X, t);
     put_tile(s_VnT + g * ATOM, Vn, t);
@@ -1905,7 +1909,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step sums (consumer, thread): the partials of Σ_v dX⊙P and of e^Γl⊙Σ_v S⊙dh added in a fixed order ----
-#line 243 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 247 "templates/wgmma64/chunk_bwd.cu.j2"
     if (tc < C) {
       float sum = 0.f;
       for (int w = 0; w < 4 * CONSUMERS; ++w) sum += s_dbeta_part[w * C + tc];
@@ -1921,7 +1925,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     if (g == 0) {
 #line 15 "templates/skeleton.j2"
       // ---- step c_chain (consumer, wgmma_acc): group 0: dMqk = tril₀(dO·Vnᵀ), dA = dVn·Xᵀ, T = dA·Aᵀ (dA split hi + lo), dMkk = −tril₋₁(Aᵀ·T) (T staged as bf16 hi + lo tiles) ----
-#line 257 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 261 "templates/wgmma64/chunk_bwd.cu.j2"
       WgmmaAcc<C> M, dA, Tm;
       wgmma_zero(M);
       wgmma_zero(dA);
@@ -1977,7 +1981,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     if (g == CONSUMERS - 1) {
 #line 15 "templates/skeleton.j2"
       // ---- step k_products (consumer, wgmma_acc): the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·(dh_hi + dh_lo)ᵀ, each [C][K] fp32 ----
-#line 311 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 315 "templates/wgmma64/chunk_bwd.cu.j2"
       WgmmaAcc<K> D;
       // dO·Sᵀ: (i, v) = dO[i][v]; (v, k) = Sᵀ[v][k]
       wgmma_zero(D);
@@ -2016,7 +2020,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 349 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 353 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
 #line 59 "templates/wgmma64/prepare_bwd.cu.j2"
@@ -2057,16 +2061,16 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2061 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2065 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
     const float* __restrict__ in_dt_bias,
     const float* __restrict__ in_A_log,
     float sc_scale,
-    const float* __restrict__ ws_d_q_decayed,
-    const float* __restrict__ ws_d_k_decayed,
-    const float* __restrict__ ws_d_k_to_end,
+    const bf16* __restrict__ ws_d_q_decayed,
+    const bf16* __restrict__ ws_d_k_decayed,
+    const bf16* __restrict__ ws_d_k_to_end,
     const float* __restrict__ ws_dMqk,
     const float* __restrict__ ws_dMkk,
     const float* __restrict__ ws_d_decay_total,
@@ -2081,7 +2085,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     int N) {
 #line 109 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2085 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2089 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
@@ -2132,22 +2136,22 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       const long long ws = (long long)c * HV + jh * G + gi;
       kdg::prefetch_l2(ws_dMqk + ws * C * C, C * C * 4);
       kdg::prefetch_l2(ws_dMkk + ws * C * C, C * C * 4);
-      kdg::prefetch_l2(ws_d_q_decayed + ws * C * K, C * K * 4);
-      kdg::prefetch_l2(ws_d_k_decayed + ws * C * K, C * K * 4);
-      kdg::prefetch_l2(ws_d_k_to_end + ws * C * K, C * K * 4);
+      kdg::prefetch_l2(ws_d_q_decayed + ws * C * K, C * K * (int)sizeof(*ws_d_q_decayed));
+      kdg::prefetch_l2(ws_d_k_decayed + ws * C * K, C * K * (int)sizeof(*ws_d_k_decayed));
+      kdg::prefetch_l2(ws_d_k_to_end + ws * C * K, C * K * (int)sizeof(*ws_d_k_to_end));
     }
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2144 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2148 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
 #line 148 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2151 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2155 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2204,21 +2208,21 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
     const long long ws = (long long)c * HV + h;     // this (chunk, value head) in the workspaces
-    const float* const d_qd = ws_d_q_decayed + ws * C * K;   // this (chunk, head)'s [C][K] gradients
-    const float* const d_kd = ws_d_k_decayed + ws * C * K;
-    const float* const d_kr = ws_d_k_to_end + ws * C * K;
+    const auto* const d_qd = ws_d_q_decayed + ws * C * K;   // this (chunk, head)'s [C][K] gradients (bf16)
+    const auto* const d_kd = ws_d_k_decayed + ws * C * K;
+    const auto* const d_kr = ws_d_k_to_end + ws * C * K;
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2215 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2219 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 198 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2222 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2226 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2387,9 +2391,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int at = (I * B + kdg::frag_c_row(lane, e)) * K + ch0 + 8 * nt + kdg::frag_c_col(lane, e);
-          qd[nt][e] = d_qd[at];
-          kd[nt][e] = d_kd[at];
-          kr[nt][e] = d_kr[at];
+          qd[nt][e] = kdg::to_f32(d_qd[at]);
+          kd[nt][e] = kdg::to_f32(d_kd[at]);
+          kr[nt][e] = kdg::to_f32(d_kr[at]);
         }
     };
     load_grads_of(0, g_qd, g_kd, g_kr);
@@ -2545,7 +2549,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
 #line 654 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2549 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2553 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 657 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
@@ -2562,7 +2566,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
 #line 678 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2566 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2570 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2738,7 +2742,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2742 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2746 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2866,7 +2870,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2870 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2874 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2875,7 +2879,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2879 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2883 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

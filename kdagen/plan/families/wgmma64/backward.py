@@ -55,16 +55,17 @@ def backward_workspaces(K: int, V: int, head_params: list[tuple[str, bool]]) -> 
     the state leaving each chunk (dht, or zero, for a sequence's last), goes as dhᵀ [V, K] in bf16 hi + lo (dh ≈ hi
     + lo to ~16 bits): fp32's bytes in the form the products that read it take — bf16 operand tiles a bulk tensor
     copy loads, nothing to convert. chunk_bwd's outputs are those of mma16's recurrence_bwd (docs/math.md §7.4) at
-    chunk 64, fp32."""
+    chunk 64: the three [C, K] terms in bf16 (half the bytes of the largest round trip of the step; the gradients
+    stay below FLA's error: benchmarks/probe/precision_bwd_ws.py), the rest fp32 (dMqk and dMkk in bf16 would not)."""
     C, to = CHUNK, ["prepare_bwd"]
     parts = [Workspace(f"ws_part_{name}", ("chunks", "HV", K) if row else ("chunks", "HV"), "f32", "prepare_bwd",
                        ["param_reduce"], f"this chunk's rows of d{name}, summed in a fixed order")
              for name, row in head_params]
     return [*(Workspace(f"ws_dstate_{part}", ("chunks", "HV", V, K), "bf16", "dstate", ["chunk_bwd"],
                         f"dhᵀ, bf16 {part} part") for part in ("hi", "lo")),
-            Workspace("ws_d_q_decayed", ("chunks", "HV", C, K), "f32", "chunk_bwd", to, "dO·Sᵀ"),
-            Workspace("ws_d_k_decayed", ("chunks", "HV", C, K), "f32", "chunk_bwd", to, "−(β⊙dX)·Sᵀ"),
-            Workspace("ws_d_k_to_end", ("chunks", "HV", C, K), "f32", "chunk_bwd", to, "Vn·dhᵀ"),
+            Workspace("ws_d_q_decayed", ("chunks", "HV", C, K), "bf16", "chunk_bwd", to, "dO·Sᵀ"),
+            Workspace("ws_d_k_decayed", ("chunks", "HV", C, K), "bf16", "chunk_bwd", to, "−(β⊙dX)·Sᵀ"),
+            Workspace("ws_d_k_to_end", ("chunks", "HV", C, K), "bf16", "chunk_bwd", to, "Vn·dhᵀ"),
             Workspace("ws_dMqk", ("chunks", "HV", C, C), "f32", "chunk_bwd", to, "tril₀(dO·Vnᵀ)"),
             Workspace("ws_dMkk", ("chunks", "HV", C, C), "f32", "chunk_bwd", to, "−tril₋₁(Aᵀ·dA·Aᵀ), dA = dVn·Xᵀ"),
             Workspace("ws_d_decay_total", ("chunks", "HV", K), "f32", "chunk_bwd", to, "e^Γl⊙rowsum(S⊙dh)"),
