@@ -21,6 +21,16 @@ typedef __nv_bfloat16 bf16;
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
 
+// Two adjacent elements as floats, in one load (p aligned to the pair; bf16 widens exactly).
+__device__ __forceinline__ void load_pair(const float* p, float& a, float& b) {
+  const float2 v = *reinterpret_cast<const float2*>(p);
+  a = v.x, b = v.y;
+}
+__device__ __forceinline__ void load_pair(const bf16* p, float& a, float& b) {
+  const u32 w = *reinterpret_cast<const u32*>(p);
+  a = __uint_as_float(w << 16), b = __uint_as_float(w & 0xffff0000u);
+}
+
 // Store a float into a tensor element of type T (round-to-nearest for bf16).
 __device__ __forceinline__ void store_f32(float* p, float x) { *p = x; }
 __device__ __forceinline__ void store_f32(bf16* p, float x) { *p = __float2bfloat16_rn(x); }
@@ -1230,7 +1240,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 25 "templates/wgmma64/dstate.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1234 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1244 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1248,7 +1258,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 #line 27 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
   constexpr bool starts = false;   // the C pass: no dh stores, dS entering → dstate_start
-#line 1252 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1262 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 215040 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1302,7 +1312,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1306 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1316 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1330,7 +1340,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1334 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1344 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 64 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1495,7 +1505,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 // Phase 2, token rows are wgmma's M, the handed tiles read through the descriptors' transpose bits:
 //   group 0: dMqk = tril₀(dO·Vnᵀ), dA = dVn·Xᵀ, T = dA·Aᵀ, dMkk = −tril₋₁(Aᵀ·T);
 //   the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·dhᵀ ([C][K] each).
-// Outputs are fp32 per (chunk, head), rows past the chunk's end zero: the workspaces prepare_bwd reads.
+// Outputs per (chunk, head) in their workspaces' dtypes (the [C][K] ones bf16, the rest fp32), rows past the
+// chunk's end zero: the workspaces prepare_bwd reads.
 namespace kdg_chunk_bwd {
 using namespace kdg;
 constexpr int C = 64, K = 128, V = 128, KD = 1, DW = 4;
@@ -1592,7 +1603,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
   return v_first ? (long long)v * K + k : (long long)k * V + v;
 }
 
-#line 22 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 23 "templates/wgmma64/chunk_bwd.cu.j2"
 // An fp32 accumulator [64 token rows][N] to a row-major [C][N] output: rows past L (and, per `mask`, above the
 // diagonal: 0 keeps j ≤ i, 1 keeps j < i, −1 keeps all) zero; `sign` −1 negates.
 template <int N, typename T>
@@ -1630,7 +1641,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1634 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1645 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1651,9 +1662,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dMkk,
     float* __restrict__ ws_d_decay_total,
     float* __restrict__ ws_dbeta) {
-#line 59 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 60 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1657 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1668 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1691,7 +1702,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
   [[maybe_unused]] constexpr int ld_dbeta_part = 64;
   float* const s_dgT_part = reinterpret_cast<float*>(smem_raw + 217088);  // dgT_part [2 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_dgT_part = 128;
-#line 61 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 62 "templates/wgmma64/chunk_bwd.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS, "64-token chunks, 64-column tiles, 64 rows per group");
   constexpr u32 TX_BYTES = 180496;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
@@ -1714,13 +1725,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1718 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1729 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the chunk's bytes, then its boxes and copies (one stage: one chunk) ----
-#line 73 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 74 "templates/wgmma64/chunk_bwd.cu.j2"
     if (threadIdx.x == 0) {
       mbarrier_arrive_expect_tx(&bar_loaded[0], TX_BYTES);
       const int row = (int)(ws_ch * C), vrow = (int)(ws_ch * V);
@@ -1746,11 +1757,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1750 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1761 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
-#line 98 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 99 "templates/wgmma64/chunk_bwd.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread
     const int tc = threadIdx.x - 128;    // the thread among all consumers
@@ -1759,7 +1770,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step recompute (consumer, wgmma_acc): Pᵀ = vᵀ − Sᵀ·k_decayedᵀ, Xᵀ = β⊙Pᵀ, Vnᵀ = Xᵀ·Aᵀ (Xᵀ split bf16 hi + lo) ----
-#line 105 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 106 "templates/wgmma64/chunk_bwd.cu.j2"
     WgmmaAcc<C> P, X, Vn;
     wgmma_zero(P);
     wgmma_fence_operand(P);
@@ -1803,7 +1814,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn (consumer, wgmma_acc): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 147 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 148 "templates/wgmma64/chunk_bwd.cu.j2"
     WgmmaAcc<C> dVn, dX;
     {
       WgmmaFragA dOt[C / 16];
@@ -1835,7 +1846,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (consumer, wgmma_acc): dXᵀ = dVnᵀ·A (dVnᵀ split hi + lo); dv = β⊙dX; this warp's Σ_v dX⊙P ----
-#line 177 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 178 "templates/wgmma64/chunk_bwd.cu.j2"
     {
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1886,7 +1897,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step handoff (consumer, wgmma_acc): Xᵀ, Vnᵀ, dVnᵀ, (β⊙dX)ᵀ as bf16 [V][C] tiles (over v and k_to_end, whose readers are done); this thread's Σ_v S⊙dh ----
-#line 226 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 227 "templates/wgmma64/chunk_bwd.cu.j2"
     named_barrier_sync(1, 128 * CONSUMERS);    // barrier "tiles_free": v, k_to_end and Mqk are read by every group
     put_tile(s_XT + g * ATOM, X, t);
     put_tile(s_VnT + g * ATOM, Vn, t);
@@ -1909,7 +1920,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step sums (consumer, thread): the partials of Σ_v dX⊙P and of e^Γl⊙Σ_v S⊙dh added in a fixed order ----
-#line 247 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 248 "templates/wgmma64/chunk_bwd.cu.j2"
     if (tc < C) {
       float sum = 0.f;
       for (int w = 0; w < 4 * CONSUMERS; ++w) sum += s_dbeta_part[w * C + tc];
@@ -1925,7 +1936,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     if (g == 0) {
 #line 15 "templates/skeleton.j2"
       // ---- step c_chain (consumer, wgmma_acc): group 0: dMqk = tril₀(dO·Vnᵀ), dA = dVn·Xᵀ, T = dA·Aᵀ (dA split hi + lo), dMkk = −tril₋₁(Aᵀ·T) (T staged as bf16 hi + lo tiles) ----
-#line 261 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 262 "templates/wgmma64/chunk_bwd.cu.j2"
       WgmmaAcc<C> M, dA, Tm;
       wgmma_zero(M);
       wgmma_zero(dA);
@@ -1980,8 +1991,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     }
     if (g == CONSUMERS - 1) {
 #line 15 "templates/skeleton.j2"
-      // ---- step k_products (consumer, wgmma_acc): the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·(dh_hi + dh_lo)ᵀ, each [C][K] fp32 ----
-#line 315 "templates/wgmma64/chunk_bwd.cu.j2"
+      // ---- step k_products (consumer, wgmma_acc): the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·(dh_hi + dh_lo)ᵀ, each [C][K], stored as bf16 ----
+#line 316 "templates/wgmma64/chunk_bwd.cu.j2"
       WgmmaAcc<K> D;
       // dO·Sᵀ: (i, v) = dO[i][v]; (v, k) = Sᵀ[v][k]
       wgmma_zero(D);
@@ -2020,7 +2031,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 353 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 354 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
 #line 59 "templates/wgmma64/prepare_bwd.cu.j2"
@@ -2059,7 +2070,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2063 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2074 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2083,7 +2094,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     int N) {
 #line 109 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2087 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2098 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 210944 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
@@ -2126,7 +2137,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
-  // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
+  // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
 #line 135 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
@@ -2141,14 +2152,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2145 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2156 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
 #line 148 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2152 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2163 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2205,21 +2216,21 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
     const long long ws = (long long)c * HV + h;     // this (chunk, value head) in the workspaces
-    const auto* const d_qd = ws_d_q_decayed + ws * C * K;   // this (chunk, head)'s [C][K] gradients (bf16)
+    const auto* const d_qd = ws_d_q_decayed + ws * C * K;   // this (chunk, head)'s [C][K] gradients
     const auto* const d_kd = ws_d_k_decayed + ws * C * K;
     const auto* const d_kr = ws_d_k_to_end + ws * C * K;
     __syncthreads();                                // barrier "sync": q̂, k̂ written; the previous head is done
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2216 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2227 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 198 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2223 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2234 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2343,11 +2354,11 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
+        for (int e = 0; e < 4; e += 2) {  // elements e and e + 1: one row, adjacent columns, one load each
           const int at = (I * B + kdg::frag_c_row(lane, e)) * K + ch0 + 8 * nt + kdg::frag_c_col(lane, e);
-          qd[nt][e] = kdg::to_f32(d_qd[at]);
-          kd[nt][e] = kdg::to_f32(d_kd[at]);
-          kr[nt][e] = kdg::to_f32(d_kr[at]);
+          kdg::load_pair(d_qd + at, qd[nt][e], qd[nt][e + 1]);
+          kdg::load_pair(d_kd + at, kd[nt][e], kd[nt][e + 1]);
+          kdg::load_pair(d_kr + at, kr[nt][e], kr[nt][e + 1]);
         }
     };
     load_grads_of(0, g_qd, g_kd, g_kr);
@@ -2482,7 +2493,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
 #line 654 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2486 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2497 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 657 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
@@ -2503,7 +2514,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       }
 #line 678 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2507 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2518 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2639,7 +2650,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2643 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2654 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2767,7 +2778,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2771 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2782 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2776,7 +2787,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2780 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2791 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -200,7 +200,7 @@ def chunk_bwd(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: l
                   "(T staged as bf16 hi + lo tiles)"),
         Step("k_products", "consumer", "wgmma_acc", reads=["dO", "ST", "bdXT", "VnT", "dh_hi", "dh_lo"],
              global_writes=["ws_d_q_decayed", "ws_d_k_decayed", "ws_d_k_to_end"],
-             note="the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·(dh_hi + dh_lo)ᵀ, each [C][K] fp32"),
+             note="the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·(dh_hi + dh_lo)ᵀ, each [C][K], stored as bf16"),
     ]
     return Kernel(
         name="chunk_bwd", kind="chunk_bwd", template="wgmma64/chunk_bwd.cu.j2", direction="backward",
@@ -300,7 +300,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
     seq = [p.name for p in seq_params(varlen) if p.kind == "ptr"]
     steps = [
         Step("prefetch", "all", "thread0",
-             note="one thread asks L2 for the chunk's fp32 gradients of every value head (bulk prefetches, not "
+             note="one thread asks L2 for the chunk's gradients of every value head (bulk prefetches, not "
                   "waited for): the later plain loads meet L2"),
         Step("prologue_qk", "all", "row", writes=["q_hat", "k_hat"], global_reads=qk + seq,
              note="emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end "
