@@ -21,14 +21,9 @@ typedef __nv_bfloat16 bf16;
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
 
-// Two adjacent elements as floats, in one load (p aligned to the pair; bf16 widens exactly).
-__device__ __forceinline__ void load_pair(const float* p, float& a, float& b) {
-  const float2 v = *reinterpret_cast<const float2*>(p);
-  a = v.x, b = v.y;
-}
-__device__ __forceinline__ void load_pair(const bf16* p, float& a, float& b) {
-  const u32 w = *reinterpret_cast<const u32*>(p);
-  a = __uint_as_float(w << 16), b = __uint_as_float(w & 0xffff0000u);
+// One half of a word holding two bf16 elements (`high`: the second, at the higher address), widened exactly.
+__device__ __forceinline__ float widen_bf16(u32 w, int high) {
+  return __uint_as_float(high ? w & 0xffff0000u : w << 16);
 }
 
 // Store a float into a tensor element of type T (round-to-nearest for bf16).
@@ -1242,7 +1237,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1246 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1241 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1259,7 +1254,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1263 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1258 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   // shared memory: 200704 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1328,7 +1323,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1332 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1327 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1357,7 +1352,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       }
     }
 
-#line 1361 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1356 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group

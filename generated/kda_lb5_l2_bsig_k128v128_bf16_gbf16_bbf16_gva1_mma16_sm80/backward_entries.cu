@@ -21,14 +21,9 @@ typedef __nv_bfloat16 bf16;
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
 
-// Two adjacent elements as floats, in one load (p aligned to the pair; bf16 widens exactly).
-__device__ __forceinline__ void load_pair(const float* p, float& a, float& b) {
-  const float2 v = *reinterpret_cast<const float2*>(p);
-  a = v.x, b = v.y;
-}
-__device__ __forceinline__ void load_pair(const bf16* p, float& a, float& b) {
-  const u32 w = *reinterpret_cast<const u32*>(p);
-  a = __uint_as_float(w << 16), b = __uint_as_float(w & 0xffff0000u);
+// One half of a word holding two bf16 elements (`high`: the second, at the higher address), widened exactly.
+__device__ __forceinline__ float widen_bf16(u32 w, int high) {
+  return __uint_as_float(high ? w & 0xffff0000u : w << 16);
 }
 
 // Store a float into a tensor element of type T (round-to-nearest for bf16).
@@ -940,7 +935,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 #line 94 "templates/mma16/dstate_pass.cu.j2"
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
     const bf16* __restrict__ dout,
-#line 944 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
+#line 939 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -957,7 +952,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
     int HV) {
 #line 96 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 961 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
+#line 956 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
   // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages

@@ -21,14 +21,9 @@ typedef __nv_bfloat16 bf16;
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
 
-// Two adjacent elements as floats, in one load (p aligned to the pair; bf16 widens exactly).
-__device__ __forceinline__ void load_pair(const float* p, float& a, float& b) {
-  const float2 v = *reinterpret_cast<const float2*>(p);
-  a = v.x, b = v.y;
-}
-__device__ __forceinline__ void load_pair(const bf16* p, float& a, float& b) {
-  const u32 w = *reinterpret_cast<const u32*>(p);
-  a = __uint_as_float(w << 16), b = __uint_as_float(w & 0xffff0000u);
+// One half of a word holding two bf16 elements (`high`: the second, at the higher address), widened exactly.
+__device__ __forceinline__ float widen_bf16(u32 w, int high) {
+  return __uint_as_float(high ? w & 0xffff0000u : w << 16);
 }
 
 // Store a float into a tensor element of type T (round-to-nearest for bf16).
@@ -1240,7 +1235,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 25 "templates/wgmma64/dstate.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1244 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1239 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1258,7 +1253,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 #line 27 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
   constexpr bool starts = false;   // the C pass: no dh stores, dS entering → dstate_start
-#line 1262 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1257 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216064 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1312,7 +1307,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1316 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1311 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1340,7 +1335,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1344 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1339 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 64 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1641,7 +1636,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1645 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1640 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1664,7 +1659,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dbeta) {
 #line 60 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1668 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1663 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1725,7 +1720,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1729 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1724 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1757,7 +1752,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1761 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1756 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
@@ -2072,7 +2067,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2076 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2071 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2096,7 +2091,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     int N) {
 #line 109 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2100 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2095 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
@@ -2155,14 +2150,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2159 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2154 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
 #line 148 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2166 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2161 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2226,14 +2221,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2230 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2225 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 198 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2237 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2232 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2394,20 +2389,21 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         kdg::frag_zero(R[I][nt]);
         kdg::frag_zero(bki[I][nt]);
       }
-    // block I's loaded gradients, asked for a block ahead: their latency hides behind the products and the elements
-    float g_qd[NT][4], g_kd[NT][4], g_kr[NT][4];
-    auto load_grads_of = [&](int I, float (&qd)[NT][4], float (&kd)[NT][4], float (&kr)[NT][4]) {
+    // every block's loaded gradients, asked for before the products so that their latency hides behind them (with
+    // one CTA per SM nothing else would): as bf16 pairs, a word per lane's two adjacent columns, widened at use
+    static_assert(sizeof(*d_qd) == 2, "branch_grads holds the chunk gradients as bf16 pairs");
+    kdg::u32 w_qd[NB][NT][2], w_kd[NB][NT][2], w_kr[NB][NT][2];
+#pragma unroll
+    for (int I = 0; I < NB; ++I)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-        for (int e = 0; e < 4; e += 2) {  // elements e and e + 1: one row, adjacent columns, one load each
-          const int at = (I * B + kdg::frag_c_row(lane, e)) * K + ch0 + 8 * nt + kdg::frag_c_col(lane, e);
-          kdg::load_pair(d_qd + at, qd[nt][e], qd[nt][e + 1]);
-          kdg::load_pair(d_kd + at, kd[nt][e], kd[nt][e + 1]);
-          kdg::load_pair(d_kr + at, kr[nt][e], kr[nt][e + 1]);
+        for (int h = 0; h < 2; ++h) {  // elements 2h and 2h + 1: one row, adjacent columns
+          const int at = (I * B + kdg::frag_c_row(lane, 2 * h)) * K + ch0 + 8 * nt + kdg::frag_c_col(lane, 2 * h);
+          w_qd[I][nt][h] = *reinterpret_cast<const kdg::u32*>(d_qd + at);
+          w_kd[I][nt][h] = *reinterpret_cast<const kdg::u32*>(d_kd + at);
+          w_kr[I][nt][h] = *reinterpret_cast<const kdg::u32*>(d_kr + at);
         }
-    };
-    load_grads_of(0, g_qd, g_kd, g_kr);
     // b_q, R: Σ_{J ≤ I} dM[I,J]·k̂·W_J, the source blocks J first to last
 #pragma unroll
     for (int J = 0; J < NB; ++J) {
@@ -2415,18 +2411,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
         frag_b(s_k_hat, s_W, nullptr, 1.f, J * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
-#line 355 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 356 "templates/wgmma64/prepare_bwd.cu.j2"
       float f[NT][2];
       if (J > 0) step_factors(J, f);
-#line 358 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 359 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = J; I < NB; ++I) {
-#line 361 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 362 "templates/wgmma64/prepare_bwd.cu.j2"
         if (J > 0) {
           walk(bq[I], f);
           walk(R[I], f);
         }
-#line 366 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 367 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I * B * LDM + J * B;         // dM[I, J]
         const kdg::FragA aqh = kdg::load_frag_a(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a(s_dMqk_lo + at, LDM, lane);
@@ -2449,15 +2445,15 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         frag_b(s_q_hat, s_U, nullptr, core_scale, I2 * B, ch0 + 8 * nt + g, qh[nt], ql[nt]);
         frag_b(s_k_hat, s_U, s_beta, 1.f, I2 * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
       }
-#line 389 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 390 "templates/wgmma64/prepare_bwd.cu.j2"
       float f[NT][2];
       if (I2 < NB - 1) step_factors(I2 + 1, f);
-#line 392 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 393 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = 0; I <= I2; ++I) {
-#line 395 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 396 "templates/wgmma64/prepare_bwd.cu.j2"
         if (I2 < NB - 1) walk(bki[I], f);
-#line 397 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 398 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
         const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
@@ -2475,12 +2471,10 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float kbr[NT][2] = {};
 #pragma unroll
     for (int I = 0; I < NB; ++I) {
-      float n_qd[NT][4], n_kd[NT][4], n_kr[NT][4];
-      if (I + 1 < NB) load_grads_of(I + 1, n_qd, n_kd, n_kr);
       float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-#line 420 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 419 "templates/wgmma64/prepare_bwd.cu.j2"
         float ein[2], rout[2];                       // e^Γm(I) and e^(Γl−Γm(I)) at the two columns: E_i = U_i·ein,
 #pragma unroll                                       // e^(Γl−Γi) = W_i·rout
         for (int cc = 0; cc < 2; ++cc) {
@@ -2488,20 +2482,23 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
           ein[cc] = exp2f(s_Gm[I * K + ch] * LOG2E);
           rout[cc] = exp2f(s_Gm[(2 * NB + I) * K + ch] * LOG2E);
         }
-#line 428 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 427 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
           const float u = s_U[i * LDT + ch], w = s_W[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 435 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 434 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = u * bq[I][nt].x[e], R_i = u * R[I][nt].x[e], bki_i = w * bki[I][nt].x[e];
           const float E = u * ein[e & 1], Rend = w * rout[e & 1];
-#line 441 "templates/wgmma64/prepare_bwd.cu.j2"
-          const float b_q = valid ? core_scale * (E * g_qd[nt][e] + bq_i) : 0.f;
-          const float b_kd = valid ? E * g_kd[nt][e] + s_beta[i] * R_i : 0.f;
-          const float b_kr = valid ? Rend * g_kr[nt][e] : 0.f;
+#line 440 "templates/wgmma64/prepare_bwd.cu.j2"
+          const float g_qd = kdg::widen_bf16(w_qd[I][nt][e >> 1], e & 1);
+          const float g_kd = kdg::widen_bf16(w_kd[I][nt][e >> 1], e & 1);
+          const float g_kr = kdg::widen_bf16(w_kr[I][nt][e >> 1], e & 1);
+          const float b_q = valid ? core_scale * (E * g_qd + bq_i) : 0.f;
+          const float b_kd = valid ? E * g_kd + s_beta[i] * R_i : 0.f;
+          const float b_kr = valid ? Rend * g_kr : 0.f;
           const float b_ki = valid ? bki_i : 0.f;
           dq_sum[I][nt].x[e] += b_q;
           dk_sum[I][nt].x[e] += b_kd + b_ki + b_kr;
@@ -2517,15 +2514,6 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         x += __shfl_xor_sync(0xffffffffu, x, 2);
         if (t == 0) s_kR_part[(I * B + g + 8 * hh) * KRP + warp] = x;
       }
-      if (I + 1 < NB)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            g_qd[nt][e] = n_qd[nt][e];
-            g_kd[nt][e] = n_kd[nt][e];
-            g_kr[nt][e] = n_kr[nt][e];
-          }
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -2541,7 +2529,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel 8w + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 482 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 475 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2551,18 +2539,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 650 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 643 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a pass-tall slice of W's tile (then U's) ----
-#line 654 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 654 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2564 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2552 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 657 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 650 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2571,13 +2559,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 666 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 659 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 678 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 671 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2581 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2569 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2678,54 +2666,54 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         const float d_A_log = n_grad_A_log;
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 684 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 677 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 687 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 680 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 690 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 683 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 693 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 686 "templates/wgmma64/prepare_bwd.cu.j2"
     static_assert(2 <= 2 * 2, "head parameters: a slice of the two factor "
                   "tiles each (the plan's max_head_params)");
     // each parameter's row partials into a pass-tall slice of the factor tiles, W's then U's
     // (free since branch_grads)
-#line 698 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 691 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_dt_bias =
         s_W + 0 * ROWS * LDT;
-#line 698 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 691 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_A_log =
         s_W + 1 * ROWS * LDT;
-#line 703 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 696 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) rows_dt_bias[(tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 706 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 699 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) rows_A_log[(tid / LPR) * LDT] = part_A_log;
-#line 709 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 702 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's row partials (a pass's rows) added in row order: the chunk's partial ----
-#line 713 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 706 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_dt_bias[r * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 719 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 712 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_A_log[r * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 727 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 720 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and W ----
-#line 730 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 723 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and W tiles is done
-#line 732 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 725 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2736,12 +2724,12 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_W[at] = dk_sum[I][nt].x[e];
       }
-#line 753 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 746 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 756 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 749 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
@@ -2753,7 +2741,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2757 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2745 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2868,7 +2856,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
     if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
     if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 770 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 763 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2881,7 +2869,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2885 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2873 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2890,7 +2878,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2894 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2882 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32
