@@ -1623,16 +1623,16 @@ __device__ __forceinline__ void store_rows(bf16* dst, const WgmmaAcc<N>& d, int 
   static_assert(N % 16 == 0, "bf16 rows are stored in 16-column groups");
   const bool odd = t & 1;
 #pragma unroll
-  for (int i = 0; i < N / 2; i += 8)
+  for (int h = 0; h < 4; h += 2) {  // rows r and r + 8
+    bf16* row = dst + (long long)wgmma_acc_row(t, h) * N + wgmma_acc_col(t, h) + (odd ? 6 : 0);
 #pragma unroll
-    for (int h = 0; h < 4; h += 2) {  // rows r and r + 8 of the group
-      const float2 a = masked_pair(d, t, i + h, L, mask, sign), b = masked_pair(d, t, i + h + 4, L, mask, sign);
+    for (int i = h; i < N / 2; i += 8) {  // the 16-column groups
+      const float2 a = masked_pair(d, t, i, L, mask, sign), b = masked_pair(d, t, i + 4, L, mask, sign);
       const u32 lo = pack_bf16(a.x, a.y), hi = pack_bf16(b.x, b.y);
       const u32 got = __shfl_xor_sync(0xffffffffu, odd ? lo : hi, 1);
-      const int c = wgmma_acc_col(t, i + h) + (odd ? 6 : 0);
-      *reinterpret_cast<uint2*>(dst + (long long)wgmma_acc_row(t, i + h) * N + c) =
-          odd ? make_uint2(got, hi) : make_uint2(lo, got);
+      *reinterpret_cast<uint2*>(row + 2 * (i - h)) = odd ? make_uint2(got, hi) : make_uint2(lo, got);
     }
+  }
 }
 
 // An accumulator [64 rows][64] into a swizzled bf16 tile (as bf16, or its hi and lo parts).
