@@ -1,4 +1,4 @@
-"""Three recurrences the package does not ship, run through the public entry point (kdagen.compile) forward and
+"""Recurrences the package does not ship, run through the public entry point (kdagen.compile) forward and
 backward against the float64 DSL interpreter (kdagen.testing): on the CPU through the emulator
 (tests/test_recurrence_op.py) and on a GPU (tests/gpu/test_recurrence_op_gpu.py)."""
 from __future__ import annotations
@@ -59,6 +59,16 @@ def two_gate_inputs(r):
                  scale=r.scalar("scale"))
 
 
+def channel_scaled_query(r):
+    """A per-head decay −softplus(g) with the query scaled per channel by a token input, q ⊙ σ(u): not q times one
+    number per row, so wgmma64's prepare multiplies q̂, k̂ as bf16 hi + lo tiles (operands "split"), where GDN's
+    take q and k as loaded."""
+    q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+    u, g, b = r.token_input("u", "K", dtype="bf16"), r.token_input("g"), r.token_input("beta")
+    r.delta_rule(query=q * dsl.sigmoid(u), key=dsl.l2norm(k), value=v, beta=dsl.sigmoid(b), decay=-dsl.softplus(g),
+                 scale=r.scalar("scale"))
+
+
 CASES = {
     # name: (recurrence, shape and call keywords for kdagen.testing.random_inputs[, kdagen.compile's keywords])
     "bounded_gate_varlen_gva2": (bounded_gate, dict(H=1, G=2, cu_seqlens=(0, 5, 5, 38))),
@@ -71,6 +81,8 @@ CASES = {
         "temperature": torch.tensor(0.8, requires_grad=True)})),
     "per_head_gate_vfirst_gva2": (per_head_gate, dict(H=1, G=2, T=35, state_v_first=True, f32_inputs=("g",))),
     "two_gate_inputs_k128_wgmma64": (two_gate_inputs, dict(H=1, T=70, head_dim=128), dict(family="wgmma64")),
+    "channel_scaled_query_k128_wgmma64": (channel_scaled_query, dict(H=1, T=70, head_dim=128),
+                                          dict(family="wgmma64")),
 }
 
 

@@ -19,7 +19,7 @@ from kdagen.plan.model import TensorMapSpec
 from kdagen.plan.smem import assign_offsets
 from kdagen.plan.describe import describe, to_dot
 from kdagen.reference import Options
-from recurrence_cases import two_gate_inputs
+from recurrence_cases import channel_scaled_query, per_head_gate, two_gate_inputs
 
 
 @pytest.fixture(scope="module")
@@ -445,8 +445,45 @@ def test_wgmma64_prepare_stages_in_registers_where_its_tiles_cannot_hold_the_row
     prepare = _prepare_source(plan, problem)
     assert prepare.count("uint4 stage_") == 4 and "cp_async" not in prepare and "staged_" not in prepare
     f = facts(problem_from_options(Options(op="gdn"), K=128, V=128, arch="sm_90a"))
-    assert staging_form(f, "scalar") == "tiles"
-    assert staging_form(dataclasses.replace(f, row_dtypes=["f32", "bf16"]), "scalar") == "registers"
+    assert staging_form(f, "raw") == staging_form(f, "split") == "tiles"
+    assert staging_form(dataclasses.replace(f, row_dtypes=["f32", "bf16"]), "split") == "registers"
+    assert staging_form(dataclasses.replace(f, row_dtypes=["bf16"] * 3), "raw") == "registers"
+
+
+def _f32_query(r):
+    """A per-head decay whose query is an fp32 token input (x, declared so): not bf16, so not "raw"."""
+    x, k, v = r.token_input("x", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+    r.delta_rule(query=dsl.l2norm(x), key=dsl.l2norm(k), value=v, beta=dsl.sigmoid(r.token_input("beta")),
+                 decay=-dsl.softplus(r.token_input("g")), scale=r.scalar("scale"))
+
+
+@pytest.mark.parametrize("problem, operands, row_scales", [
+    (problem_from_options(Options(op="gdn", use_qk_l2norm_in_kernel=True), K=128, V=128, arch="sm_90a"), "raw",
+     ["q_rs", "k_rs"]),
+    (problem_from_options(Options(op="gdn"), K=64, V=64, arch="sm_90a"), "raw", []),
+    (Problem(dsl.build(per_head_gate), "per_head_gate", 128, 128, arch="sm_90a"), "raw", ["k_rs"]),
+    (Problem(dsl.build(channel_scaled_query), "channel_scaled_query", 128, 128, arch="sm_90a"), "split", []),
+    (Problem(dsl.build(_f32_query), "f32_query", 128, 128, arch="sm_90a"), "split", []),
+    (problem_from_options(Options(op="kda", use_gate_in_kernel=True, lower_bound=-5.0), K=128, V=128,
+                          arch="sm_90a"), "tf32", [])])
+def test_wgmma64_prepare_multiplies_q_and_k_as_loaded_where_a_number_per_row_scales_them(problem, operands,
+                                                                                          row_scales):
+    """A per-head decay whose q̂ and k̂ are each a bf16 row input or its l2norm: the prepare's tiles hold q and k as
+    loaded, one bf16 product per block, and the l2norms' numbers per row (emitted from the DSL graph, 1 without
+    l2norm) scale the results ("raw"); a per-channel factor on q or an fp32 input keeps the bf16 hi + lo split."""
+    plan = verify(make_plan(problem, family="wgmma64", directions=("forward",)))
+    prepare = plan.kernel("prepare")
+    assert prepare.options.operands == operands
+    names = {b.name for b in prepare.buffers}
+    assert ({"q_rs", "k_rs"} <= names and not {"q_lo", "k_lo"} & names) == (operands == "raw")
+    source = _prepare_source(plan, problem)
+    assert source.count("kdg::mma_16816(mkk_acc") == (2 if operands == "raw" else 0)
+    assert source.count("kdg::mma_16816_x3(mkk_acc") == (2 if operands == "split" else 0)
+    for rs in ("q_rs", "k_rs"):
+        emitted = f"const float {rs} = " in source
+        assert emitted == (rs in row_scales), rs
+        if operands == "raw":
+            assert f"s_{rs}[row] = {rs if emitted else '1.f'};" in source
 
 
 def _prepare_source(plan, problem) -> str:

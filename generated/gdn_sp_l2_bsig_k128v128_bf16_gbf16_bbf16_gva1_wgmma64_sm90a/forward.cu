@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 89616 B smem), recurrence (grid ['N', 'HV', 2], 256 threads, 200704 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 55312 B smem), recurrence (grid ['N', 'HV', 2], 256 threads, 200704 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -1125,20 +1125,22 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 
 }  // namespace kdg
 
-#line 7 "templates/wgmma64/prepare.cu.j2"
+#line 8 "templates/wgmma64/prepare.cu.j2"
 // ===== prepare: "prepare", chunk 64 in 16-row blocks (scalar decay) =====
 // grid (chunks, HV): one CTA per (chunk, value head), 256 threads. How the pair factors e^(Γi−Γj)
 // reach the products is the plan's `diagonal` form (scalar): "running" and "factored" split them at the
 // 16-row block boundaries into E_i = e^(Γi − Γ_in(I)) (row side), F_j = e^(Γ_out(J) − Γj) (key side) and the totals
 // of the blocks in between (all ≤ 1); inside a diagonal block "running" walks the running product of α (any
 // decay), "factored" uses 1/E_j ≤ 2^126 (the decay's proven bound); "scalar" (a per-head decay) multiplies raw
-// products by 2^(γi−γj), γ the running sum of log2 α (exact up to fp32 rounding of γ).
+// products by 2^(γi−γj), γ the running sum of log2 α (exact up to fp32 rounding of γ). The products read
+// operands "raw": q and k as loaded (bf16, exact), each result scaled by the rows' numbers
+// q_rs, k_rs (q̂ = q·q_rs, k̂ = k·k_rs).
 // Writes the chunk's workspace (bf16 unless noted, rows past the chunk's end zero): ws_q_decayed = scale·q̂⊙e^Γ,
 // ws_k_decayed = k̂⊙e^Γ, ws_k_to_end = k̂⊙e^(Γl−Γ) [C,K]; ws_decay_total = e^Γl (fp32); ws_A = (I + Mkk)⁻¹,
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 1142 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1144 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1154,7 +1156,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     bf16* __restrict__ ws_A,
     bf16* __restrict__ ws_Mqk,
     float* __restrict__ ws_beta) {
-#line 19 "templates/wgmma64/prepare.cu.j2"
+#line 22 "templates/wgmma64/prepare.cu.j2"
   constexpr int C = 64, B = 16, NB = C / B, K = 128, KD = 1, G = 1, DW = 4;
   constexpr int LANES = 8, KPT = 16, THREADS = 256;
   constexpr int ROWS_PER_PASS = THREADS / LANES, PASSES = C / ROWS_PER_PASS, WARPS = THREADS / 32;
@@ -1164,31 +1166,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(CPT * THREADS == NB * K && (CPT == 1 || CPT == 2) && K % 16 == 0,
                 "decay_columns, factors: one block and one or two channels per thread");
-#line 1168 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 89616 B, dynamic (above the static limit)
+#line 1170 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+  // shared memory: 55312 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_q_hi = reinterpret_cast<bf16*>(smem_raw + 0);  // q_hi [64 x 128] bf16, ld 136, alias q_then_A
   [[maybe_unused]] constexpr int ld_q_hi = 136;
-  bf16* const s_q_lo = reinterpret_cast<bf16*>(smem_raw + 18432);  // q_lo [64 x 128] bf16, ld 136
-  [[maybe_unused]] constexpr int ld_q_lo = 136;
-  bf16* const s_k_hi = reinterpret_cast<bf16*>(smem_raw + 35840);  // k_hi [64 x 128] bf16, ld 136
+  bf16* const s_k_hi = reinterpret_cast<bf16*>(smem_raw + 18432);  // k_hi [64 x 128] bf16, ld 136
   [[maybe_unused]] constexpr int ld_k_hi = 136;
-  bf16* const s_k_lo = reinterpret_cast<bf16*>(smem_raw + 53248);  // k_lo [64 x 128] bf16, ld 136
-  [[maybe_unused]] constexpr int ld_k_lo = 136;
-  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 70656);  // alpha [64 x 1] f32, ld 1, alias rows
+  float* const s_q_rs = reinterpret_cast<float*>(smem_raw + 35840);  // q_rs [64] f32, ld 64
+  float* const s_k_rs = reinterpret_cast<float*>(smem_raw + 36096);  // k_rs [64] f32, ld 64
+  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 36352);  // alpha [64 x 1] f32, ld 1, alias rows
   [[maybe_unused]] constexpr int ld_alpha = 1;
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 89088);  // beta [64] f32, ld 64
-  float* const s_D = reinterpret_cast<float*>(smem_raw + 89344);  // D [4 x 1] f32, ld 1
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 54784);  // beta [64] f32, ld 64
+  float* const s_D = reinterpret_cast<float*>(smem_raw + 55040);  // D [4 x 1] f32, ld 1
   [[maybe_unused]] constexpr int ld_D = 1;
-  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 89360);  // gamma [64] f32, ld 64
-  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 70656);  // Mkk [64 x 64] f32, ld 72, alias rows
+  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 55056);  // gamma [64] f32, ld 64
+  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 36352);  // Mkk [64 x 64] f32, ld 72, alias rows
   [[maybe_unused]] constexpr int ld_Mkk = 72;
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 72, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 72;
-#line 30 "templates/wgmma64/prepare.cu.j2"
-  constexpr int LDS = ld_q_hi;  // the row pitch of the four bf16 operand tiles (padded: ldmatrix without conflicts)
+#line 33 "templates/wgmma64/prepare.cu.j2"
+  constexpr int LDS = ld_q_hi;  // the row pitch of the bf16 operand tiles (padded: ldmatrix without conflicts)
 
-#line 36 "templates/wgmma64/prepare.cu.j2"
+#line 39 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // The C×C steps (Mqk's and A's zero blocks, Mkk's assembly, A's store) give each thread one row segment: row
   // seg_row, the B columns of block seg_J, so that a block's case (above, on or below the diagonal) is one test
@@ -1203,8 +1203,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   const long long ws_ch = (long long)chunk * HV + h;  // this (chunk, head) in the workspaces
 
 #line 15 "templates/skeleton.j2"
-  // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β, log2 α; q̂, k̂ as bf16 hi + lo ----
-#line 69 "templates/wgmma64/prepare.cu.j2"
+  // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β, log2 α; q, k as loaded (bf16) and their rows' numbers q_rs, k_rs (1/‖x‖ or 1) ----
+#line 72 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each. A warp takes
   // ROWS_PER_WARP rows with lane l on row l % ROWS_PER_WARP: the eight lanes of a 16-byte shared store's phase
   // then write different rows (row pitches ≡ 16 bytes mod 128): the fp32 tiles meet no bank twice, where one
@@ -1214,67 +1214,67 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   {
     [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES, ROWS_PER_WARP>(x); };
     const int sub = lane / ROWS_PER_WARP, ch0 = sub * KPT, row_in_pass = warp * ROWS_PER_WARP + lane % ROWS_PER_WARP;
-#line 82 "templates/wgmma64/prepare.cu.j2"
+#line 86 "templates/wgmma64/prepare.cu.j2"
     // Staging "tiles": every pass's row inputs are copied into shared memory (cp.async, 16-byte pieces) before any
     // pass computes, so the passes' loads share one memory latency and hold no registers. An input's row r sits at
     // the right-hand end of row r of its tile (its last K·size bytes), which only row r's own outputs overwrite,
-    // after the row's lanes (one warp) have read it back. Input -> tile: k -> s_q_lo, q -> s_k_lo.
-#line 87 "templates/wgmma64/prepare.cu.j2"
+    // after the row's lanes (one warp) have read it back. Input -> tile: k -> s_q_hi, q -> s_k_hi.
+#line 91 "templates/wgmma64/prepare.cu.j2"
     constexpr int STAGE_PITCH = LDS * 2, STAGE_END = K * 2;  // bytes: a tile's row pitch, the end of its data
-#line 93 "templates/wgmma64/prepare.cu.j2"
+#line 97 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0 && K * sizeof(bf16) <= STAGE_END,
                   "k: whole 16-byte pieces per thread, within a tile's row");
     char* const staged_k =
-        reinterpret_cast<char*>(s_q_lo) + (STAGE_END - K * (int)sizeof(bf16));
-#line 93 "templates/wgmma64/prepare.cu.j2"
+        reinterpret_cast<char*>(s_q_hi) + (STAGE_END - K * (int)sizeof(bf16));
+#line 97 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0 && K * sizeof(bf16) <= STAGE_END,
                   "q: whole 16-byte pieces per thread, within a tile's row");
     char* const staged_q =
-        reinterpret_cast<char*>(s_k_lo) + (STAGE_END - K * (int)sizeof(bf16));
-#line 98 "templates/wgmma64/prepare.cu.j2"
+        reinterpret_cast<char*>(s_k_hi) + (STAGE_END - K * (int)sizeof(bf16));
+#line 102 "templates/wgmma64/prepare.cu.j2"
     // this thread's 16-byte piece `piece` of row `row` of a staged input whose elements are `size` bytes: where the
     // copy puts it and the read-back finds it
     auto staged_piece = [&](char* staged, int size, int row, int piece) {
       return staged + (row * STAGE_PITCH + ch0 * size + 16 * piece);
     };
-#line 112 "templates/wgmma64/prepare.cu.j2"
+#line 116 "templates/wgmma64/prepare.cu.j2"
     bf16 stage_beta[PASSES];
-#line 112 "templates/wgmma64/prepare.cu.j2"
+#line 116 "templates/wgmma64/prepare.cu.j2"
     bf16 stage_g[PASSES];
-#line 115 "templates/wgmma64/prepare.cu.j2"
+#line 119 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
       const long long tok = t0 + (row < L ? row : 0);  // a tail row reads a valid token; the block zeroes it
-#line 120 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const beta_at = in_beta + (tok * HV + h);
-#line 131 "templates/wgmma64/prepare.cu.j2"
+#line 135 "templates/wgmma64/prepare.cu.j2"
       stage_beta[pass] = *beta_at;
-#line 120 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const g_at = in_g + (tok * HV + h);
-#line 131 "templates/wgmma64/prepare.cu.j2"
+#line 135 "templates/wgmma64/prepare.cu.j2"
       stage_g[pass] = *g_at;
-#line 120 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const k_at = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 122 "templates/wgmma64/prepare.cu.j2"
+#line 126 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
-#line 125 "templates/wgmma64/prepare.cu.j2"
+#line 129 "templates/wgmma64/prepare.cu.j2"
         kdg::cp_async_16(staged_piece(staged_k, sizeof(bf16), row, piece),
                          reinterpret_cast<const uint4*>(k_at) + piece, true);
-#line 120 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const q_at = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 122 "templates/wgmma64/prepare.cu.j2"
+#line 126 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
-#line 125 "templates/wgmma64/prepare.cu.j2"
+#line 129 "templates/wgmma64/prepare.cu.j2"
         kdg::cp_async_16(staged_piece(staged_q, sizeof(bf16), row, piece),
                          reinterpret_cast<const uint4*>(q_at) + piece, true);
-#line 134 "templates/wgmma64/prepare.cu.j2"
-    }
-#line 136 "templates/wgmma64/prepare.cu.j2"
-    kdg::cp_async_wait_all();  // each thread reads back only the pieces it copied
 #line 138 "templates/wgmma64/prepare.cu.j2"
+    }
+#line 140 "templates/wgmma64/prepare.cu.j2"
+    kdg::cp_async_wait_all();  // each thread reads back only the pieces it copied
+#line 142 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
@@ -1282,39 +1282,41 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       // The emitted block reads every row's inputs as loaded (a tail row's are token t0's): the tail rows' outputs
       // are replaced after the stores below, so no element of a full chunk pays a select.
       [[maybe_unused]] constexpr bool valid = true;
-#line 147 "templates/wgmma64/prepare.cu.j2"
+#line 151 "templates/wgmma64/prepare.cu.j2"
       uint4 now_k[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_k[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_k, sizeof(bf16), row, piece));
-#line 147 "templates/wgmma64/prepare.cu.j2"
+#line 151 "templates/wgmma64/prepare.cu.j2"
       uint4 now_q[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_q[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_q, sizeof(bf16), row, piece));
-#line 153 "templates/wgmma64/prepare.cu.j2"
+#line 157 "templates/wgmma64/prepare.cu.j2"
       __syncwarp();  // the row's lanes (one warp) have read their pieces before any overwrites them with outputs
-#line 161 "templates/wgmma64/prepare.cu.j2"
+#line 165 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 158 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_beta_row = &stage_beta[pass];
-#line 161 "templates/wgmma64/prepare.cu.j2"
+#line 165 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h;
-#line 158 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = &stage_g[pass];
-#line 158 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = reinterpret_cast<const bf16*>(now_k);
-#line 158 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
-#line 164 "templates/wgmma64/prepare.cu.j2"
+#line 168 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
 #line 1314 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
       const float n_beta = valid ? kdg::to_f32(*in_beta_row) : 0.f;
+      // const_12: const
+      const float n_const_12 = 1e-06f;
       // dt_bias: head_param
       const float n_dt_bias = *in_dt_bias_row;
       // g: token_input
@@ -1331,26 +1333,6 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float n_exp_1 = expf(n_A_log);
       // add_0 = add(g, dt_bias)
       const float n_add_0 = (n_g + n_dt_bias);
-      // l2norm_6 = l2norm(k)
-      float n_l2norm_6[KPT];
-      {
-        float ss = 0.f;
-        #pragma unroll
-        for (int j = 0; j < KPT; ++j) ss += n_k[j] * n_k[j];
-        const float r = rsqrtf(row_sum(ss) + 1e-06f);
-        #pragma unroll
-        for (int j = 0; j < KPT; ++j) n_l2norm_6[j] = n_k[j] * r;
-      }
-      // l2norm_5 = l2norm(q)
-      float n_l2norm_5[KPT];
-      {
-        float ss = 0.f;
-        #pragma unroll
-        for (int j = 0; j < KPT; ++j) ss += n_q[j] * n_q[j];
-        const float r = rsqrtf(row_sum(ss) + 1e-06f);
-        #pragma unroll
-        for (int j = 0; j < KPT; ++j) n_l2norm_5[j] = n_q[j] * r;
-      }
       // sigmoid_7 = sigmoid(beta)
       const float n_sigmoid_7 = kdg::sigmoid(n_beta);
       // softplus_2 = softplus(add_0)
@@ -1359,61 +1341,96 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float n_mul_3 = (n_exp_1 * n_softplus_2);
       // neg_4 = neg(mul_3)
       const float n_neg_4 = (-n_mul_3);
+      // square_14 = square(k)
+      float n_square_14[KPT];
+      #pragma unroll
+      for (int j = 0; j < KPT; ++j) n_square_14[j] = kdg::square(n_k[j]);
+      // rowsum_15 = rowsum(square_14)
+      float n_rowsum_15;
+      {
+        float s = 0.f;
+        #pragma unroll
+        for (int j = 0; j < KPT; ++j) s += n_square_14[j];
+        n_rowsum_15 = row_sum(s);
+      }
+      // add_16 = add(rowsum_15, const_12)
+      const float n_add_16 = (n_rowsum_15 + n_const_12);
+      // rsqrt_17 = rsqrt(add_16)
+      const float n_rsqrt_17 = rsqrtf(n_add_16);
+      // square_9 = square(q)
+      float n_square_9[KPT];
+      #pragma unroll
+      for (int j = 0; j < KPT; ++j) n_square_9[j] = kdg::square(n_q[j]);
+      // rowsum_10 = rowsum(square_9)
+      float n_rowsum_10;
+      {
+        float s = 0.f;
+        #pragma unroll
+        for (int j = 0; j < KPT; ++j) s += n_square_9[j];
+        n_rowsum_10 = row_sum(s);
+      }
+      // add_11 = add(rowsum_10, const_12)
+      const float n_add_11 = (n_rowsum_10 + n_const_12);
+      // rsqrt_13 = rsqrt(add_11)
+      const float n_rsqrt_13 = rsqrtf(n_add_11);
       float q_hat[KPT];
       #pragma unroll
-      for (int j = 0; j < KPT; ++j) q_hat[j] = n_l2norm_5[j];
+      for (int j = 0; j < KPT; ++j) q_hat[j] = n_q[j];
       float k_hat[KPT];
       #pragma unroll
-      for (int j = 0; j < KPT; ++j) k_hat[j] = n_l2norm_6[j];
+      for (int j = 0; j < KPT; ++j) k_hat[j] = n_k[j];
       const float decay = n_neg_4;
       const float beta_val = n_sigmoid_7;
       const float scale_val = n_scale;
+      const float q_rs = n_rsqrt_13;
+      const float k_rs = n_rsqrt_17;
 
-#line 166 "templates/wgmma64/prepare.cu.j2"
+#line 170 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // 16-byte stores: a quarter warp (one row) then meets each bank at most four times, where single floats met
       // one bank sixteen times
-#line 176 "templates/wgmma64/prepare.cu.j2"
-      // q̂, k̂ as bf16 hi + lo tiles (the blocks' tensor-core operands, read by ldmatrix), 16-byte stores
+#line 180 "templates/wgmma64/prepare.cu.j2"
+      // q and k as loaded (bf16: exact) in their tiles, the blocks' tensor-core operands read by ldmatrix;
+      // 16-byte stores
 #pragma unroll
       for (int j = 0; j < KPT; j += 8) {
-        kdg::u32 qh[4], ql[4], kh[4], kl[4];
+        kdg::u32 qh[4], kh[4];
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
-          kdg::split_bf16(q_hat[j + 2 * p], q_hat[j + 2 * p + 1], qh[p], ql[p]);
-          kdg::split_bf16(k_hat[j + 2 * p], k_hat[j + 2 * p + 1], kh[p], kl[p]);
+          qh[p] = kdg::pack_bf16(q_hat[j + 2 * p], q_hat[j + 2 * p + 1]);
+          kh[p] = kdg::pack_bf16(k_hat[j + 2 * p], k_hat[j + 2 * p + 1]);
         }
         const int at = row * LDS + ch0 + j;
         *reinterpret_cast<uint4*>(&s_q_hi[at]) = make_uint4(qh[0], qh[1], qh[2], qh[3]);
-        *reinterpret_cast<uint4*>(&s_q_lo[at]) = make_uint4(ql[0], ql[1], ql[2], ql[3]);
         *reinterpret_cast<uint4*>(&s_k_hi[at]) = make_uint4(kh[0], kh[1], kh[2], kh[3]);
-        *reinterpret_cast<uint4*>(&s_k_lo[at]) = make_uint4(kl[0], kl[1], kl[2], kl[3]);
       }
-#line 204 "templates/wgmma64/prepare.cu.j2"
+#line 223 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 206 "templates/wgmma64/prepare.cu.j2"
+#line 225 "templates/wgmma64/prepare.cu.j2"
         s_alpha[row] = kdg::ptx_ex2_ftz(decay * LOG2E);
         s_gamma[row] = decay * LOG2E;  // log2 α; decay_columns turns it into its running sum
-#line 209 "templates/wgmma64/prepare.cu.j2"
+#line 228 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = beta_val;
+#line 230 "templates/wgmma64/prepare.cu.j2"
+        s_q_rs[row] = q_rs;
+        s_k_rs[row] = k_rs;
+#line 233 "templates/wgmma64/prepare.cu.j2"
       }
       if (!in_chunk) {  // a tail row carries no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0, by its own lanes
 #pragma unroll
         for (int j = 0; j < KPT; j += 4) {
           const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 216 "templates/wgmma64/prepare.cu.j2"
+#line 239 "templates/wgmma64/prepare.cu.j2"
           *reinterpret_cast<uint2*>(&s_q_hi[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
-          *reinterpret_cast<uint2*>(&s_q_lo[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
           *reinterpret_cast<uint2*>(&s_k_hi[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
-          *reinterpret_cast<uint2*>(&s_k_lo[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
-#line 227 "templates/wgmma64/prepare.cu.j2"
+#line 252 "templates/wgmma64/prepare.cu.j2"
         }
         if (sub == 0) {
-#line 230 "templates/wgmma64/prepare.cu.j2"
+#line 255 "templates/wgmma64/prepare.cu.j2"
           s_alpha[row] = 1.f;
           s_gamma[row] = 0.f;
-#line 233 "templates/wgmma64/prepare.cu.j2"
+#line 258 "templates/wgmma64/prepare.cu.j2"
           s_beta[row] = 0.f;
         }
       }
@@ -1423,7 +1440,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): a thread per (block, 4K/256 adjacent channels): the block's α into registers, its totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 308 "templates/wgmma64/prepare.cu.j2"
+#line 333 "templates/wgmma64/prepare.cu.j2"
   // thread (block I, channels c0 .. c0 + CPT − 1) reads its block's α into registers and shares the block's
   // totals D; CPT adjacent channels per thread so that the decayed outputs leave as bf16 pairs
   const int I = tid / (K / CPT), c0 = CPT * (tid % (K / CPT));
@@ -1432,29 +1449,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   for (int j = 0; j < CPT; ++j) d[j] = 1.f;
 #pragma unroll
   for (int r = 0; r < B; ++r) {
-#line 319 "templates/wgmma64/prepare.cu.j2"
+#line 344 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) alpha_col[r][j] = s_alpha[(I * B + r) * ld_alpha];  // one α per row
-#line 322 "templates/wgmma64/prepare.cu.j2"
+#line 347 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) d[j] *= alpha_col[r][j];
   }
 #pragma unroll
   for (int j = 0; j < CPT; ++j)
     if (c0 + j < KD) s_D[I * KD + c0 + j] = d[j];
-#line 329 "templates/wgmma64/prepare.cu.j2"
+#line 354 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 334 "templates/wgmma64/prepare.cu.j2"
+#line 359 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
-  // ---- step factors (all, column): the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise) ----
-#line 338 "templates/wgmma64/prepare.cu.j2"
+  // ---- step factors (all, column): the decayed outputs (q̂ = q_hi·q_rs, k̂ likewise) ----
+#line 363 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 342 "templates/wgmma64/prepare.cu.j2"
+#line 367 "templates/wgmma64/prepare.cu.j2"
   {
     // D of every block; Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))) by selects, not
     // by indexing with I, which depends on the thread and would put D in local memory
@@ -1470,14 +1487,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       }
     }
     // q̂ and k̂ of a row's channels c0 ..
-#line 358 "templates/wgmma64/prepare.cu.j2"
-    auto hi_lo = [&](const bf16* hi, const bf16* lo, int row, float (&x)[CPT]) {
+#line 383 "templates/wgmma64/prepare.cu.j2"
+    auto scaled = [&](const bf16* x_in, const float* rs, int row, float (&x)[CPT]) {
 #pragma unroll
-      for (int j = 0; j < CPT; ++j) x[j] = kdg::to_f32(hi[row * LDS + c0 + j]) + kdg::to_f32(lo[row * LDS + c0 + j]);
+      for (int j = 0; j < CPT; ++j) x[j] = kdg::to_f32(x_in[row * LDS + c0 + j]) * rs[row];
     };
-    auto q_run = [&](int row, float (&x)[CPT]) { hi_lo(s_q_hi, s_q_lo, row, x); };
-    auto k_run = [&](int row, float (&x)[CPT]) { hi_lo(s_k_hi, s_k_lo, row, x); };
-#line 368 "templates/wgmma64/prepare.cu.j2"
+    auto q_run = [&](int row, float (&x)[CPT]) { scaled(s_q_hi, s_q_rs, row, x); };
+    auto k_run = [&](int row, float (&x)[CPT]) { scaled(s_k_hi, s_k_rs, row, x); };
+#line 400 "templates/wgmma64/prepare.cu.j2"
     // the key side, last row first: F_r = Π α of the block's rows after r; k_to_end = k̂·F·after
     {
       float f[CPT];
@@ -1494,7 +1511,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           to_end[j] = k_out[j] * after[j];
           f[j] *= alpha_col[r][j];
         }
-#line 387 "templates/wgmma64/prepare.cu.j2"
+#line 419 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + c0, to_end);
       }
     }
@@ -1517,18 +1534,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           q_dec[j] = scale * q[j] * before[j];
           k_dec[j] = k[j] * before[j];
         }
-#line 415 "templates/wgmma64/prepare.cu.j2"
+#line 447 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + c0, q_dec);
         kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + c0, k_dec);
       }
     }
-#line 420 "templates/wgmma64/prepare.cu.j2"
+#line 452 "templates/wgmma64/prepare.cu.j2"
     // block 0's threads, per channel: the chunk's total decay
-#line 425 "templates/wgmma64/prepare.cu.j2"
+#line 457 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) {
       const int c = c0 + j;
-#line 439 "templates/wgmma64/prepare.cu.j2"
+#line 471 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < DW) {
         float total = 1.f;
 #pragma unroll
@@ -1541,12 +1558,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
-  // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × 2^(γi−γj), masked ----
-#line 452 "templates/wgmma64/prepare.cu.j2"
-  // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, bf16x3: a per-head decay's factor is one number per
-  // pair, so the products take q̂ and k̂ as they are and each result is scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1)
-  // Mqk_ij = scale·2^(γi−γj)·q̂_i·k̂_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k̂_i·k̂_j (j < i).
-#line 464 "templates/wgmma64/prepare.cu.j2"
+  // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), one bf16 mma of q, k as loaded, each result × the rows' q_rs/k_rs and from ldmatrix, × 2^(γi−γj), masked ----
+#line 484 "templates/wgmma64/prepare.cu.j2"
+  // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, one bf16 product of q and k as loaded (exact
+  // products, fp32 sums): a per-head decay's factor is one number per pair, so each result is scaled by
+  // e^(Γi−Γj) = 2^(γi−γj) (≤ 1) and the rows' numbers:
+  // Mqk_ij = scale·2^(γi−γj)·q_rs_i·k_rs_j·q_i·k_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k_rs_i·k_rs_j·k_i·k_j (j < i).
+#line 501 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1566,32 +1584,30 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 484 "templates/wgmma64/prepare.cu.j2"
-      const bf16* left_hi = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
-      const bf16* left_lo = (is_k ? s_k_lo : s_q_lo) + I * B * LDS;
-      const bf16* right_hi = s_k_hi + J * B * LDS;
-      const bf16* right_lo = s_k_lo + J * B * LDS;
-#line 496 "templates/wgmma64/prepare.cu.j2"
+#line 521 "templates/wgmma64/prepare.cu.j2"
+      const bf16* left = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
+      const bf16* right = s_k_hi + J * B * LDS;
+      const float* left_rs = (is_k ? s_k_rs : s_q_rs) + I * B;
+#line 537 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
-        const kdg::FragA ah = kdg::load_frag_a(left_hi + kk * 16, LDS, lane);
-        const kdg::FragA al = kdg::load_frag_a(left_lo + kk * 16, LDS, lane);
-        kdg::FragB bh[2], bl[2];
-        kdg::load_frag_b_nk(bh, right_hi + kk * 16, LDS, lane);
-        kdg::load_frag_b_nk(bl, right_lo + kk * 16, LDS, lane);
-        kdg::mma_16816_x3(mkk_acc[n][0], ah, al, bh[0], bl[0]);
-        kdg::mma_16816_x3(mkk_acc[n][1], ah, al, bh[1], bl[1]);
+        const kdg::FragA a = kdg::load_frag_a(left + kk * 16, LDS, lane);
+        kdg::FragB b[2];
+        kdg::load_frag_b_nk(b, right + kk * 16, LDS, lane);
+        kdg::mma_16816(mkk_acc[n][0], a, b[0]);
+        kdg::mma_16816(mkk_acc[n][1], a, b[1]);
       }
-#line 526 "templates/wgmma64/prepare.cu.j2"
+#line 576 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 533 "templates/wgmma64/prepare.cu.j2"
-          const float x = kept ? mkk_acc[n][nt].x[e] * exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
-#line 537 "templates/wgmma64/prepare.cu.j2"
+#line 583 "templates/wgmma64/prepare.cu.j2"
+          const float x = kept ? mkk_acc[n][nt].x[e] * (left_rs[r] * s_k_rs[J * B + cc]) *
+                                     exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
+#line 590 "templates/wgmma64/prepare.cu.j2"
           mkk_acc[n][nt].x[e] = (is_k ? s_beta[I * B + r] : scale) * x;
         }
         if (!is_k) {  // Mqk's tile: each lane's column pairs as bf16x2 words, rows r and r + 8
@@ -1612,7 +1628,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 556 "templates/wgmma64/prepare.cu.j2"
+#line 609 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1631,19 +1647,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     // this thread's row segment: zero above the diagonal
     float4* const at = reinterpret_cast<float4*>(&s_Mkk[seg_row * ld_Mkk + seg_J * B]);
-#line 577 "templates/wgmma64/prepare.cu.j2"
+#line 630 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int v = 0; v < B / 4; ++v) {
-#line 580 "templates/wgmma64/prepare.cu.j2"
+#line 633 "templates/wgmma64/prepare.cu.j2"
       if (seg_J > seg_I) at[v] = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 584 "templates/wgmma64/prepare.cu.j2"
+#line 637 "templates/wgmma64/prepare.cu.j2"
     }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 589 "templates/wgmma64/prepare.cu.j2"
+#line 642 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1702,7 +1718,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 646 "templates/wgmma64/prepare.cu.j2"
+#line 699 "templates/wgmma64/prepare.cu.j2"
   // A as bf16, this thread's row segment as two 16-byte stores; rows and columns past the chunk's end zero
   {
     const float* const src = &s_A[seg_row * ld_A + seg_J * B];
@@ -1833,7 +1849,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1837 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1853 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1850,7 +1866,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1854 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1870 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 200704 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1916,7 +1932,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1920 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1936 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1945,7 +1961,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 1949 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1965 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group

@@ -2,14 +2,19 @@
 
 `forward_prologue(r, dtypes)` emits the forward graph from the leaves to the core operands (query,
 key, decay, beta, scale) into the names prepare uses: q_hat[KPT], k_hat[KPT], decay[KPT] or decay,
-beta_val, scale_val. `inputs` tells the template which pointer each leaf needs (its kernel parameter
+beta_val, scale_val. With `row_scaled` (query and key each a row input x or l2norm(x): Facts.qk_row_scaled),
+q_hat and k_hat are x as loaded and each l2norm's number per row, (Σx² + ε)^−1/2, is emitted as q_rs / k_rs
+(`row_scales` names those emitted; a query without l2norm has none: its number is 1). `inputs` tells the template which pointer each leaf needs (its kernel parameter
 `param`, the pointer `ptr` the block reads through, and its head space: q/k inputs live on the H q/k
 heads, everything else on the HV value heads).
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
+from ..dsl import rowsum, rsqrt, square
+from ..dsl.expr import Value
 from ..plan.families.base import input_param
 from ..plan.problem import head_space
 from .expr import Block, emit
@@ -22,16 +27,29 @@ class Prologue:
     block: Block
     inputs: tuple          # dicts: name, kind ("token" | "head"), row (bool), heads ("H" | "HV"), dtype
     scalars: tuple
+    row_scales: tuple = ()  # the emitted row numbers (q_rs, k_rs) of a row_scaled prologue
 
 
-def forward_prologue(r, leaf_dtypes: dict) -> Prologue:
+def forward_prologue(r, leaf_dtypes: dict, row_scaled: bool = False) -> Prologue:
     """The prologue of recurrence r; leaf_dtypes maps each kernel parameter to its planned element type."""
     ops = r.core_operands()
-    block = emit(r.graph, {out: ops[role] for out, role in FORWARD_OUTPUTS.items()})
+    outputs = {out: ops[role] for out, role in FORWARD_OUTPUTS.items()}
+    graph, row_scales = r.graph, ()
+    if row_scaled:
+        r = copy.deepcopy(r)  # the row numbers are nodes added to a copy of the graph
+        for out in ("q", "k"):
+            a = r.graph.nodes[outputs[f"{out}_hat"]]
+            if a["op"] == "l2norm":
+                x = a["args"][0]
+                outputs[f"{out}_hat"] = x
+                outputs[f"{out}_rs"] = rsqrt(rowsum(square(Value(r, x))) + a["eps"]).id
+                row_scales += (f"{out}_rs",)
+        graph = r.graph
+    block = emit(graph, outputs)
     inputs = []
     for name in block.leaves:
         a = r.graph.nodes[name]
         param = input_param(name)
         inputs.append({"name": name, "param": param, "ptr": f"{param}_row", "kind": a["kind"], "row": bool(a["shape"]),
                        "heads": head_space(r, name), "dtype": leaf_dtypes[param]})
-    return Prologue(block, tuple(inputs), tuple(r.scalars))
+    return Prologue(block, tuple(inputs), tuple(r.scalars), row_scales)

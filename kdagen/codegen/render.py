@@ -103,7 +103,8 @@ def kernel_context(plan: Plan, kernel: Kernel, recurrence, entries: bool | str =
         launch_bounds=f"__launch_bounds__({kernel.threads}, {kernel.min_ctas_per_sm})",
     )
     if kernel.kind == "prepare":
-        ctx["prologue"] = forward_prologue(recurrence, {prm.name: prm.dtype for prm in kernel.params})
+        ctx["prologue"] = forward_prologue(recurrence, {prm.name: prm.dtype for prm in kernel.params},
+                                           row_scaled=getattr(kernel.options, "operands", None) == "raw")
     elif kernel.kind == "prepare_bwd":
         ctx["k1"] = backward_prologue(recurrence, ctx["ctype"])
     return ctx

@@ -41,6 +41,7 @@ class Facts:
     qk_inputs: list[str]
     token_inputs: list[str]
     row_dtypes: list[str]                    # the dtypes of the token inputs (not the value) with a row of K
+    qk_row_scaled: bool                      # query and key each a bf16 row input or its l2norm (row_scaled)
 
 
 IO_INPUTS = ("q", "k", "v")          # token inputs by these names are read in the io dtype (bf16)
@@ -52,6 +53,16 @@ def _leaf_dtype(problem: Problem, name: str, node_dtype: str) -> str:
     kernels read: Problem checked it)."""
     fixed = {**dict.fromkeys(IO_INPUTS, problem.dtypes.io), "g": problem.dtypes.g, "beta": problem.dtypes.beta}
     return fixed.get(name, node_dtype)
+
+
+def row_scaled(r, node: str, dtype_of) -> bool:
+    """Whether core operand `node` is a bf16 row input x or l2norm(x): bf16 values times one number per row, so
+    a tensor-core product can take x exactly as loaded and scale its result by the rows' numbers afterwards."""
+    a = r.graph.nodes[node]
+    if a["op"] == "l2norm":
+        node = a["args"][0]
+        a = r.graph.nodes[node]
+    return a["op"] == "token_input" and bool(a["shape"]) and dtype_of(node) == "bf16"
 
 
 def facts(problem: Problem) -> Facts:
@@ -72,10 +83,12 @@ def facts(problem: Problem) -> Facts:
     row_dtypes = [p.dtype for n, p in zip(tokens, leaves) if r.graph.nodes[n]["shape"]]
     leaves += [Param(input_param(n), "ptr", "f32") for n in r.head_params]
     kind = info["decay_kind"]
+    ops, dtype_of = r.core_operands(), lambda n: _leaf_dtype(problem, n, r.graph.nodes[n]["dtype"])
     return Facts(decay_kind=kind, decay_interval=tuple(info["decay_interval"]), KD=problem.K if kind == "vector" else 1,
                  leaves=leaves, scalars=list(r.scalars),
                  head_params=[(n, bool(r.graph.nodes[n]["shape"])) for n in r.head_params],
-                 qk_inputs=qk_inputs(r), token_inputs=list(r.token_inputs), row_dtypes=row_dtypes)
+                 qk_inputs=qk_inputs(r), token_inputs=list(r.token_inputs), row_dtypes=row_dtypes,
+                 qk_row_scaled=all(row_scaled(r, ops[role], dtype_of) for role in ("query", "key")))
 
 
 def seq_params(varlen: bool) -> list[Param]:

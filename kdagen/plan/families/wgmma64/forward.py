@@ -4,8 +4,9 @@ bulk tensor copies and wgmma. docs/kernels.md §3, docs/math.md §6.
 prepare, per (64-token chunk, value head), 8 warps, two CTAs per SM (16 warps: the steps are chains of
 dependent shared-memory reads and products, so latency hiding needs warps):
   prologue   16 channels per thread (K/16 lanes per row), 256/(K/16) rows per pass: the emitted DSL block ->
-             q̂, k̂, α = e^a, β, stored to shared memory in 16-byte pieces (bf16 hi + lo tiles for "scalar"); the
-             row inputs copied first by cp.async into those same tiles' rows (staging_form)
+             q̂, k̂, α = e^a, β, stored to shared memory in 16-byte pieces in the blocks' operand form
+             (operand_form: fp32, bf16 hi + lo, or q and k as loaded with a number per row); the row inputs copied
+             first by cp.async into those same tiles' rows (staging_form)
   diagonal   ("running" only) the four 16×16 diagonal blocks of Mqk and Mkk per pair on CUDA cores, a thread
              per (row, quarter of the channels): row i walks j = i..start of its block, the decay factor a
              running product of α (exact for any decay, nothing overflows)
@@ -15,7 +16,8 @@ dependent shared-memory reads and products, so latency hiding needs warps):
              k_to_end (bf16 pairs at K = 128), decay_total
   blocks     the 16×16 blocks on tensor cores: the six off-diagonal ones, the key side scaled by the totals of
              the blocks in between, and the four diagonal ones where the form allows (diagonal_form); tf32 from
-             fp32 tiles, or (a per-head decay) bf16x3 from bf16 hi + lo tiles by ldmatrix
+             fp32 tiles, or (a per-head decay) bf16 from bf16 tiles by ldmatrix: q and k as loaded, each result
+             scaled by the rows' numbers, or bf16x3 from hi + lo tiles
   inverse    A = (I + Mkk)⁻¹ by 16-row blocks: forward substitution on the diagonal, then block products (bf16x3)
 The C×C steps (Mqk's and A's zero blocks, Mkk's assembly, A's store) give a thread one 16-column row segment.
 The workspace is bf16 (A and Mqk too: the recurrence's tensor cores read bf16) in row-major tiles a bulk
@@ -35,7 +37,8 @@ PREPARE_REGS = 128           # 2 CTAs × 256 threads × 128 registers = the regi
 PREPARE_KPT = 16             # prologue channels per thread: K/16 lanes per row
 DECAY_TOTAL_MIN = 4          # floats per (chunk, head) of decay_total: a bulk copy moves multiples of 16 bytes
 BETWEEN = 3                  # block pairs with blocks in between: (2,0), (3,1), (3,0)
-SPLIT = ("q_hi", "q_lo", "k_hi", "k_lo")   # a per-head decay's operand tiles
+SPLIT = ("q_hi", "q_lo", "k_hi", "k_lo")   # a per-head decay's operand tiles, "split"
+RAW = ("q_hi", "k_hi", "q_rs", "k_rs")      # and "raw": q and k as loaded (bf16) and their rows' numbers
 
 
 @kernel_options
@@ -47,6 +50,7 @@ class Prepare64Options:
     varlen: bool
     decay_width: int         # floats per (chunk, head) in ws_decay_total
     diagonal: str            # how the pair factors reach the products: "scalar" | "factored" | "running"
+    operands: str            # what the blocks' products read: "raw" | "split" | "tf32" (operand_form)
     staging: str             # where the row inputs wait for the prologue: "tiles" | "registers" (staging_form)
 
 
@@ -63,13 +67,27 @@ def diagonal_form(f: Facts) -> str:
     return "factored" if form_of(f, BLOCK) == "factored" else "running"
 
 
-def staging_form(f: Facts, diagonal: str) -> str:
+def operand_form(f: Facts, diagonal: str) -> str:
+    """What the blocks' tensor-core products read:
+    "raw" — a per-head decay, and q̂, k̂ each a bf16 row input x or l2norm(x) (Facts.qk_row_scaled): the bf16
+      tiles hold q and k exactly as loaded, one bf16 product (exact products, fp32 sums) per block, each result
+      scaled by the rows' numbers (their 1/‖x‖) with the decay: a third of "split"'s tensor-core work, no
+      rounding of q̂, k̂ before the sums;
+    "split" — another per-head decay: q̂, k̂ as bf16 hi + lo tiles, three bf16 products per block (≈ fp32);
+    "tf32" — a per-channel decay: the decayed fp32 tiles, read as tf32."""
+    if diagonal != "scalar":
+        return "tf32"
+    return "raw" if f.qk_row_scaled else "split"
+
+
+def staging_form(f: Facts, operands: str) -> str:
     """Where the prologue's row inputs wait between their load (cp.async or plain) and their use:
-    "tiles" — in the operand tiles the prologue writes (q̂, k̂, α in fp32; for "scalar" the bf16 hi + lo tiles),
-      input i's row r at the right-hand end of row r of tile i, read back by that row's own lanes before its
-      outputs overwrite it: the loads hold no registers and land without the threads waiting on each;
+    "tiles" — in the operand tiles the prologue writes (q̂, k̂, α in fp32; bf16 hi + lo; or for "raw" q and k in
+      their own bf16 tiles), input i's row r at the right-hand end of row r of tile i, read back by that row's own
+      lanes before its outputs overwrite it: the loads hold no registers and land without the threads waiting on
+      each;
     "registers" — more row inputs than tiles, or an input wider than a tile's element."""
-    tiles, width = (4, 2) if diagonal == "scalar" else (3, 4)
+    tiles, width = {"raw": (2, 2), "split": (4, 2), "tf32": (3, 4)}[operands]
     fits = len(f.row_dtypes) <= tiles and all(DTYPE_BYTES[d] <= width for d in f.row_dtypes)
     return "tiles" if fits else "registers"
 
@@ -107,44 +125,51 @@ PREPARE_OUTPUTS = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_tota
 def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     C, KD, NB = CHUNK, f.KD, CHUNK // BLOCK
     diagonal = diagonal_form(f)
+    operands = operand_form(f, diagonal)
     # Two CTAs fit an SM at K = 128: A takes q̂'s tile once the products are done; α, the key-side operand k_out
     # and Mkk take turns in one region (α is read into registers before k_out is written). Mkk and A rows are
     # padded by 8 floats: the inverse's fragment loads then meet each bank at most twice.
     # a per-head decay: q̂ and k̂ only feed the tensor cores (raw) and the decayed outputs, so they are stored as
-    # bf16 hi + lo tiles, rows padded by 8 (ldmatrix without bank conflicts); A takes q_hi's region
-    split = [Buffer(n, (C, K), "bf16", ld=K + 8, alias="q_then_A" if n == "q_hi" else None)
-             for n in ("q_hi", "q_lo", "k_hi", "k_lo")]
+    # bf16 tiles, rows padded by 8 (ldmatrix without bank conflicts), hi + lo or (operands "raw") q and k as loaded
+    # beside their rows' numbers; A takes q_hi's region
+    bf16_tiles = [Buffer(n, (C, K), "bf16", ld=K + 8, alias="q_then_A" if n == "q_hi" else None)
+                  for n in ("q_hi", "q_lo", "k_hi", "k_lo") if operands == "split" or n.endswith("hi")]
+    bf16_tiles += [Buffer(n, (C,), "f32") for n in ("q_rs", "k_rs") if operands == "raw"]
     by_form = {"scalar": [Buffer("gamma", (C,), "f32")],
                "factored": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("inv_D", (NB, KD), "f32")],
                "running": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("Mkk_diag", (NB, BLOCK, BLOCK), "f32")]}
     # otherwise fp32 tiles read as tf32 fragments, rows padded by 4 (no bank conflicts)
-    operands = split if diagonal == "scalar" else [Buffer("q_hat", (C, K), "f32", ld=K + 4, alias="q_then_A"),
-                                                   Buffer("k_hat", (C, K), "f32", ld=K + 4)]
-    buffers = [*operands, Buffer("alpha", (C, KD), "f32", ld=KD + 4 if KD > 1 else KD, alias="rows"),
+    tiles = bf16_tiles if diagonal == "scalar" else [Buffer("q_hat", (C, K), "f32", ld=K + 4, alias="q_then_A"),
+                                                     Buffer("k_hat", (C, K), "f32", ld=K + 4)]
+    buffers = [*tiles, Buffer("alpha", (C, KD), "f32", ld=KD + 4 if KD > 1 else KD, alias="rows"),
                Buffer("beta", (C,), "f32"),
                Buffer("D", (NB, KD), "f32"), *by_form[diagonal],
                *([] if diagonal == "scalar" else [Buffer("k_out", (C, K), "f32", ld=K + 4, alias="rows")]),
                Buffer("Mkk", (C, C), "f32", ld=C + 8, alias="rows"),
                Buffer("A", (C, C), "f32", ld=C + 8, alias="q_then_A")]
-    steps = _prepare_steps(f, diagonal, NB)
+    steps = _prepare_steps(f, diagonal, operands, NB)
     return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
                           warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
                           options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
-                                                   varlen, decay_width(KD), diagonal, staging_form(f, diagonal)),
+                                                   varlen, decay_width(KD), diagonal, operands,
+                                                   staging_form(f, operands)),
                           # __syncthreads after the prologue, (the diagonal blocks,) decay_columns, factors, blocks and
                           # assemble; after the inverse's diagonal blocks; after each of its NB − 1 levels
                           barrier_phases=5 + (diagonal == "running") + 1 + (NB - 1))
 
 
-def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
-    scalar, running = diagonal == "scalar", diagonal == "running"
+def _prepare_steps(f: Facts, diagonal: str, operands: str, NB: int) -> list[Step]:
+    scalar, running, raw = diagonal == "scalar", diagonal == "running", operands == "raw"
+    bf16_tiles = RAW if raw else SPLIT
     if scalar:
-        factors = Step("factors", "all", "column", reads=[*SPLIT, "D"], waits=["sync"],
+        factors = Step("factors", "all", "column", reads=[*bf16_tiles, "D"], waits=["sync"],
                        global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
-                       note="the decayed outputs (q̂ = q_hi + q_lo, k̂ likewise)")
-        blocks = Step("blocks", "all", "mma:block_pairs", reads=[*SPLIT, "gamma", "beta"], waits=["sync"],
+                       note="the decayed outputs (q̂ = " + ("q_hi·q_rs" if raw else "q_hi + q_lo") + ", k̂ likewise)")
+        blocks = Step("blocks", "all", "mma:block_pairs", reads=[*bf16_tiles, "gamma", "beta"], waits=["sync"],
                       global_writes=["ws_Mqk"],
-                      note="every 16×16 block (I ≥ J), bf16x3 mma of raw q̂, k̂ from ldmatrix, each result × "
+                      note="every 16×16 block (I ≥ J), " + ("one bf16 mma of q, k as loaded, each result × the "
+                                                            "rows' q_rs/k_rs and" if raw else
+                                                            "bf16x3 mma of raw q̂, k̂,") + " from ldmatrix, × "
                            "2^(γi−γj), masked")
     else:
         factors = Step("factors", "all", "column", reads=["q_hat", "k_hat", "D"],
@@ -158,11 +183,12 @@ def _prepare_steps(f: Facts, diagonal: str, NB: int) -> list[Step]:
                            + ("" if running else "; the diagonal blocks too (factored at the block start: the key "
                                                  "side k_out·(1/D), masked j ≤ i)"))
     return [
-        Step("prologue", "all", "row", writes=[*(SPLIT if scalar else ["q_hat", "k_hat"]), "alpha", "beta"]
+        Step("prologue", "all", "row", writes=[*(bf16_tiles if scalar else ["q_hat", "k_hat"]), "alpha", "beta"]
              + (["gamma"] if scalar else []),
              global_reads=[p.name for p in f.leaves],
              note="emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"
-                  + (", log2 α; q̂, k̂ as bf16 hi + lo" if scalar else "")),
+                  + ({"raw": ", log2 α; q, k as loaded (bf16) and their rows' numbers q_rs, k_rs (1/‖x‖ or 1)",
+                      "split": ", log2 α; q̂, k̂ as bf16 hi + lo"}.get(operands, ""))),
         *([Step("diagonal", "all", "pair_rows", reads=["q_hat", "k_hat", "alpha", "beta"], writes=["Mkk_diag"],
                 waits=["sync"], global_writes=["ws_Mqk"],
                 note="the diagonal 16×16 blocks per pair, a thread per (row, quarter of K): j from i down, "
