@@ -67,8 +67,9 @@ def smem_carveout(kernel: Kernel) -> str:
         lines = [f"// shared memory: {kernel.smem_bytes} B, dynamic (above the static limit)",
                  "KDG_DYNAMIC_SMEM(smem_raw);"]
     else:
+        align = max([16, *(b.align for b in kernel.buffers)])  # the plan's offsets are relative to the array
         lines = [f"// shared memory: {kernel.smem_bytes} B, static",
-                 f"__shared__ __align__(16) unsigned char smem_raw[{kernel.smem_bytes}];"]
+                 f"__shared__ __align__({align}) unsigned char smem_raw[{kernel.smem_bytes}];"]
     for b in kernel.barriers:
         if b.kind == "mbarrier":
             lines.append(f"kdg::u64* const bar_{b.name} = reinterpret_cast<kdg::u64*>(smem_raw + {b.offset});"
