@@ -2,6 +2,7 @@
 generated files only when they change."""
 from __future__ import annotations
 
+import copy
 import sys
 
 import jinja2
@@ -10,8 +11,9 @@ import pytest
 from kdagen import dsl
 from kdagen.codegen.lines import without_directives
 from kdagen.codegen import (CodegenError, content_hash, emit, emitted_files, environment, kernel_context, render,
-                            render_kernel, render_unit, write_if_different)
-from kdagen.plan import Problem, default_problem, make_plan, verify
+                            render_kernel, render_unit, smem_carveout, write_if_different)
+from kdagen.plan import Buffer, Problem, default_problem, make_plan, verify
+from kdagen.plan.smem import assign_offsets
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +103,15 @@ def test_write_if_different(tmp_path, kda):
     files = emitted_files(plan, r, ["forward"])
     assert files[f"{plan.uri}/plan.json"] == plan.to_json()
     assert files[f"{plan.uri}/forward.cu"] == render(plan, r, ["forward"])["forward.cu"]
+
+
+def test_a_static_shared_array_takes_its_buffers_largest_alignment(kda):
+    """The plan's buffer offsets are relative to the kernel's one shared array, so the array must be aligned as
+    strictly as its most aligned buffer (a swizzled tile's pattern is a function of the absolute address: 1024)."""
+    plan, _ = kda
+    kernel = copy.deepcopy(plan.kernel("prepare"))
+    assert not kernel.smem_dynamic and "__shared__ __align__(16) unsigned char smem_raw" in smem_carveout(kernel)
+    kernel.buffers.append(Buffer("tile", (64, 64), "bf16", swizzle=128, align=1024))
+    assign_offsets(kernel, 48 * 1024)
+    assert not kernel.smem_dynamic, "the case needs a static array"
+    assert "__shared__ __align__(1024) unsigned char smem_raw" in smem_carveout(kernel)

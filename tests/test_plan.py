@@ -469,16 +469,15 @@ def _f32_query(r):
 def test_wgmma64_prepare_multiplies_q_and_k_as_loaded_where_a_number_per_row_scales_them(problem, operands,
                                                                                           row_scales):
     """A per-head decay whose q̂ and k̂ are each a bf16 row input or its l2norm: the prepare's tiles hold q and k as
-    loaded (swizzled for wgmma), Mqk and Mkk are one wgmma chain each, and the l2norms' numbers per row (emitted
-    from the DSL graph, 1 without l2norm) scale the results ("raw"); a per-channel factor on q or an fp32 input
-    keeps the bf16 hi + lo split on mma.sync."""
+    loaded, one bf16 product per block, and the l2norms' numbers per row (emitted from the DSL graph, 1 without
+    l2norm) scale the results ("raw"); a per-channel factor on q or an fp32 input keeps the bf16 hi + lo split."""
     plan = verify(make_plan(problem, family="wgmma64", directions=("forward",)))
     prepare = plan.kernel("prepare")
     assert prepare.options.operands == operands
     names = {b.name for b in prepare.buffers}
     assert ({"q_rs", "k_rs"} <= names and not {"q_lo", "k_lo"} & names) == (operands == "raw")
     source = _prepare_source(plan, problem)
-    assert source.count("kdg::wgmma_ss<0, 0>(mkk_acc") == (1 if operands == "raw" else 0)
+    assert source.count("kdg::mma_16816(mkk_acc") == (2 if operands == "raw" else 0)
     assert source.count("kdg::mma_16816_x3(mkk_acc") == (2 if operands == "split" else 0)
     for rs in ("q_rs", "k_rs"):
         emitted = f"const float {rs} = " in source

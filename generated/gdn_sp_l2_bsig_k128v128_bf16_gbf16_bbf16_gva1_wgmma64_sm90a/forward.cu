@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 54288 B smem), recurrence (grid ['N', 'HV', 2], 256 threads, 200704 B smem)
+// kernels: prepare (grid ['chunks', 'HV'], 256 threads, 55312 B smem), recurrence (grid ['N', 'HV', 2], 256 threads, 200704 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -1167,36 +1167,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   static_assert(CPT * THREADS == NB * K && (CPT == 1 || CPT == 2) && K % 16 == 0,
                 "decay_columns, factors: one block and one or two channels per thread");
 #line 1170 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
-  // shared memory: 54288 B, dynamic (above the static limit)
+  // shared memory: 55312 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
-  bf16* const s_q_hi = reinterpret_cast<bf16*>(smem_raw + 0);  // q_hi [2 x 64 x 64] bf16, ld 64, alias q_then_A
-  [[maybe_unused]] constexpr int ld_q_hi = 64;
-  bf16* const s_k_hi = reinterpret_cast<bf16*>(smem_raw + 18432);  // k_hi [2 x 64 x 64] bf16, ld 64
-  [[maybe_unused]] constexpr int ld_k_hi = 64;
-  float* const s_q_rs = reinterpret_cast<float*>(smem_raw + 34816);  // q_rs [64] f32, ld 64
-  float* const s_k_rs = reinterpret_cast<float*>(smem_raw + 35072);  // k_rs [64] f32, ld 64
-  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 35328);  // alpha [64 x 1] f32, ld 1, alias rows
+  bf16* const s_q_hi = reinterpret_cast<bf16*>(smem_raw + 0);  // q_hi [64 x 128] bf16, ld 136, alias q_then_A
+  [[maybe_unused]] constexpr int ld_q_hi = 136;
+  bf16* const s_k_hi = reinterpret_cast<bf16*>(smem_raw + 18432);  // k_hi [64 x 128] bf16, ld 136
+  [[maybe_unused]] constexpr int ld_k_hi = 136;
+  float* const s_q_rs = reinterpret_cast<float*>(smem_raw + 35840);  // q_rs [64] f32, ld 64
+  float* const s_k_rs = reinterpret_cast<float*>(smem_raw + 36096);  // k_rs [64] f32, ld 64
+  float* const s_alpha = reinterpret_cast<float*>(smem_raw + 36352);  // alpha [64 x 1] f32, ld 1, alias rows
   [[maybe_unused]] constexpr int ld_alpha = 1;
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 53760);  // beta [64] f32, ld 64
-  float* const s_D = reinterpret_cast<float*>(smem_raw + 54016);  // D [4 x 1] f32, ld 1
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 54784);  // beta [64] f32, ld 64
+  float* const s_D = reinterpret_cast<float*>(smem_raw + 55040);  // D [4 x 1] f32, ld 1
   [[maybe_unused]] constexpr int ld_D = 1;
-  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 54032);  // gamma [64] f32, ld 64
-  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 35328);  // Mkk [64 x 64] f32, ld 72, alias rows
+  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 55056);  // gamma [64] f32, ld 64
+  float* const s_Mkk = reinterpret_cast<float*>(smem_raw + 36352);  // Mkk [64 x 64] f32, ld 72, alias rows
   [[maybe_unused]] constexpr int ld_Mkk = 72;
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 72, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 72;
 #line 33 "templates/wgmma64/prepare.cu.j2"
-  // q and k as loaded: bf16 tiles of 64-column atoms (C rows of 128 bytes each), in the 128-byte swizzle the wgmma
-  // descriptors read; raw_offset: the byte offset of element (row, col)
-  constexpr int ATOM = C * 64, SW = 128;
-  auto raw_offset = [](int row, int col) {
-    return (col / 64) * ATOM * 2 + (int)kdg::swizzle_offset((row * 64 + col % 64) * 2, SW);
-  };
-  auto raw_piece = [&](bf16* tile, int row, int col) {  // the 8- or 16-byte piece of a row from column col
-    return reinterpret_cast<char*>(tile) + raw_offset(row, col);
-  };
+  constexpr int LDS = ld_q_hi;  // the row pitch of the bf16 operand tiles (padded: ldmatrix without conflicts)
 
-#line 49 "templates/wgmma64/prepare.cu.j2"
+#line 39 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // The C×C steps (Mqk's and A's zero blocks, Mkk's assembly, A's store) give each thread one row segment: row
   // seg_row, the B columns of block seg_J, so that a block's case (above, on or below the diagonal) is one test
@@ -1212,7 +1204,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β, log2 α; q, k as loaded (bf16) and their rows' numbers q_rs, k_rs (1/‖x‖ or 1) ----
-#line 82 "templates/wgmma64/prepare.cu.j2"
+#line 72 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each. A warp takes
   // ROWS_PER_WARP rows with lane l on row l % ROWS_PER_WARP: the eight lanes of a 16-byte shared store's phase
   // then write different rows (row pitches ≡ 16 bytes mod 128): the fp32 tiles meet no bank twice, where one
@@ -1222,68 +1214,67 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   {
     [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES, ROWS_PER_WARP>(x); };
     const int sub = lane / ROWS_PER_WARP, ch0 = sub * KPT, row_in_pass = warp * ROWS_PER_WARP + lane % ROWS_PER_WARP;
-#line 96 "templates/wgmma64/prepare.cu.j2"
+#line 86 "templates/wgmma64/prepare.cu.j2"
     // Staging "tiles": every pass's row inputs are copied into shared memory (cp.async, 16-byte pieces) before any
     // pass computes, so the passes' loads share one memory latency and hold no registers. An input's row r sits at
     // the right-hand end of row r of its tile (its last K·size bytes), which only row r's own outputs overwrite,
     // after the row's lanes (one warp) have read it back. Input -> tile: k -> s_q_hi, q -> s_k_hi.
-#line 101 "templates/wgmma64/prepare.cu.j2"
-    constexpr int STAGE_END = K * 2;  // bytes of a tile's row: q and k are staged in their own places
-#line 109 "templates/wgmma64/prepare.cu.j2"
+#line 91 "templates/wgmma64/prepare.cu.j2"
+    constexpr int STAGE_PITCH = LDS * 2, STAGE_END = K * 2;  // bytes: a tile's row pitch, the end of its data
+#line 97 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0 && K * sizeof(bf16) <= STAGE_END,
                   "k: whole 16-byte pieces per thread, within a tile's row");
     char* const staged_k =
         reinterpret_cast<char*>(s_q_hi) + (STAGE_END - K * (int)sizeof(bf16));
-#line 109 "templates/wgmma64/prepare.cu.j2"
+#line 97 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0 && K * sizeof(bf16) <= STAGE_END,
                   "q: whole 16-byte pieces per thread, within a tile's row");
     char* const staged_q =
         reinterpret_cast<char*>(s_k_hi) + (STAGE_END - K * (int)sizeof(bf16));
-#line 114 "templates/wgmma64/prepare.cu.j2"
+#line 102 "templates/wgmma64/prepare.cu.j2"
     // this thread's 16-byte piece `piece` of row `row` of a staged input whose elements are `size` bytes: where the
     // copy puts it and the read-back finds it
-#line 117 "templates/wgmma64/prepare.cu.j2"
-    auto staged_piece = [&](char* staged, int size, int row, int piece) {  // where the piece's elements belong
-      return staged + raw_offset(row, ch0 + 16 * piece / size);
+    auto staged_piece = [&](char* staged, int size, int row, int piece) {
+      return staged + (row * STAGE_PITCH + ch0 * size + 16 * piece);
     };
-#line 134 "templates/wgmma64/prepare.cu.j2"
+#line 116 "templates/wgmma64/prepare.cu.j2"
     bf16 stage_beta[PASSES];
-#line 134 "templates/wgmma64/prepare.cu.j2"
+#line 116 "templates/wgmma64/prepare.cu.j2"
     bf16 stage_g[PASSES];
-#line 137 "templates/wgmma64/prepare.cu.j2"
+#line 119 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
       const long long tok = t0 + (row < L ? row : 0);  // a tail row reads a valid token; the block zeroes it
-#line 142 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const beta_at = in_beta + (tok * HV + h);
-#line 153 "templates/wgmma64/prepare.cu.j2"
+#line 135 "templates/wgmma64/prepare.cu.j2"
       stage_beta[pass] = *beta_at;
-#line 142 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const g_at = in_g + (tok * HV + h);
-#line 153 "templates/wgmma64/prepare.cu.j2"
+#line 135 "templates/wgmma64/prepare.cu.j2"
       stage_g[pass] = *g_at;
-#line 142 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const k_at = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 144 "templates/wgmma64/prepare.cu.j2"
+#line 126 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
-#line 147 "templates/wgmma64/prepare.cu.j2"
+#line 129 "templates/wgmma64/prepare.cu.j2"
         kdg::cp_async_16(staged_piece(staged_k, sizeof(bf16), row, piece),
                          reinterpret_cast<const uint4*>(k_at) + piece, true);
-#line 142 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const q_at = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 144 "templates/wgmma64/prepare.cu.j2"
+#line 126 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
-#line 147 "templates/wgmma64/prepare.cu.j2"
+#line 129 "templates/wgmma64/prepare.cu.j2"
         kdg::cp_async_16(staged_piece(staged_q, sizeof(bf16), row, piece),
                          reinterpret_cast<const uint4*>(q_at) + piece, true);
-#line 156 "templates/wgmma64/prepare.cu.j2"
+#line 138 "templates/wgmma64/prepare.cu.j2"
     }
-#line 158 "templates/wgmma64/prepare.cu.j2"
+#line 140 "templates/wgmma64/prepare.cu.j2"
     kdg::cp_async_wait_all();  // each thread reads back only the pieces it copied
-#line 160 "templates/wgmma64/prepare.cu.j2"
+#line 142 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
@@ -1291,35 +1282,35 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       // The emitted block reads every row's inputs as loaded (a tail row's are token t0's): the tail rows' outputs
       // are replaced after the stores below, so no element of a full chunk pays a select.
       [[maybe_unused]] constexpr bool valid = true;
-#line 169 "templates/wgmma64/prepare.cu.j2"
+#line 151 "templates/wgmma64/prepare.cu.j2"
       uint4 now_k[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_k[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_k, sizeof(bf16), row, piece));
-#line 169 "templates/wgmma64/prepare.cu.j2"
+#line 151 "templates/wgmma64/prepare.cu.j2"
       uint4 now_q[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_q[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_q, sizeof(bf16), row, piece));
-#line 175 "templates/wgmma64/prepare.cu.j2"
+#line 157 "templates/wgmma64/prepare.cu.j2"
       __syncwarp();  // the row's lanes (one warp) have read their pieces before any overwrites them with outputs
-#line 183 "templates/wgmma64/prepare.cu.j2"
+#line 165 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 180 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_beta_row = &stage_beta[pass];
-#line 183 "templates/wgmma64/prepare.cu.j2"
+#line 165 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h;
-#line 180 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = &stage_g[pass];
-#line 180 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = reinterpret_cast<const bf16*>(now_k);
-#line 180 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
-#line 186 "templates/wgmma64/prepare.cu.j2"
+#line 168 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1323 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1314 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1394,13 +1385,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float q_rs = n_rsqrt_13;
       const float k_rs = n_rsqrt_17;
 
-#line 188 "templates/wgmma64/prepare.cu.j2"
+#line 170 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // 16-byte stores: a quarter warp (one row) then meets each bank at most four times, where single floats met
       // one bank sixteen times
-#line 198 "templates/wgmma64/prepare.cu.j2"
-      // q and k as loaded (bf16: exact) in their swizzled tiles, the blocks' wgmma operands; 16-byte stores
+#line 180 "templates/wgmma64/prepare.cu.j2"
+      // q and k as loaded (bf16: exact) in their tiles, the blocks' tensor-core operands read by ldmatrix;
+      // 16-byte stores
 #pragma unroll
       for (int j = 0; j < KPT; j += 8) {
         kdg::u32 qh[4], kh[4];
@@ -1409,48 +1401,46 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           qh[p] = kdg::pack_bf16(q_hat[j + 2 * p], q_hat[j + 2 * p + 1]);
           kh[p] = kdg::pack_bf16(k_hat[j + 2 * p], k_hat[j + 2 * p + 1]);
         }
-        *reinterpret_cast<uint4*>(raw_piece(s_q_hi, row, ch0 + j)) = make_uint4(qh[0], qh[1], qh[2], qh[3]);
-        *reinterpret_cast<uint4*>(raw_piece(s_k_hi, row, ch0 + j)) = make_uint4(kh[0], kh[1], kh[2], kh[3]);
+        const int at = row * LDS + ch0 + j;
+        *reinterpret_cast<uint4*>(&s_q_hi[at]) = make_uint4(qh[0], qh[1], qh[2], qh[3]);
+        *reinterpret_cast<uint4*>(&s_k_hi[at]) = make_uint4(kh[0], kh[1], kh[2], kh[3]);
       }
-#line 239 "templates/wgmma64/prepare.cu.j2"
+#line 223 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 241 "templates/wgmma64/prepare.cu.j2"
+#line 225 "templates/wgmma64/prepare.cu.j2"
         s_alpha[row] = kdg::ptx_ex2_ftz(decay * LOG2E);
         s_gamma[row] = decay * LOG2E;  // log2 α; decay_columns turns it into its running sum
-#line 244 "templates/wgmma64/prepare.cu.j2"
+#line 228 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = beta_val;
-#line 246 "templates/wgmma64/prepare.cu.j2"
+#line 230 "templates/wgmma64/prepare.cu.j2"
         s_q_rs[row] = q_rs;
         s_k_rs[row] = k_rs;
-#line 249 "templates/wgmma64/prepare.cu.j2"
+#line 233 "templates/wgmma64/prepare.cu.j2"
       }
       if (!in_chunk) {  // a tail row carries no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0, by its own lanes
 #pragma unroll
         for (int j = 0; j < KPT; j += 4) {
           const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 255 "templates/wgmma64/prepare.cu.j2"
-          *reinterpret_cast<uint2*>(raw_piece(s_q_hi, row, ch0 + j)) = make_uint2(0u, 0u);
-          *reinterpret_cast<uint2*>(raw_piece(s_k_hi, row, ch0 + j)) = make_uint2(0u, 0u);
-#line 269 "templates/wgmma64/prepare.cu.j2"
+#line 239 "templates/wgmma64/prepare.cu.j2"
+          *reinterpret_cast<uint2*>(&s_q_hi[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
+          *reinterpret_cast<uint2*>(&s_k_hi[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
+#line 252 "templates/wgmma64/prepare.cu.j2"
         }
         if (sub == 0) {
-#line 272 "templates/wgmma64/prepare.cu.j2"
+#line 255 "templates/wgmma64/prepare.cu.j2"
           s_alpha[row] = 1.f;
           s_gamma[row] = 0.f;
-#line 275 "templates/wgmma64/prepare.cu.j2"
+#line 258 "templates/wgmma64/prepare.cu.j2"
           s_beta[row] = 0.f;
         }
       }
     }
   }
-#line 281 "templates/wgmma64/prepare.cu.j2"
-  kdg::fence_proxy_async();  // the tiles written here are read by wgmma (the async proxy) after the barrier
-#line 283 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): a thread per (block, 4K/256 adjacent channels): the block's α into registers, its totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 353 "templates/wgmma64/prepare.cu.j2"
+#line 333 "templates/wgmma64/prepare.cu.j2"
   // thread (block I, channels c0 .. c0 + CPT − 1) reads its block's α into registers and shares the block's
   // totals D; CPT adjacent channels per thread so that the decayed outputs leave as bf16 pairs
   const int I = tid / (K / CPT), c0 = CPT * (tid % (K / CPT));
@@ -1459,29 +1449,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   for (int j = 0; j < CPT; ++j) d[j] = 1.f;
 #pragma unroll
   for (int r = 0; r < B; ++r) {
-#line 364 "templates/wgmma64/prepare.cu.j2"
+#line 344 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) alpha_col[r][j] = s_alpha[(I * B + r) * ld_alpha];  // one α per row
-#line 367 "templates/wgmma64/prepare.cu.j2"
+#line 347 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) d[j] *= alpha_col[r][j];
   }
 #pragma unroll
   for (int j = 0; j < CPT; ++j)
     if (c0 + j < KD) s_D[I * KD + c0 + j] = d[j];
-#line 374 "templates/wgmma64/prepare.cu.j2"
+#line 354 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 379 "templates/wgmma64/prepare.cu.j2"
+#line 359 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): the decayed outputs (q̂ = q_hi·q_rs, k̂ likewise) ----
-#line 383 "templates/wgmma64/prepare.cu.j2"
+#line 363 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 387 "templates/wgmma64/prepare.cu.j2"
+#line 367 "templates/wgmma64/prepare.cu.j2"
   {
     // D of every block; Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))) by selects, not
     // by indexing with I, which depends on the thread and would put D in local memory
@@ -1497,14 +1487,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       }
     }
     // q̂ and k̂ of a row's channels c0 ..
-#line 403 "templates/wgmma64/prepare.cu.j2"
-    auto scaled = [&](bf16* x_in, const float* rs, int row, float (&x)[CPT]) {
+#line 383 "templates/wgmma64/prepare.cu.j2"
+    auto scaled = [&](const bf16* x_in, const float* rs, int row, float (&x)[CPT]) {
 #pragma unroll
-      for (int j = 0; j < CPT; ++j) x[j] = kdg::to_f32(*reinterpret_cast<const bf16*>(raw_piece(x_in, row, c0 + j))) * rs[row];
+      for (int j = 0; j < CPT; ++j) x[j] = kdg::to_f32(x_in[row * LDS + c0 + j]) * rs[row];
     };
     auto q_run = [&](int row, float (&x)[CPT]) { scaled(s_q_hi, s_q_rs, row, x); };
     auto k_run = [&](int row, float (&x)[CPT]) { scaled(s_k_hi, s_k_rs, row, x); };
-#line 420 "templates/wgmma64/prepare.cu.j2"
+#line 400 "templates/wgmma64/prepare.cu.j2"
     // the key side, last row first: F_r = Π α of the block's rows after r; k_to_end = k̂·F·after
     {
       float f[CPT];
@@ -1521,7 +1511,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           to_end[j] = k_out[j] * after[j];
           f[j] *= alpha_col[r][j];
         }
-#line 439 "templates/wgmma64/prepare.cu.j2"
+#line 419 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + c0, to_end);
       }
     }
@@ -1544,18 +1534,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           q_dec[j] = scale * q[j] * before[j];
           k_dec[j] = k[j] * before[j];
         }
-#line 467 "templates/wgmma64/prepare.cu.j2"
+#line 447 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + c0, q_dec);
         kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + c0, k_dec);
       }
     }
-#line 472 "templates/wgmma64/prepare.cu.j2"
+#line 452 "templates/wgmma64/prepare.cu.j2"
     // block 0's threads, per channel: the chunk's total decay
-#line 477 "templates/wgmma64/prepare.cu.j2"
+#line 457 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) {
       const int c = c0 + j;
-#line 491 "templates/wgmma64/prepare.cu.j2"
+#line 471 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < DW) {
         float total = 1.f;
 #pragma unroll
@@ -1569,63 +1559,107 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), one bf16 mma of q, k as loaded, each result × the rows' q_rs/k_rs and from ldmatrix, × 2^(γi−γj), masked ----
-#line 504 "templates/wgmma64/prepare.cu.j2"
-  // Mqk (warp group 0) and Mkk (warp group 1) whole, each one wgmma m64n64k16 chain over K of q or k against k as
-  // loaded (exact bf16 products, fp32 sums): a per-head decay's factor is one number per pair, so each result is
-  // scaled by e^(Γi−Γj) = 2^(γi−γj) (≤ 1) and the rows' numbers, then masked:
+#line 484 "templates/wgmma64/prepare.cu.j2"
+  // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, one bf16 product of q and k as loaded (exact
+  // products, fp32 sums): a per-head decay's factor is one number per pair, so each result is scaled by
+  // e^(Γi−Γj) = 2^(γi−γj) (≤ 1) and the rows' numbers:
   // Mqk_ij = scale·2^(γi−γj)·q_rs_i·k_rs_j·q_i·k_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k_rs_i·k_rs_j·k_i·k_j (j < i).
-  const int wg = warp / 4, t = tid % 128;  // warp group wg: 0 Mqk, 1 Mkk; its thread t
-  kdg::WgmmaAcc<C> mkk_acc;  // warp group 1 holds Mkk until assemble
+#line 501 "templates/wgmma64/prepare.cu.j2"
+  // Warp w takes tiles w, w + WARPS, ...
+  constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
+  constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
+  constexpr int PER_WARP = (TILES + WARPS - 1) / WARPS;
+  // block pair p = I(I−1)/2 + J, in the order (1,0) (2,0) (2,1) (3,0) (3,1) (3,2); then the diagonal (I, I):
+  // I and J of pair p are bits 2p, 2p + 1 of these words (p = 9 leftmost), a shift where a loop was
+  constexpr unsigned PAIR_I = 0b11'10'01'00'11'11'11'10'10'01u, PAIR_J = 0b11'10'01'00'10'01'00'01'00'00u;
+  auto pair_rows = [](int p) { return int(PAIR_I >> (2 * p)) & 3; };
+  auto pair_cols = [](int p) { return int(PAIR_J >> (2 * p)) & 3; };
+  kdg::FragC mkk_acc[PER_WARP][2];
   {
-    const bf16* const left = wg ? s_k_hi : s_q_hi;
-    const float* const left_rs = wg ? s_k_rs : s_q_rs;
-    kdg::wgmma_zero(mkk_acc);
-    kdg::wgmma_fence_operand(mkk_acc);
-    kdg::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < K / 16; ++kk) {
-      const auto operand = [&](const bf16* tile) {  // k step kk of a K-major swizzled raw tile
-        return kdg::make_smem_desc(tile + (kk / 4) * ATOM + (kk % 4) * 16, 16, 8 * SW, SW);
-      };
-      kdg::wgmma_ss<0, 0>(mkk_acc, operand(left), operand(s_k_hi), 1);
-    }
-    kdg::wgmma_commit();
-    kdg::wgmma_wait<0>();
-    kdg::wgmma_fence_operand(mkk_acc);
+    for (int n = 0; n < PER_WARP; ++n) {
+      const int tile = warp + WARPS * n;
+      if (tile >= TILES) break;
+      const int pair = tile % PRODUCTS, is_k = tile / PRODUCTS, I = pair_rows(pair), J = pair_cols(pair);
+      const bool diag = I == J;
+      kdg::frag_zero(mkk_acc[n][0]);
+      kdg::frag_zero(mkk_acc[n][1]);
+#line 521 "templates/wgmma64/prepare.cu.j2"
+      const bf16* left = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
+      const bf16* right = s_k_hi + J * B * LDS;
+      const float* left_rs = (is_k ? s_k_rs : s_q_rs) + I * B;
+#line 537 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
-    for (int e = 0; e < C / 2; e += 2) {
-      const int r = kdg::wgmma_acc_row(t, e), c = kdg::wgmma_acc_col(t, e);
-      const float row = (wg ? s_beta[r] : scale) * left_rs[r];
-      float x[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const bool kept = wg ? c + h < r : c + h <= r;
-        x[h] = kept ? row * mkk_acc.x[e + h] * s_k_rs[c + h] * exp2f(s_gamma[r] - s_gamma[c + h]) : 0.f;
-        mkk_acc.x[e + h] = x[h];
+      for (int kk = 0; kk < K / 16; ++kk) {
+        const kdg::FragA a = kdg::load_frag_a(left + kk * 16, LDS, lane);
+        kdg::FragB b[2];
+        kdg::load_frag_b_nk(b, right + kk * 16, LDS, lane);
+        kdg::mma_16816(mkk_acc[n][0], a, b[0]);
+        kdg::mma_16816(mkk_acc[n][1], a, b[1]);
       }
-      if (wg == 0)  // Mqk as bf16 pairs, the zeros above the diagonal included
-        *reinterpret_cast<kdg::u32*>(ws_Mqk + (ws_ch * C + r) * C + c) = kdg::pack_bf16(x[0], x[1]);
+#line 576 "templates/wgmma64/prepare.cu.j2"
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
+          const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
+#line 583 "templates/wgmma64/prepare.cu.j2"
+          const float x = kept ? mkk_acc[n][nt].x[e] * (left_rs[r] * s_k_rs[J * B + cc]) *
+                                     exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
+#line 590 "templates/wgmma64/prepare.cu.j2"
+          mkk_acc[n][nt].x[e] = (is_k ? s_beta[I * B + r] : scale) * x;
+        }
+        if (!is_k) {  // Mqk's tile: each lane's column pairs as bf16x2 words, rows r and r + 8
+          bf16* const at = ws_Mqk + (ws_ch * C + I * B + kdg::frag_c_row(lane, 0)) * C + J * B + nt * 8 +
+                           kdg::frag_c_col(lane, 0);
+          *reinterpret_cast<kdg::u32*>(at) = kdg::pack_bf16(mkk_acc[n][nt].x[0], mkk_acc[n][nt].x[1]);
+          *reinterpret_cast<kdg::u32*>(at + 8 * C) = kdg::pack_bf16(mkk_acc[n][nt].x[2], mkk_acc[n][nt].x[3]);
+        }
+      }
+    }
+    // the upper blocks of Mqk (J > I) are zero
+    if (seg_J > seg_I) {
+      uint4* const at = reinterpret_cast<uint4*>(ws_Mqk + (ws_ch * C + seg_row) * C + seg_J * B);
+      at[0] = at[1] = make_uint4(0u, 0u, 0u, 0u);
     }
   }
-#line 645 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": the key side read by every warp; Mkk takes its region
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 649 "templates/wgmma64/prepare.cu.j2"
-  // Mkk [C][C] from warp group 1's accumulator, the zeros above the diagonal included
-  if (wg == 1) {
+#line 609 "templates/wgmma64/prepare.cu.j2"
+  // Mkk [C][C] from the accumulators (I ≥ J), zeros above
+  {
 #pragma unroll
-    for (int e = 0; e < C / 2; e += 2)
-      *reinterpret_cast<float2*>(&s_Mkk[kdg::wgmma_acc_row(t, e) * ld_Mkk + kdg::wgmma_acc_col(t, e)]) =
-          make_float2(mkk_acc.x[e], mkk_acc.x[e + 1]);
+    for (int n = 0; n < PER_WARP; ++n) {
+      const int tile = warp + WARPS * n;
+      if (tile >= TILES || tile / PRODUCTS == 0) continue;
+      const int I = pair_rows(tile % PRODUCTS), J = pair_cols(tile % PRODUCTS);
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
+          s_Mkk[(I * B + r) * ld_Mkk + J * B + cc] = mkk_acc[n][nt].x[e];
+        }
+      }
+    }
+    // this thread's row segment: zero above the diagonal
+    float4* const at = reinterpret_cast<float4*>(&s_Mkk[seg_row * ld_Mkk + seg_J * B]);
+#line 630 "templates/wgmma64/prepare.cu.j2"
+#pragma unroll
+    for (int v = 0; v < B / 4; ++v) {
+#line 633 "templates/wgmma64/prepare.cu.j2"
+      if (seg_J > seg_I) at[v] = make_float4(0.f, 0.f, 0.f, 0.f);
+#line 637 "templates/wgmma64/prepare.cu.j2"
+    }
   }
-#line 688 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 691 "templates/wgmma64/prepare.cu.j2"
+#line 642 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1684,7 +1718,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 748 "templates/wgmma64/prepare.cu.j2"
+#line 699 "templates/wgmma64/prepare.cu.j2"
   // A as bf16, this thread's row segment as two 16-byte stores; rows and columns past the chunk's end zero
   {
     const float* const src = &s_A[seg_row * ld_A + seg_J * B];
@@ -1815,7 +1849,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1819 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1853 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1832,7 +1866,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1836 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1870 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 200704 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1898,7 +1932,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1902 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1936 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1927,7 +1961,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 1931 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1965 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group

@@ -1188,11 +1188,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   [[maybe_unused]] constexpr int ld_Mkk = 72;
   float* const s_A = reinterpret_cast<float*>(smem_raw + 0);  // A [64 x 64] f32, ld 72, alias q_then_A
   [[maybe_unused]] constexpr int ld_A = 72;
-#line 45 "templates/wgmma64/prepare.cu.j2"
+#line 35 "templates/wgmma64/prepare.cu.j2"
   constexpr int LDF = ld_q_hat;  // the row pitch of q̂, k̂ and k_out (K + 4: the tf32 fragment loads meet no conflict)
   static_assert(ld_k_hat == LDF && ld_k_out == LDF, "one pitch for the fp32 operand tiles");
 
-#line 49 "templates/wgmma64/prepare.cu.j2"
+#line 39 "templates/wgmma64/prepare.cu.j2"
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // The C×C steps (Mqk's and A's zero blocks, Mkk's assembly, A's store) give each thread one row segment: row
   // seg_row, the B columns of block seg_J, so that a block's case (above, on or below the diagonal) is one test
@@ -1205,7 +1205,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   const long long t0 = at.t0;
   const int L = at.L;
   const long long ws_ch = (long long)chunk * HV + h;  // this (chunk, head) in the workspaces
-#line 62 "templates/wgmma64/prepare.cu.j2"
+#line 52 "templates/wgmma64/prepare.cu.j2"
   // CPT adjacent elements of a shared tile as one access (decay_columns, factors): adjacent lanes then read
   // adjacent vectors and meet no bank twice, where CPT scalar loads 4·CPT bytes apart met each bank CPT times
   auto get_run = [](const float* p, float (&x)[CPT]) {
@@ -1226,7 +1226,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue (all, row): emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β ----
-#line 82 "templates/wgmma64/prepare.cu.j2"
+#line 72 "templates/wgmma64/prepare.cu.j2"
   // PASSES passes of ROWS_PER_PASS rows, LANES threads per row, KPT consecutive channels each. A warp takes
   // ROWS_PER_WARP rows with lane l on row l % ROWS_PER_WARP: the eight lanes of a 16-byte shared store's phase
   // then write different rows (row pitches ≡ 16 bytes mod 128): the fp32 tiles meet no bank twice, where one
@@ -1236,76 +1236,75 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   {
     [[maybe_unused]] auto row_sum = [](float x) { return kdg::group_sum<LANES, ROWS_PER_WARP>(x); };
     const int sub = lane / ROWS_PER_WARP, ch0 = sub * KPT, row_in_pass = warp * ROWS_PER_WARP + lane % ROWS_PER_WARP;
-#line 96 "templates/wgmma64/prepare.cu.j2"
+#line 86 "templates/wgmma64/prepare.cu.j2"
     // Staging "tiles": every pass's row inputs are copied into shared memory (cp.async, 16-byte pieces) before any
     // pass computes, so the passes' loads share one memory latency and hold no registers. An input's row r sits at
     // the right-hand end of row r of its tile (its last K·size bytes), which only row r's own outputs overwrite,
     // after the row's lanes (one warp) have read it back. Input -> tile: g -> s_q_hat, k -> s_k_hat, q -> s_alpha.
-#line 105 "templates/wgmma64/prepare.cu.j2"
+#line 93 "templates/wgmma64/prepare.cu.j2"
     static_assert(ld_alpha == LDF, "the staging tiles share one pitch");
     constexpr int STAGE_PITCH = LDF * 4, STAGE_END = K * 4;
-#line 109 "templates/wgmma64/prepare.cu.j2"
+#line 97 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0 && K * sizeof(bf16) <= STAGE_END,
                   "g: whole 16-byte pieces per thread, within a tile's row");
     char* const staged_g =
         reinterpret_cast<char*>(s_q_hat) + (STAGE_END - K * (int)sizeof(bf16));
-#line 109 "templates/wgmma64/prepare.cu.j2"
+#line 97 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0 && K * sizeof(bf16) <= STAGE_END,
                   "k: whole 16-byte pieces per thread, within a tile's row");
     char* const staged_k =
         reinterpret_cast<char*>(s_k_hat) + (STAGE_END - K * (int)sizeof(bf16));
-#line 109 "templates/wgmma64/prepare.cu.j2"
+#line 97 "templates/wgmma64/prepare.cu.j2"
     static_assert(KPT * sizeof(bf16) % 16 == 0 && K * sizeof(bf16) <= STAGE_END,
                   "q: whole 16-byte pieces per thread, within a tile's row");
     char* const staged_q =
         reinterpret_cast<char*>(s_alpha) + (STAGE_END - K * (int)sizeof(bf16));
-#line 114 "templates/wgmma64/prepare.cu.j2"
+#line 102 "templates/wgmma64/prepare.cu.j2"
     // this thread's 16-byte piece `piece` of row `row` of a staged input whose elements are `size` bytes: where the
     // copy puts it and the read-back finds it
-#line 121 "templates/wgmma64/prepare.cu.j2"
     auto staged_piece = [&](char* staged, int size, int row, int piece) {
       return staged + (row * STAGE_PITCH + ch0 * size + 16 * piece);
     };
-#line 134 "templates/wgmma64/prepare.cu.j2"
+#line 116 "templates/wgmma64/prepare.cu.j2"
     bf16 stage_beta[PASSES];
-#line 137 "templates/wgmma64/prepare.cu.j2"
+#line 119 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
       const long long tok = t0 + (row < L ? row : 0);  // a tail row reads a valid token; the block zeroes it
-#line 142 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const beta_at = in_beta + (tok * HV + h);
-#line 153 "templates/wgmma64/prepare.cu.j2"
+#line 135 "templates/wgmma64/prepare.cu.j2"
       stage_beta[pass] = *beta_at;
-#line 142 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const g_at = in_g + (tok * HV + h) * K + ch0;
-#line 144 "templates/wgmma64/prepare.cu.j2"
+#line 126 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
-#line 147 "templates/wgmma64/prepare.cu.j2"
+#line 129 "templates/wgmma64/prepare.cu.j2"
         kdg::cp_async_16(staged_piece(staged_g, sizeof(bf16), row, piece),
                          reinterpret_cast<const uint4*>(g_at) + piece, true);
-#line 142 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const k_at = in_k + (tok * (HV / G) + hq) * K + ch0;
-#line 144 "templates/wgmma64/prepare.cu.j2"
+#line 126 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
-#line 147 "templates/wgmma64/prepare.cu.j2"
+#line 129 "templates/wgmma64/prepare.cu.j2"
         kdg::cp_async_16(staged_piece(staged_k, sizeof(bf16), row, piece),
                          reinterpret_cast<const uint4*>(k_at) + piece, true);
-#line 142 "templates/wgmma64/prepare.cu.j2"
+#line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const q_at = in_q + (tok * (HV / G) + hq) * K + ch0;
-#line 144 "templates/wgmma64/prepare.cu.j2"
+#line 126 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
-#line 147 "templates/wgmma64/prepare.cu.j2"
+#line 129 "templates/wgmma64/prepare.cu.j2"
         kdg::cp_async_16(staged_piece(staged_q, sizeof(bf16), row, piece),
                          reinterpret_cast<const uint4*>(q_at) + piece, true);
-#line 156 "templates/wgmma64/prepare.cu.j2"
+#line 138 "templates/wgmma64/prepare.cu.j2"
     }
-#line 158 "templates/wgmma64/prepare.cu.j2"
+#line 140 "templates/wgmma64/prepare.cu.j2"
     kdg::cp_async_wait_all();  // each thread reads back only the pieces it copied
-#line 160 "templates/wgmma64/prepare.cu.j2"
+#line 142 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
@@ -1313,41 +1312,41 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       // The emitted block reads every row's inputs as loaded (a tail row's are token t0's): the tail rows' outputs
       // are replaced after the stores below, so no element of a full chunk pays a select.
       [[maybe_unused]] constexpr bool valid = true;
-#line 169 "templates/wgmma64/prepare.cu.j2"
+#line 151 "templates/wgmma64/prepare.cu.j2"
       uint4 now_g[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_g[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_g, sizeof(bf16), row, piece));
-#line 169 "templates/wgmma64/prepare.cu.j2"
+#line 151 "templates/wgmma64/prepare.cu.j2"
       uint4 now_k[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_k[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_k, sizeof(bf16), row, piece));
-#line 169 "templates/wgmma64/prepare.cu.j2"
+#line 151 "templates/wgmma64/prepare.cu.j2"
       uint4 now_q[KPT * sizeof(bf16) / 16];
 #pragma unroll
       for (int piece = 0; piece < KPT * (int)sizeof(bf16) / 16; ++piece)
         now_q[piece] = *reinterpret_cast<const uint4*>(
             staged_piece(staged_q, sizeof(bf16), row, piece));
-#line 175 "templates/wgmma64/prepare.cu.j2"
+#line 157 "templates/wgmma64/prepare.cu.j2"
       __syncwarp();  // the row's lanes (one warp) have read their pieces before any overwrites them with outputs
-#line 183 "templates/wgmma64/prepare.cu.j2"
+#line 165 "templates/wgmma64/prepare.cu.j2"
       const float* in_A_log_row = in_A_log + h;
-#line 180 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_beta_row = &stage_beta[pass];
-#line 183 "templates/wgmma64/prepare.cu.j2"
+#line 165 "templates/wgmma64/prepare.cu.j2"
       const float* in_dt_bias_row = in_dt_bias + h * K + ch0;
-#line 180 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_g_row = reinterpret_cast<const bf16*>(now_g);
-#line 180 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_k_row = reinterpret_cast<const bf16*>(now_k);
-#line 180 "templates/wgmma64/prepare.cu.j2"
+#line 162 "templates/wgmma64/prepare.cu.j2"
       const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
-#line 186 "templates/wgmma64/prepare.cu.j2"
+#line 168 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1351 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1350 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1420,57 +1419,56 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const float beta_val = n_sigmoid_8;
       const float scale_val = n_scale;
 
-#line 188 "templates/wgmma64/prepare.cu.j2"
+#line 170 "templates/wgmma64/prepare.cu.j2"
       // -- end of the emitted block --
       scale = scale_val;
       // 16-byte stores: a quarter warp (one row) then meets each bank at most four times, where single floats met
       // one bank sixteen times
-#line 193 "templates/wgmma64/prepare.cu.j2"
+#line 175 "templates/wgmma64/prepare.cu.j2"
       float alpha_row[KPT];
 #pragma unroll
       for (int j = 0; j < KPT; ++j) alpha_row[j] = kdg::ptx_ex2_ftz(decay[j] * LOG2E);
-#line 227 "templates/wgmma64/prepare.cu.j2"
+#line 211 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int j = 0; j < KPT; j += 4) {
         *reinterpret_cast<float4*>(&s_q_hat[row * LDF + ch0 + j]) =
             make_float4(q_hat[j], q_hat[j + 1], q_hat[j + 2], q_hat[j + 3]);
         *reinterpret_cast<float4*>(&s_k_hat[row * LDF + ch0 + j]) =
             make_float4(k_hat[j], k_hat[j + 1], k_hat[j + 2], k_hat[j + 3]);
-#line 234 "templates/wgmma64/prepare.cu.j2"
+#line 218 "templates/wgmma64/prepare.cu.j2"
         *reinterpret_cast<float4*>(&s_alpha[row * ld_alpha + ch0 + j]) =
             make_float4(alpha_row[j], alpha_row[j + 1], alpha_row[j + 2], alpha_row[j + 3]);
-#line 237 "templates/wgmma64/prepare.cu.j2"
+#line 221 "templates/wgmma64/prepare.cu.j2"
       }
-#line 239 "templates/wgmma64/prepare.cu.j2"
+#line 223 "templates/wgmma64/prepare.cu.j2"
       if (sub == 0) {
-#line 244 "templates/wgmma64/prepare.cu.j2"
+#line 228 "templates/wgmma64/prepare.cu.j2"
         s_beta[row] = beta_val;
-#line 249 "templates/wgmma64/prepare.cu.j2"
+#line 233 "templates/wgmma64/prepare.cu.j2"
       }
       if (!in_chunk) {  // a tail row carries no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0, by its own lanes
 #pragma unroll
         for (int j = 0; j < KPT; j += 4) {
           const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 263 "templates/wgmma64/prepare.cu.j2"
+#line 246 "templates/wgmma64/prepare.cu.j2"
           *reinterpret_cast<float4*>(&s_q_hat[row * LDF + ch0 + j]) = zero;
           *reinterpret_cast<float4*>(&s_k_hat[row * LDF + ch0 + j]) = zero;
-#line 267 "templates/wgmma64/prepare.cu.j2"
+#line 250 "templates/wgmma64/prepare.cu.j2"
           *reinterpret_cast<float4*>(&s_alpha[row * ld_alpha + ch0 + j]) = make_float4(1.f, 1.f, 1.f, 1.f);
-#line 269 "templates/wgmma64/prepare.cu.j2"
+#line 252 "templates/wgmma64/prepare.cu.j2"
         }
         if (sub == 0) {
-#line 275 "templates/wgmma64/prepare.cu.j2"
+#line 258 "templates/wgmma64/prepare.cu.j2"
           s_beta[row] = 0.f;
         }
       }
     }
   }
-#line 283 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): a thread per (block, 4K/256 adjacent channels): the block's α into registers, its totals D ----
-#line 353 "templates/wgmma64/prepare.cu.j2"
+#line 333 "templates/wgmma64/prepare.cu.j2"
   // thread (block I, channels c0 .. c0 + CPT − 1) reads its block's α into registers and shares the block's
   // totals D; CPT adjacent channels per thread so that the decayed outputs leave as bf16 pairs
   const int I = tid / (K / CPT), c0 = CPT * (tid % (K / CPT));
@@ -1479,23 +1477,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   for (int j = 0; j < CPT; ++j) d[j] = 1.f;
 #pragma unroll
   for (int r = 0; r < B; ++r) {
-#line 362 "templates/wgmma64/prepare.cu.j2"
+#line 342 "templates/wgmma64/prepare.cu.j2"
     get_run(&s_alpha[(I * B + r) * ld_alpha + c0], alpha_col[r]);
-#line 367 "templates/wgmma64/prepare.cu.j2"
+#line 347 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) d[j] *= alpha_col[r][j];
   }
 #pragma unroll
   for (int j = 0; j < CPT; ++j)
     if (c0 + j < KD) s_D[I * KD + c0 + j] = d[j];
-#line 379 "templates/wgmma64/prepare.cu.j2"
+#line 359 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in), both rounded to tf32 once); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs; 1/D per block ----
-#line 385 "templates/wgmma64/prepare.cu.j2"
+#line 365 "templates/wgmma64/prepare.cu.j2"
   // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
-#line 387 "templates/wgmma64/prepare.cu.j2"
+#line 367 "templates/wgmma64/prepare.cu.j2"
   {
     // D of every block; Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))) by selects, not
     // by indexing with I, which depends on the thread and would put D in local memory
@@ -1511,10 +1509,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       }
     }
     // q̂ and k̂ of a row's channels c0 ..
-#line 417 "templates/wgmma64/prepare.cu.j2"
+#line 397 "templates/wgmma64/prepare.cu.j2"
     auto q_run = [&](int row, float (&x)[CPT]) { get_run(&s_q_hat[row * LDF + c0], x); };
     auto k_run = [&](int row, float (&x)[CPT]) { get_run(&s_k_hat[row * LDF + c0], x); };
-#line 420 "templates/wgmma64/prepare.cu.j2"
+#line 400 "templates/wgmma64/prepare.cu.j2"
     // the key side, last row first: F_r = Π α of the block's rows after r; k_to_end = k̂·F·after
     {
       float f[CPT];
@@ -1531,9 +1529,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           to_end[j] = k_out[j] * after[j];
           f[j] *= alpha_col[r][j];
         }
-#line 437 "templates/wgmma64/prepare.cu.j2"
+#line 417 "templates/wgmma64/prepare.cu.j2"
         put_run(&s_k_out[row * LDF + c0], k_out);  // the key side, often scaled first: rounded where it is read
-#line 439 "templates/wgmma64/prepare.cu.j2"
+#line 419 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + c0, to_end);
       }
     }
@@ -1556,34 +1554,34 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           q_dec[j] = scale * q[j] * before[j];
           k_dec[j] = k[j] * before[j];
         }
-#line 462 "templates/wgmma64/prepare.cu.j2"
+#line 442 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
         for (int j = 0; j < CPT; ++j) q[j] = kdg::round_tf32(q[j]), k[j] = kdg::round_tf32(k[j]);
         put_run(&s_q_hat[row * LDF + c0], q);  // the blocks' row side, rounded once here
         put_run(&s_k_hat[row * LDF + c0], k);
-#line 467 "templates/wgmma64/prepare.cu.j2"
+#line 447 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + c0, q_dec);
         kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + c0, k_dec);
       }
     }
-#line 474 "templates/wgmma64/prepare.cu.j2"
+#line 454 "templates/wgmma64/prepare.cu.j2"
     // block 0's threads, per channel: the decays between blocks, 1/D and the chunk's
     // total decay
-#line 477 "templates/wgmma64/prepare.cu.j2"
+#line 457 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) {
       const int c = c0 + j;
-#line 481 "templates/wgmma64/prepare.cu.j2"
+#line 461 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
         s_between[0 * KD + c] = D[1][j];
         s_between[1 * KD + c] = D[2][j];
         s_between[2 * KD + c] = D[1][j] * D[2][j];
-#line 486 "templates/wgmma64/prepare.cu.j2"
+#line 466 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
         for (int M = 0; M < NB; ++M) s_inv_D[M * KD + c] = 1.f / D[M][j];  // ≤ 2^126: the plan's bound
-#line 489 "templates/wgmma64/prepare.cu.j2"
+#line 469 "templates/wgmma64/prepare.cu.j2"
       }
-#line 491 "templates/wgmma64/prepare.cu.j2"
+#line 471 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < DW) {
         float total = 1.f;
 #pragma unroll
@@ -1597,14 +1595,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 546 "templates/wgmma64/prepare.cu.j2"
+#line 493 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, tf32 (10-bit operands: o moves by < 1e-5)
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 551 "templates/wgmma64/prepare.cu.j2"
+#line 498 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 555 "templates/wgmma64/prepare.cu.j2"
+#line 501 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1624,13 +1622,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 580 "templates/wgmma64/prepare.cu.j2"
+#line 530 "templates/wgmma64/prepare.cu.j2"
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * LDF;
       const float* right = s_k_out + J * B * LDF;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 598 "templates/wgmma64/prepare.cu.j2"
+#line 557 "templates/wgmma64/prepare.cu.j2"
       // tf32 operands straight from fp32 shared memory by ldmatrix (rows padded to K + 4: conflict-free); the
       // loop is instantiated with and without the key side's factor, so no iteration tests for it
       auto products = [&](const bool scaled) {
@@ -1649,16 +1647,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       } else {
         products(false);
       }
-#line 617 "templates/wgmma64/prepare.cu.j2"
+#line 576 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 626 "templates/wgmma64/prepare.cu.j2"
+#line 588 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
-#line 628 "templates/wgmma64/prepare.cu.j2"
+#line 590 "templates/wgmma64/prepare.cu.j2"
           mkk_acc[n][nt].x[e] = (is_k ? s_beta[I * B + r] : scale) * x;
         }
         if (!is_k) {  // Mqk's tile: each lane's column pairs as bf16x2 words, rows r and r + 8
@@ -1675,12 +1673,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       at[0] = at[1] = make_uint4(0u, 0u, 0u, 0u);
     }
   }
-#line 645 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": the key side read by every warp; Mkk takes its region
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 657 "templates/wgmma64/prepare.cu.j2"
+#line 609 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1699,20 +1696,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     // this thread's row segment: zero above the diagonal
     float4* const at = reinterpret_cast<float4*>(&s_Mkk[seg_row * ld_Mkk + seg_J * B]);
-#line 678 "templates/wgmma64/prepare.cu.j2"
+#line 630 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int v = 0; v < B / 4; ++v) {
-#line 681 "templates/wgmma64/prepare.cu.j2"
+#line 633 "templates/wgmma64/prepare.cu.j2"
       if (seg_J > seg_I) at[v] = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 685 "templates/wgmma64/prepare.cu.j2"
+#line 637 "templates/wgmma64/prepare.cu.j2"
     }
   }
-#line 688 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 691 "templates/wgmma64/prepare.cu.j2"
+#line 642 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1771,7 +1767,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 748 "templates/wgmma64/prepare.cu.j2"
+#line 699 "templates/wgmma64/prepare.cu.j2"
   // A as bf16, this thread's row segment as two 16-byte stores; rows and columns past the chunk's end zero
   {
     const float* const src = &s_A[seg_row * ld_A + seg_J * B];
@@ -1902,7 +1898,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1906 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1902 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1919,7 +1915,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1923 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1919 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 201728 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1985,7 +1981,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1989 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1985 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -2014,7 +2010,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 2018 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 2014 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group

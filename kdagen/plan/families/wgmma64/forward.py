@@ -130,15 +130,11 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     # and Mkk take turns in one region (α is read into registers before k_out is written). Mkk and A rows are
     # padded by 8 floats: the inverse's fragment loads then meet each bank at most twice.
     # a per-head decay: q̂ and k̂ only feed the tensor cores (raw) and the decayed outputs, so they are stored as
-    # bf16 tiles: hi + lo, rows padded by 8 (ldmatrix without bank conflicts), or (operands "raw") q and k as loaded
-    # beside their rows' numbers, swizzled for wgmma; A takes q_hi's region
-    if operands == "raw":  # wgmma operands: 64-column atoms in the 128-byte swizzle, aligned to its pattern
-        bf16_tiles = [Buffer(n, (K // 64, C, 64), "bf16", swizzle=128, align=1024,
-                             alias="q_then_A" if n == "q_hi" else None) for n in ("q_hi", "k_hi")]
-        bf16_tiles += [Buffer(n, (C,), "f32") for n in ("q_rs", "k_rs")]
-    else:
-        bf16_tiles = [Buffer(n, (C, K), "bf16", ld=K + 8, alias="q_then_A" if n == "q_hi" else None)
-                      for n in ("q_hi", "q_lo", "k_hi", "k_lo")]
+    # bf16 tiles, rows padded by 8 (ldmatrix without bank conflicts), hi + lo or (operands "raw") q and k as loaded
+    # beside their rows' numbers; A takes q_hi's region
+    bf16_tiles = [Buffer(n, (C, K), "bf16", ld=K + 8, alias="q_then_A" if n == "q_hi" else None)
+                  for n in ("q_hi", "q_lo", "k_hi", "k_lo") if operands == "split" or n.endswith("hi")]
+    bf16_tiles += [Buffer(n, (C,), "f32") for n in ("q_rs", "k_rs") if operands == "raw"]
     by_form = {"scalar": [Buffer("gamma", (C,), "f32")],
                "factored": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("inv_D", (NB, KD), "f32")],
                "running": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("Mkk_diag", (NB, BLOCK, BLOCK), "f32")]}
