@@ -83,6 +83,8 @@ CASES = {
     "two_gate_inputs_k128_wgmma64": (two_gate_inputs, dict(H=1, T=70, head_dim=128), dict(family="wgmma64")),
     "channel_scaled_query_k128_wgmma64": (channel_scaled_query, dict(H=1, T=70, head_dim=128),
                                           dict(family="wgmma64")),
+    # wgmma64's operands "raw" with one row number of two (k_rs; q as given)
+    "per_head_gate_k128_wgmma64": (per_head_gate, dict(H=1, T=70, head_dim=128), dict(family="wgmma64")),
 }
 
 

@@ -15,6 +15,7 @@ import torch
 from kdagen import dsl
 from kdagen.codegen import CodegenError, emit_block, forward_prologue
 from kdagen.codegen import emulate
+from kdagen.codegen.prologue import row_scaled_outputs
 from kdagen.codegen.emulate import _cuda_include
 from kdagen.dsl.interpret import run
 from kdagen.plan import default_problem
@@ -116,6 +117,37 @@ def test_forward_prologue_matches_the_interpreter(build, tmp_path):
         want = ref[n].reshape(-1).float()
         err = (got[name] - want).norm() / want.norm()
         assert err < 1e-5, f"{name} ({n}): relative error {err:.2e}"
+
+
+def per_head_gate_raw_query(r):
+    """A per-head decay whose query is q as given and whose key is l2norm(k): one row number (k_rs) of two."""
+    q, k, v = r.token_input("q", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+    r.delta_rule(query=q, key=dsl.l2norm(k), value=v, beta=dsl.sigmoid(r.token_input("beta")),
+                 decay=-dsl.softplus(r.token_input("g")), scale=r.scalar("scale"))
+
+
+@needs_cxx
+@pytest.mark.parametrize("build, row_scales", [
+    (lambda: gdn.build(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True), ("q_rs", "k_rs")),
+    (lambda: dsl.build(per_head_gate_raw_query), ("k_rs",)),
+], ids=["gdn", "raw_query"])
+def test_row_scaled_prologue_times_its_row_numbers_is_the_interpreters_query_and_key(build, row_scales, tmp_path):
+    """The "raw" operands' prologue (row_scaled_outputs): q_hat, k_hat as loaded times the emitted numbers per row
+    q_rs, k_rs (1 where there is no l2norm) give the interpreter's query and key."""
+    r = build()
+    scaled, outputs, emitted = row_scaled_outputs(r)
+    assert emitted == row_scales
+    outputs.pop("scale_val")  # a per-call scalar, as in the test above
+    src, leaves, scalars = _host_run(scaled.graph, outputs)
+    vals = _leaf_values(r.graph, torch.Generator().manual_seed(5))
+    got = _call(_compile(src, tmp_path), scaled.graph, outputs, leaves, scalars, vals)
+    ref = run(r.graph, vals, {"B": 1, "T": T, "K": K})
+    ops = r.core_operands()
+    for out, role in (("q", "query"), ("k", "key")):
+        rs = got[f"{out}_rs"].repeat_interleave(K) if f"{out}_rs" in got else 1.0
+        want = ref[ops[role]].reshape(-1).float()
+        err = (got[f"{out}_hat"] * rs - want).norm() / want.norm()
+        assert err < 1e-5, f"{role}: relative error {err:.2e}"
 
 
 @needs_cxx

@@ -452,7 +452,7 @@ def test_wgmma64_prepare_stages_in_registers_where_its_tiles_cannot_hold_the_row
 
 def _f32_query(r):
     """A per-head decay whose query is an fp32 token input (x, declared so): not bf16, so not "raw"."""
-    x, k, v = r.token_input("x", "K"), r.token_input("k", "K"), r.token_input("v", "V")
+    x, k, v = r.token_input("x", "K", dtype="f32"), r.token_input("k", "K"), r.token_input("v", "V")
     r.delta_rule(query=dsl.l2norm(x), key=dsl.l2norm(k), value=v, beta=dsl.sigmoid(r.token_input("beta")),
                  decay=-dsl.softplus(r.token_input("g")), scale=r.scalar("scale"))
 

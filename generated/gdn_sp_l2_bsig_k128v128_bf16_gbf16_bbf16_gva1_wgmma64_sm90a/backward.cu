@@ -1599,8 +1599,8 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 }
 
 #line 23 "templates/wgmma64/chunk_bwd.cu.j2"
-// An fp32 accumulator [64 token rows][N] to a row-major [C][N] output: rows past L (and, per `mask`, above the
-// diagonal: 0 keeps j ≤ i, 1 keeps j < i, −1 keeps all) zero; `sign` −1 negates.
+// The pair of accumulator elements i, i + 1 as stored: rows past L (and, per `mask`, above the diagonal: 0 keeps
+// j ≤ i, 1 keeps j < i, −1 keeps all) zero; `sign` −1 negates.
 template <int N>
 __device__ __forceinline__ float2 masked_pair(const WgmmaAcc<N>& d, int t, int i, int L, int mask, float sign) {
   const int r = wgmma_acc_row(t, i), c = wgmma_acc_col(t, i);
@@ -1608,6 +1608,7 @@ __device__ __forceinline__ float2 masked_pair(const WgmmaAcc<N>& d, int t, int i
   return make_float2(row_ok && (mask < 0 || c + mask <= r) ? sign * d.x[i] : 0.f,
                      row_ok && (mask < 0 || c + 1 + mask <= r) ? sign * d.x[i + 1] : 0.f);
 }
+// An fp32 accumulator [64 token rows][N] to a row-major [C][N] output, masked (masked_pair).
 template <int N>
 __device__ __forceinline__ void store_rows(float* dst, const WgmmaAcc<N>& d, int t, int L, int mask, float sign) {
 #pragma unroll
@@ -1654,7 +1655,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1658 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1659 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1675,9 +1676,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dMkk,
     float* __restrict__ ws_d_decay_total,
     float* __restrict__ ws_dbeta) {
-#line 78 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 79 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1681 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1682 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1715,7 +1716,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
   [[maybe_unused]] constexpr int ld_dbeta_part = 64;
   float* const s_dgT_part = reinterpret_cast<float*>(smem_raw + 217088);  // dgT_part [2 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_dgT_part = 128;
-#line 80 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 81 "templates/wgmma64/chunk_bwd.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS, "64-token chunks, 64-column tiles, 64 rows per group");
   constexpr u32 TX_BYTES = 180496;
   const int chunk = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
@@ -1738,13 +1739,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1742 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1743 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the chunk's bytes, then its boxes and copies (one stage: one chunk) ----
-#line 92 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 93 "templates/wgmma64/chunk_bwd.cu.j2"
     if (threadIdx.x == 0) {
       mbarrier_arrive_expect_tx(&bar_loaded[0], TX_BYTES);
       const int row = (int)(ws_ch * C), vrow = (int)(ws_ch * V);
@@ -1770,11 +1771,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1774 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1775 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
-#line 117 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 118 "templates/wgmma64/chunk_bwd.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread
     const int tc = threadIdx.x - 128;    // the thread among all consumers
@@ -1783,7 +1784,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step recompute (consumer, wgmma_acc): Pᵀ = vᵀ − Sᵀ·k_decayedᵀ, Xᵀ = β⊙Pᵀ, Vnᵀ = Xᵀ·Aᵀ (Xᵀ split bf16 hi + lo) ----
-#line 124 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 125 "templates/wgmma64/chunk_bwd.cu.j2"
     WgmmaAcc<C> P, X, Vn;
     wgmma_zero(P);
     wgmma_fence_operand(P);
@@ -1827,7 +1828,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dvn (consumer, wgmma_acc): dVnᵀ = dOᵀ·Mqk + (dh_hi + dh_lo)ᵀ·k_to_endᵀ ----
-#line 166 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 167 "templates/wgmma64/chunk_bwd.cu.j2"
     WgmmaAcc<C> dVn, dX;
     {
       WgmmaFragA dOt[C / 16];
@@ -1859,7 +1860,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dx (consumer, wgmma_acc): dXᵀ = dVnᵀ·A (dVnᵀ split hi + lo); dv = β⊙dX; this warp's Σ_v dX⊙P ----
-#line 196 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 197 "templates/wgmma64/chunk_bwd.cu.j2"
     {
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
@@ -1910,7 +1911,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step handoff (consumer, wgmma_acc): Xᵀ, Vnᵀ, dVnᵀ, (β⊙dX)ᵀ as bf16 [V][C] tiles (over v and k_to_end, whose readers are done); this thread's Σ_v S⊙dh ----
-#line 245 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 246 "templates/wgmma64/chunk_bwd.cu.j2"
     named_barrier_sync(1, 128 * CONSUMERS);    // barrier "tiles_free": v, k_to_end and Mqk are read by every group
     put_tile(s_XT + g * ATOM, X, t);
     put_tile(s_VnT + g * ATOM, Vn, t);
@@ -1933,7 +1934,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step sums (consumer, thread): the partials of Σ_v dX⊙P and of e^Γl⊙Σ_v S⊙dh added in a fixed order ----
-#line 266 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 267 "templates/wgmma64/chunk_bwd.cu.j2"
     if (tc < C) {
       float sum = 0.f;
       for (int w = 0; w < 4 * CONSUMERS; ++w) sum += s_dbeta_part[w * C + tc];
@@ -1949,7 +1950,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     if (g == 0) {
 #line 15 "templates/skeleton.j2"
       // ---- step c_chain (consumer, wgmma_acc): group 0: dMqk = tril₀(dO·Vnᵀ), dA = dVn·Xᵀ, T = dA·Aᵀ (dA split hi + lo), dMkk = −tril₋₁(Aᵀ·T) (T staged as bf16 hi + lo tiles) ----
-#line 280 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 281 "templates/wgmma64/chunk_bwd.cu.j2"
       WgmmaAcc<C> M, dA, Tm;
       wgmma_zero(M);
       wgmma_zero(dA);
@@ -2005,7 +2006,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     if (g == CONSUMERS - 1) {
 #line 15 "templates/skeleton.j2"
       // ---- step k_products (consumer, wgmma_acc): the last group: dO·Sᵀ, −(β⊙dX)·Sᵀ, Vn·(dh_hi + dh_lo)ᵀ, each [C][K], stored as bf16 ----
-#line 334 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 335 "templates/wgmma64/chunk_bwd.cu.j2"
       WgmmaAcc<K> D;
       // dO·Sᵀ: (i, v) = dO[i][v]; (v, k) = Sᵀ[v][k]
       wgmma_zero(D);
@@ -2044,7 +2045,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 372 "templates/wgmma64/chunk_bwd.cu.j2"
+#line 373 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
 #line 59 "templates/wgmma64/prepare_bwd.cu.j2"
@@ -2083,7 +2084,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2087 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2088 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2107,7 +2108,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     int N) {
 #line 109 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2111 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2112 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 210944 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
@@ -2165,14 +2166,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2169 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2170 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
 #line 148 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2176 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2177 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2236,14 +2237,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2240 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2241 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 198 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2247 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2248 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2499,7 +2500,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
 #line 647 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2503 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2504 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 650 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
@@ -2520,7 +2521,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       }
 #line 671 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2524 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2525 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2656,7 +2657,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2660 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2661 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2784,7 +2785,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2788 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2789 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2793,7 +2794,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2797 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2798 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

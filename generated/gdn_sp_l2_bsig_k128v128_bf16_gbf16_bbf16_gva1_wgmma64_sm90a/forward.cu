@@ -1245,7 +1245,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
-      const long long tok = t0 + (row < L ? row : 0);  // a tail row reads a valid token; the block zeroes it
+      const long long tok = t0 + (row < L ? row : 0);  // a tail row reads a valid token; its outputs are replaced
 #line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const beta_at = in_beta + (tok * HV + h);
 #line 135 "templates/wgmma64/prepare.cu.j2"
@@ -1417,20 +1417,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         s_k_rs[row] = k_rs;
 #line 233 "templates/wgmma64/prepare.cu.j2"
       }
-      if (!in_chunk) {  // a tail row carries no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0, by its own lanes
+      // a tail row carries no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0, by its own lanes (its q and k
+      // zeroed, so its q_rs, k_rs, left as computed, multiply zeros)
+      if (!in_chunk) {
 #pragma unroll
         for (int j = 0; j < KPT; j += 4) {
-          const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 239 "templates/wgmma64/prepare.cu.j2"
+#line 240 "templates/wgmma64/prepare.cu.j2"
           *reinterpret_cast<uint2*>(&s_q_hi[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
           *reinterpret_cast<uint2*>(&s_k_hi[row * LDS + ch0 + j]) = make_uint2(0u, 0u);
-#line 252 "templates/wgmma64/prepare.cu.j2"
+#line 254 "templates/wgmma64/prepare.cu.j2"
         }
         if (sub == 0) {
-#line 255 "templates/wgmma64/prepare.cu.j2"
+#line 257 "templates/wgmma64/prepare.cu.j2"
           s_alpha[row] = 1.f;
           s_gamma[row] = 0.f;
-#line 258 "templates/wgmma64/prepare.cu.j2"
+#line 260 "templates/wgmma64/prepare.cu.j2"
           s_beta[row] = 0.f;
         }
       }
@@ -1440,7 +1441,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): a thread per (block, 4K/256 adjacent channels): the block's α into registers, its totals D; γ = Γ·log2 e, the running sum of log2 α ----
-#line 333 "templates/wgmma64/prepare.cu.j2"
+#line 335 "templates/wgmma64/prepare.cu.j2"
   // thread (block I, channels c0 .. c0 + CPT − 1) reads its block's α into registers and shares the block's
   // totals D; CPT adjacent channels per thread so that the decayed outputs leave as bf16 pairs
   const int I = tid / (K / CPT), c0 = CPT * (tid % (K / CPT));
@@ -1449,29 +1450,29 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   for (int j = 0; j < CPT; ++j) d[j] = 1.f;
 #pragma unroll
   for (int r = 0; r < B; ++r) {
-#line 344 "templates/wgmma64/prepare.cu.j2"
+#line 346 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) alpha_col[r][j] = s_alpha[(I * B + r) * ld_alpha];  // one α per row
-#line 347 "templates/wgmma64/prepare.cu.j2"
+#line 349 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) d[j] *= alpha_col[r][j];
   }
 #pragma unroll
   for (int j = 0; j < CPT; ++j)
     if (c0 + j < KD) s_D[I * KD + c0 + j] = d[j];
-#line 354 "templates/wgmma64/prepare.cu.j2"
+#line 356 "templates/wgmma64/prepare.cu.j2"
   if (tid == 0) {  // Γ·log2 e from the chunk's start, row by row (64 dependent adds)
     float g = 0.f;
     for (int r = 0; r < C; ++r) s_gamma[r] = (g += s_gamma[r]);
   }
-#line 359 "templates/wgmma64/prepare.cu.j2"
+#line 361 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): the decayed outputs (q̂ = q_hi·q_rs, k̂ likewise) ----
-#line 363 "templates/wgmma64/prepare.cu.j2"
+#line 365 "templates/wgmma64/prepare.cu.j2"
   // the decayed outputs (q̂ and k̂ stay as they are: the blocks take raw products and a factor per pair)
-#line 367 "templates/wgmma64/prepare.cu.j2"
+#line 369 "templates/wgmma64/prepare.cu.j2"
   {
     // D of every block; Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))) by selects, not
     // by indexing with I, which depends on the thread and would put D in local memory
@@ -1487,14 +1488,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       }
     }
     // q̂ and k̂ of a row's channels c0 ..
-#line 383 "templates/wgmma64/prepare.cu.j2"
+#line 385 "templates/wgmma64/prepare.cu.j2"
     auto scaled = [&](const bf16* x_in, const float* rs, int row, float (&x)[CPT]) {
 #pragma unroll
       for (int j = 0; j < CPT; ++j) x[j] = kdg::to_f32(x_in[row * LDS + c0 + j]) * rs[row];
     };
     auto q_run = [&](int row, float (&x)[CPT]) { scaled(s_q_hi, s_q_rs, row, x); };
     auto k_run = [&](int row, float (&x)[CPT]) { scaled(s_k_hi, s_k_rs, row, x); };
-#line 400 "templates/wgmma64/prepare.cu.j2"
+#line 402 "templates/wgmma64/prepare.cu.j2"
     // the key side, last row first: F_r = Π α of the block's rows after r; k_to_end = k̂·F·after
     {
       float f[CPT];
@@ -1511,7 +1512,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           to_end[j] = k_out[j] * after[j];
           f[j] *= alpha_col[r][j];
         }
-#line 419 "templates/wgmma64/prepare.cu.j2"
+#line 421 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + c0, to_end);
       }
     }
@@ -1534,18 +1535,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           q_dec[j] = scale * q[j] * before[j];
           k_dec[j] = k[j] * before[j];
         }
-#line 447 "templates/wgmma64/prepare.cu.j2"
+#line 449 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + c0, q_dec);
         kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + c0, k_dec);
       }
     }
-#line 452 "templates/wgmma64/prepare.cu.j2"
+#line 454 "templates/wgmma64/prepare.cu.j2"
     // block 0's threads, per channel: the chunk's total decay
-#line 457 "templates/wgmma64/prepare.cu.j2"
+#line 459 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) {
       const int c = c0 + j;
-#line 471 "templates/wgmma64/prepare.cu.j2"
+#line 473 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < DW) {
         float total = 1.f;
 #pragma unroll
@@ -1559,12 +1560,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): every 16×16 block (I ≥ J), one bf16 mma of q, k as loaded, each result × the rows' q_rs/k_rs and from ldmatrix, × 2^(γi−γj), masked ----
-#line 484 "templates/wgmma64/prepare.cu.j2"
+#line 486 "templates/wgmma64/prepare.cu.j2"
   // every 16×16 block (I ≥ J) of Mqk and Mkk on tensor cores, one bf16 product of q and k as loaded (exact
   // products, fp32 sums): a per-head decay's factor is one number per pair, so each result is scaled by
   // e^(Γi−Γj) = 2^(γi−γj) (≤ 1) and the rows' numbers:
   // Mqk_ij = scale·2^(γi−γj)·q_rs_i·k_rs_j·q_i·k_j (j ≤ i), Mkk_ij = β_i·2^(γi−γj)·k_rs_i·k_rs_j·k_i·k_j (j < i).
-#line 501 "templates/wgmma64/prepare.cu.j2"
+#line 503 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1584,11 +1585,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 521 "templates/wgmma64/prepare.cu.j2"
+#line 523 "templates/wgmma64/prepare.cu.j2"
       const bf16* left = (is_k ? s_k_hi : s_q_hi) + I * B * LDS;
       const bf16* right = s_k_hi + J * B * LDS;
       const float* left_rs = (is_k ? s_k_rs : s_q_rs) + I * B;
-#line 537 "templates/wgmma64/prepare.cu.j2"
+#line 539 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
         const kdg::FragA a = kdg::load_frag_a(left + kk * 16, LDS, lane);
@@ -1597,17 +1598,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         kdg::mma_16816(mkk_acc[n][0], a, b[0]);
         kdg::mma_16816(mkk_acc[n][1], a, b[1]);
       }
-#line 576 "templates/wgmma64/prepare.cu.j2"
+#line 578 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 583 "templates/wgmma64/prepare.cu.j2"
+#line 585 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] * (left_rs[r] * s_k_rs[J * B + cc]) *
                                      exp2f(s_gamma[I * B + r] - s_gamma[J * B + cc]) : 0.f;
-#line 590 "templates/wgmma64/prepare.cu.j2"
+#line 592 "templates/wgmma64/prepare.cu.j2"
           mkk_acc[n][nt].x[e] = (is_k ? s_beta[I * B + r] : scale) * x;
         }
         if (!is_k) {  // Mqk's tile: each lane's column pairs as bf16x2 words, rows r and r + 8
@@ -1628,7 +1629,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 609 "templates/wgmma64/prepare.cu.j2"
+#line 611 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1647,19 +1648,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     // this thread's row segment: zero above the diagonal
     float4* const at = reinterpret_cast<float4*>(&s_Mkk[seg_row * ld_Mkk + seg_J * B]);
-#line 630 "templates/wgmma64/prepare.cu.j2"
+#line 632 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int v = 0; v < B / 4; ++v) {
-#line 633 "templates/wgmma64/prepare.cu.j2"
+#line 635 "templates/wgmma64/prepare.cu.j2"
       if (seg_J > seg_I) at[v] = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 637 "templates/wgmma64/prepare.cu.j2"
+#line 639 "templates/wgmma64/prepare.cu.j2"
     }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 642 "templates/wgmma64/prepare.cu.j2"
+#line 644 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1718,7 +1719,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 699 "templates/wgmma64/prepare.cu.j2"
+#line 701 "templates/wgmma64/prepare.cu.j2"
   // A as bf16, this thread's row segment as two 16-byte stores; rows and columns past the chunk's end zero
   {
     const float* const src = &s_A[seg_row * ld_A + seg_J * B];
@@ -1849,7 +1850,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1853 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1854 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1866,7 +1867,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1870 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1871 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 200704 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1932,7 +1933,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1936 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1937 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1961,7 +1962,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 1965 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1966 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group

@@ -1271,7 +1271,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #pragma unroll
     for (int pass = 0; pass < PASSES; ++pass) {
       const int row = pass * ROWS_PER_PASS + row_in_pass;
-      const long long tok = t0 + (row < L ? row : 0);  // a tail row reads a valid token; the block zeroes it
+      const long long tok = t0 + (row < L ? row : 0);  // a tail row reads a valid token; its outputs are replaced
 #line 124 "templates/wgmma64/prepare.cu.j2"
       const bf16* const beta_at = in_beta + (tok * HV + h);
 #line 135 "templates/wgmma64/prepare.cu.j2"
@@ -1446,19 +1446,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
         s_beta[row] = beta_val;
 #line 233 "templates/wgmma64/prepare.cu.j2"
       }
-      if (!in_chunk) {  // a tail row carries no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0, by its own lanes
+      // a tail row carries no token: q̂ = k̂ = 0, α = 1 (Γ stays flat), β = 0, by its own lanes (no select in a full chunk)
+#line 236 "templates/wgmma64/prepare.cu.j2"
+      if (!in_chunk) {
 #pragma unroll
         for (int j = 0; j < KPT; j += 4) {
+#line 247 "templates/wgmma64/prepare.cu.j2"
           const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 246 "templates/wgmma64/prepare.cu.j2"
           *reinterpret_cast<float4*>(&s_q_hat[row * LDF + ch0 + j]) = zero;
           *reinterpret_cast<float4*>(&s_k_hat[row * LDF + ch0 + j]) = zero;
-#line 250 "templates/wgmma64/prepare.cu.j2"
-          *reinterpret_cast<float4*>(&s_alpha[row * ld_alpha + ch0 + j]) = make_float4(1.f, 1.f, 1.f, 1.f);
 #line 252 "templates/wgmma64/prepare.cu.j2"
+          *reinterpret_cast<float4*>(&s_alpha[row * ld_alpha + ch0 + j]) = make_float4(1.f, 1.f, 1.f, 1.f);
+#line 254 "templates/wgmma64/prepare.cu.j2"
         }
         if (sub == 0) {
-#line 258 "templates/wgmma64/prepare.cu.j2"
+#line 260 "templates/wgmma64/prepare.cu.j2"
           s_beta[row] = 0.f;
         }
       }
@@ -1468,7 +1470,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step decay_columns (all, column): a thread per (block, 4K/256 adjacent channels): the block's α into registers, its totals D ----
-#line 333 "templates/wgmma64/prepare.cu.j2"
+#line 335 "templates/wgmma64/prepare.cu.j2"
   // thread (block I, channels c0 .. c0 + CPT − 1) reads its block's α into registers and shares the block's
   // totals D; CPT adjacent channels per thread so that the decayed outputs leave as bf16 pairs
   const int I = tid / (K / CPT), c0 = CPT * (tid % (K / CPT));
@@ -1477,23 +1479,23 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   for (int j = 0; j < CPT; ++j) d[j] = 1.f;
 #pragma unroll
   for (int r = 0; r < B; ++r) {
-#line 342 "templates/wgmma64/prepare.cu.j2"
+#line 344 "templates/wgmma64/prepare.cu.j2"
     get_run(&s_alpha[(I * B + r) * ld_alpha + c0], alpha_col[r]);
-#line 347 "templates/wgmma64/prepare.cu.j2"
+#line 349 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) d[j] *= alpha_col[r][j];
   }
 #pragma unroll
   for (int j = 0; j < CPT; ++j)
     if (c0 + j < KD) s_D[I * KD + c0 + j] = d[j];
-#line 359 "templates/wgmma64/prepare.cu.j2"
+#line 361 "templates/wgmma64/prepare.cu.j2"
   __syncthreads();  // barrier "sync": α is in registers, D shared; α's region now takes k_out
 
 #line 15 "templates/skeleton.j2"
   // ---- step factors (all, column): in place q̂ ← q̂·E, k̂ ← k̂·E (E = e^(Γi−Γ_in), both rounded to tf32 once); k_out = k̂·F (F = e^(Γ_out−Γj)); the decayed outputs; 1/D per block ----
-#line 365 "templates/wgmma64/prepare.cu.j2"
-  // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
 #line 367 "templates/wgmma64/prepare.cu.j2"
+  // in place q̂ ← q̂·E, k̂ ← k̂·E; k_out = k̂·F; the decayed outputs; the decays between blocks
+#line 369 "templates/wgmma64/prepare.cu.j2"
   {
     // D of every block; Π D of the blocks before I (e^Γ_in(I)) and after I (e^(Γl − Γ_out(I))) by selects, not
     // by indexing with I, which depends on the thread and would put D in local memory
@@ -1509,10 +1511,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       }
     }
     // q̂ and k̂ of a row's channels c0 ..
-#line 397 "templates/wgmma64/prepare.cu.j2"
+#line 399 "templates/wgmma64/prepare.cu.j2"
     auto q_run = [&](int row, float (&x)[CPT]) { get_run(&s_q_hat[row * LDF + c0], x); };
     auto k_run = [&](int row, float (&x)[CPT]) { get_run(&s_k_hat[row * LDF + c0], x); };
-#line 400 "templates/wgmma64/prepare.cu.j2"
+#line 402 "templates/wgmma64/prepare.cu.j2"
     // the key side, last row first: F_r = Π α of the block's rows after r; k_to_end = k̂·F·after
     {
       float f[CPT];
@@ -1529,9 +1531,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           to_end[j] = k_out[j] * after[j];
           f[j] *= alpha_col[r][j];
         }
-#line 417 "templates/wgmma64/prepare.cu.j2"
-        put_run(&s_k_out[row * LDF + c0], k_out);  // the key side, often scaled first: rounded where it is read
 #line 419 "templates/wgmma64/prepare.cu.j2"
+        put_run(&s_k_out[row * LDF + c0], k_out);  // the key side, often scaled first: rounded where it is read
+#line 421 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + c0, to_end);
       }
     }
@@ -1554,34 +1556,34 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           q_dec[j] = scale * q[j] * before[j];
           k_dec[j] = k[j] * before[j];
         }
-#line 442 "templates/wgmma64/prepare.cu.j2"
+#line 444 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
         for (int j = 0; j < CPT; ++j) q[j] = kdg::round_tf32(q[j]), k[j] = kdg::round_tf32(k[j]);
         put_run(&s_q_hat[row * LDF + c0], q);  // the blocks' row side, rounded once here
         put_run(&s_k_hat[row * LDF + c0], k);
-#line 447 "templates/wgmma64/prepare.cu.j2"
+#line 449 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + c0, q_dec);
         kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + c0, k_dec);
       }
     }
-#line 454 "templates/wgmma64/prepare.cu.j2"
+#line 456 "templates/wgmma64/prepare.cu.j2"
     // block 0's threads, per channel: the decays between blocks, 1/D and the chunk's
     // total decay
-#line 457 "templates/wgmma64/prepare.cu.j2"
+#line 459 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) {
       const int c = c0 + j;
-#line 461 "templates/wgmma64/prepare.cu.j2"
+#line 463 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
         s_between[0 * KD + c] = D[1][j];
         s_between[1 * KD + c] = D[2][j];
         s_between[2 * KD + c] = D[1][j] * D[2][j];
-#line 466 "templates/wgmma64/prepare.cu.j2"
+#line 468 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
         for (int M = 0; M < NB; ++M) s_inv_D[M * KD + c] = 1.f / D[M][j];  // ≤ 2^126: the plan's bound
-#line 469 "templates/wgmma64/prepare.cu.j2"
-      }
 #line 471 "templates/wgmma64/prepare.cu.j2"
+      }
+#line 473 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < DW) {
         float total = 1.f;
 #pragma unroll
@@ -1595,14 +1597,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 493 "templates/wgmma64/prepare.cu.j2"
+#line 495 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, tf32 (10-bit operands: o moves by < 1e-5)
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 498 "templates/wgmma64/prepare.cu.j2"
+#line 500 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 501 "templates/wgmma64/prepare.cu.j2"
+#line 503 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1622,13 +1624,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 530 "templates/wgmma64/prepare.cu.j2"
+#line 532 "templates/wgmma64/prepare.cu.j2"
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * LDF;
       const float* right = s_k_out + J * B * LDF;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 557 "templates/wgmma64/prepare.cu.j2"
+#line 559 "templates/wgmma64/prepare.cu.j2"
       // tf32 operands straight from fp32 shared memory by ldmatrix (rows padded to K + 4: conflict-free); the
       // loop is instantiated with and without the key side's factor, so no iteration tests for it
       auto products = [&](const bool scaled) {
@@ -1647,16 +1649,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       } else {
         products(false);
       }
-#line 576 "templates/wgmma64/prepare.cu.j2"
+#line 578 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 588 "templates/wgmma64/prepare.cu.j2"
-          const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
 #line 590 "templates/wgmma64/prepare.cu.j2"
+          const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
+#line 592 "templates/wgmma64/prepare.cu.j2"
           mkk_acc[n][nt].x[e] = (is_k ? s_beta[I * B + r] : scale) * x;
         }
         if (!is_k) {  // Mqk's tile: each lane's column pairs as bf16x2 words, rows r and r + 8
@@ -1677,7 +1679,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 609 "templates/wgmma64/prepare.cu.j2"
+#line 611 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1696,19 +1698,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     // this thread's row segment: zero above the diagonal
     float4* const at = reinterpret_cast<float4*>(&s_Mkk[seg_row * ld_Mkk + seg_J * B]);
-#line 630 "templates/wgmma64/prepare.cu.j2"
+#line 632 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int v = 0; v < B / 4; ++v) {
-#line 633 "templates/wgmma64/prepare.cu.j2"
+#line 635 "templates/wgmma64/prepare.cu.j2"
       if (seg_J > seg_I) at[v] = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 637 "templates/wgmma64/prepare.cu.j2"
+#line 639 "templates/wgmma64/prepare.cu.j2"
     }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 642 "templates/wgmma64/prepare.cu.j2"
+#line 644 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1767,7 +1769,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 699 "templates/wgmma64/prepare.cu.j2"
+#line 701 "templates/wgmma64/prepare.cu.j2"
   // A as bf16, this thread's row segment as two 16-byte stores; rows and columns past the chunk's end zero
   {
     const float* const src = &s_A[seg_row * ld_A + seg_J * B];
@@ -1898,7 +1900,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 27 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1902 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1904 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1915,7 +1917,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 29 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1919 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1921 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 201728 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1981,7 +1983,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1985 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1987 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -2010,7 +2012,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 2014 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 2016 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 85 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group

@@ -2,11 +2,12 @@
 
 `forward_prologue(r, dtypes)` emits the forward graph from the leaves to the core operands (query,
 key, decay, beta, scale) into the names prepare uses: q_hat[KPT], k_hat[KPT], decay[KPT] or decay,
-beta_val, scale_val. With `row_scaled` (query and key each a row input x or l2norm(x): Facts.qk_row_scaled),
-q_hat and k_hat are x as loaded and each l2norm's number per row, (Σx² + ε)^−1/2, is emitted as q_rs / k_rs
-(`row_scales` names those emitted; a query without l2norm has none: its number is 1). `inputs` tells the template which pointer each leaf needs (its kernel parameter
-`param`, the pointer `ptr` the block reads through, and its head space: q/k inputs live on the H q/k
-heads, everything else on the HV value heads).
+beta_val, scale_val. With `row_scaled` (query and key each a row input x or l2norm(x):
+Facts.qk_row_scaled), q_hat and k_hat are x as loaded and each l2norm's number per row,
+(Σx² + ε)^−1/2, is emitted as q_rs / k_rs (`row_scaled_outputs`; `row_scales` names those emitted;
+a query without l2norm has none: its number is 1). `inputs` tells the template which pointer each
+leaf needs (its kernel parameter `param`, the pointer `ptr` the block reads through, and its head
+space: q/k inputs live on the H q/k heads, everything else on the HV value heads).
 """
 from __future__ import annotations
 
@@ -30,22 +31,31 @@ class Prologue:
     row_scales: tuple = ()  # the emitted row numbers (q_rs, k_rs) of a row_scaled prologue
 
 
-def forward_prologue(r, leaf_dtypes: dict, row_scaled: bool = False) -> Prologue:
-    """The prologue of recurrence r; leaf_dtypes maps each kernel parameter to its planned element type."""
+def row_scaled_outputs(r) -> tuple:
+    """(a copy of r, the outputs to emit, the row numbers among them) for a row-scaled prologue: an l2norm(x)
+    query or key becomes x as loaded (q_hat, k_hat) and rsqrt(rowsum(square(x)) + ε) (q_rs, k_rs), nodes added to
+    the copy; l2norm's own form, so q_hat·q_rs is what l2norm emits."""
     ops = r.core_operands()
     outputs = {out: ops[role] for out, role in FORWARD_OUTPUTS.items()}
-    graph, row_scales = r.graph, ()
+    r, row_scales = copy.deepcopy(r), ()
+    for out in ("q", "k"):
+        a = r.graph.nodes[outputs[f"{out}_hat"]]
+        if a["op"] == "l2norm":
+            x = a["args"][0]
+            outputs[f"{out}_hat"] = x
+            outputs[f"{out}_rs"] = rsqrt(rowsum(square(Value(r, x))) + a["eps"]).id
+            row_scales += (f"{out}_rs",)
+    return r, outputs, row_scales
+
+
+def forward_prologue(r, leaf_dtypes: dict, row_scaled: bool = False) -> Prologue:
+    """The prologue of recurrence r; leaf_dtypes maps each kernel parameter to its planned element type."""
     if row_scaled:
-        r = copy.deepcopy(r)  # the row numbers are nodes added to a copy of the graph
-        for out in ("q", "k"):
-            a = r.graph.nodes[outputs[f"{out}_hat"]]
-            if a["op"] == "l2norm":
-                x = a["args"][0]
-                outputs[f"{out}_hat"] = x
-                outputs[f"{out}_rs"] = rsqrt(rowsum(square(Value(r, x))) + a["eps"]).id
-                row_scales += (f"{out}_rs",)
-        graph = r.graph
-    block = emit(graph, outputs)
+        r, outputs, row_scales = row_scaled_outputs(r)
+    else:
+        ops = r.core_operands()
+        outputs, row_scales = {out: ops[role] for out, role in FORWARD_OUTPUTS.items()}, ()
+    block = emit(r.graph, outputs)
     inputs = []
     for name in block.leaves:
         a = r.graph.nodes[name]

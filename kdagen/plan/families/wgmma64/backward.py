@@ -405,5 +405,5 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
         # the chunk gradients of all four row blocks held from before branch_grads' products: at the 128-register cap
         # ptxas spills one word in the factored form (lower-bound gate, K = 128), and the kernel is 7.7% shorter
         # than with the loads one block ahead and no spill (benchmarks/NOTES.md, session 20, run 2)
-        spill_allowance=8 if diagonal == "factored" else 0,
+        spill_allowance=8 if diagonal == "factored" and K == 128 else 0,
         note="token-parallel over (chunk, q/k head); loops over the G value heads of the group; surplus CTAs exit")

@@ -82,10 +82,9 @@ def operand_form(f: Facts, diagonal: str) -> str:
 
 def staging_form(f: Facts, operands: str) -> str:
     """Where the prologue's row inputs wait between their load (cp.async or plain) and their use:
-    "tiles" — in the operand tiles the prologue writes (q̂, k̂, α in fp32; bf16 hi + lo; or for "raw" q and k in
-      their own bf16 tiles), input i's row r at the right-hand end of row r of tile i, read back by that row's own
-      lanes before its outputs overwrite it: the loads hold no registers and land without the threads waiting on
-      each;
+    "tiles" — in the operand tiles the prologue writes (q̂, k̂, α in fp32; bf16 hi + lo; for "raw" the two bf16
+      tiles), input i's row r at the right-hand end of row r of tile i, read back by that row's own lanes before
+      its outputs overwrite it: the loads hold no registers and land without the threads waiting on each;
     "registers" — more row inputs than tiles, or an input wider than a tile's element."""
     tiles, width = {"raw": (2, 2), "split": (4, 2), "tf32": (3, 4)}[operands]
     fits = len(f.row_dtypes) <= tiles and all(DTYPE_BYTES[d] <= width for d in f.row_dtypes)
@@ -129,17 +128,17 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     # Two CTAs fit an SM at K = 128: A takes q̂'s tile once the products are done; α, the key-side operand k_out
     # and Mkk take turns in one region (α is read into registers before k_out is written). Mkk and A rows are
     # padded by 8 floats: the inverse's fragment loads then meet each bank at most twice.
-    # a per-head decay: q̂ and k̂ only feed the tensor cores (raw) and the decayed outputs, so they are stored as
-    # bf16 tiles, rows padded by 8 (ldmatrix without bank conflicts), hi + lo or (operands "raw") q and k as loaded
-    # beside their rows' numbers; A takes q_hi's region
-    bf16_tiles = [Buffer(n, (C, K), "bf16", ld=K + 8, alias="q_then_A" if n == "q_hi" else None)
-                  for n in ("q_hi", "q_lo", "k_hi", "k_lo") if operands == "split" or n.endswith("hi")]
-    bf16_tiles += [Buffer(n, (C,), "f32") for n in ("q_rs", "k_rs") if operands == "raw"]
+    # a per-head decay: q̂ and k̂ only feed the tensor cores (as they are, scaled afterwards) and the decayed outputs,
+    # so they are stored as bf16 tiles, rows padded by 8 (ldmatrix without bank conflicts): hi + lo, or (operands
+    # "raw") q and k as loaded in q_hi, k_hi beside their rows' numbers; A takes q_hi's region
+    per_head = [Buffer(n, (C,), "f32") if n.endswith("_rs") else
+                Buffer(n, (C, K), "bf16", ld=K + 8, alias="q_then_A" if n == "q_hi" else None)
+                for n in (RAW if operands == "raw" else SPLIT)]
     by_form = {"scalar": [Buffer("gamma", (C,), "f32")],
                "factored": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("inv_D", (NB, KD), "f32")],
                "running": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("Mkk_diag", (NB, BLOCK, BLOCK), "f32")]}
     # otherwise fp32 tiles read as tf32 fragments, rows padded by 4 (no bank conflicts)
-    tiles = bf16_tiles if diagonal == "scalar" else [Buffer("q_hat", (C, K), "f32", ld=K + 4, alias="q_then_A"),
+    tiles = per_head if diagonal == "scalar" else [Buffer("q_hat", (C, K), "f32", ld=K + 4, alias="q_then_A"),
                                                      Buffer("k_hat", (C, K), "f32", ld=K + 4)]
     buffers = [*tiles, Buffer("alpha", (C, KD), "f32", ld=KD + 4 if KD > 1 else KD, alias="rows"),
                Buffer("beta", (C,), "f32"),
@@ -160,12 +159,12 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
 
 def _prepare_steps(f: Facts, diagonal: str, operands: str, NB: int) -> list[Step]:
     scalar, running, raw = diagonal == "scalar", diagonal == "running", operands == "raw"
-    bf16_tiles = RAW if raw else SPLIT
+    per_head = RAW if raw else SPLIT
     if scalar:
-        factors = Step("factors", "all", "column", reads=[*bf16_tiles, "D"], waits=["sync"],
+        factors = Step("factors", "all", "column", reads=[*per_head, "D"], waits=["sync"],
                        global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
                        note="the decayed outputs (q̂ = " + ("q_hi·q_rs" if raw else "q_hi + q_lo") + ", k̂ likewise)")
-        blocks = Step("blocks", "all", "mma:block_pairs", reads=[*bf16_tiles, "gamma", "beta"], waits=["sync"],
+        blocks = Step("blocks", "all", "mma:block_pairs", reads=[*per_head, "gamma", "beta"], waits=["sync"],
                       global_writes=["ws_Mqk"],
                       note="every 16×16 block (I ≥ J), " + ("one bf16 mma of q, k as loaded, each result × the "
                                                             "rows' q_rs/k_rs and" if raw else
@@ -183,7 +182,7 @@ def _prepare_steps(f: Facts, diagonal: str, operands: str, NB: int) -> list[Step
                            + ("" if running else "; the diagonal blocks too (factored at the block start: the key "
                                                  "side k_out·(1/D), masked j ≤ i)"))
     return [
-        Step("prologue", "all", "row", writes=[*(bf16_tiles if scalar else ["q_hat", "k_hat"]), "alpha", "beta"]
+        Step("prologue", "all", "row", writes=[*(per_head if scalar else ["q_hat", "k_hat"]), "alpha", "beta"]
              + (["gamma"] if scalar else []),
              global_reads=[p.name for p in f.leaves],
              note="emitted from the DSL graph, 16 channels per thread: q̂, k̂, α = e^a (tail rows: 0, 0, 1), β"
