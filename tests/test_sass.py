@@ -32,15 +32,16 @@ def unit(request):
 
 
 def test_ptxas_report_matches_the_plan(unit):
-    """No spills or stack, registers within the cap, and no wgmma the compiler had to serialise or fence on its
-    own (its C75xx remarks are "info", not warnings): the forward and the backward."""
+    """No spills or stack beyond what the plan accepts on purpose (Kernel.spill_allowance: prepare_bwd's factored
+    form at K = 128), registers within the cap, and no wgmma the compiler had to serialise or fence on its own (its
+    C75xx remarks are "info", not warnings): the forward and the backward."""
     plan, source, direction = unit
     text, _ = nvcc_run(["-cubin", "-arch=sm_90a", "-Xptxas", "-v", "-Werror", "all-warnings"], source, ".cubin")
     assert "(C75" not in text, [line for line in text.splitlines() if "(C75" in line]
     report = parse_report(text)
     for k in plan.direction(direction):
         r = report[k.name]
-        assert r.spill_stores == r.spill_loads == r.stack == 0, f"{k.name}: {r}"
+        assert max(r.spill_stores, r.spill_loads, r.stack) <= k.spill_allowance, f"{k.name}: {r}"
         assert r.registers <= k.max_regs, f"{k.name}: {r.registers} registers > {k.max_regs}"
 
 
