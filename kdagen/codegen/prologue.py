@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..dsl import rowsum, rsqrt, square
 from ..dsl.expr import Value
-from ..plan.families.base import input_param
+from ..plan.families.base import input_param, l2norm_split
 from ..plan.problem import head_space
 from .expr import Block, emit
 
@@ -31,30 +31,30 @@ class Prologue:
     row_scales: tuple = ()  # the emitted row numbers (q_rs, k_rs) of a row_scaled prologue
 
 
+def core_outputs(r) -> dict:
+    """The prologue's output names -> recurrence r's core operand nodes."""
+    ops = r.core_operands()
+    return {out: ops[role] for out, role in FORWARD_OUTPUTS.items()}
+
+
 def row_scaled_outputs(r) -> tuple:
     """(a copy of r, the outputs to emit, the row numbers among them) for a row-scaled prologue: an l2norm(x)
     query or key becomes x as loaded (q_hat, k_hat) and rsqrt(rowsum(square(x)) + ε) (q_rs, k_rs), nodes added to
     the copy; l2norm's own form, so q_hat·q_rs is what l2norm emits."""
-    ops = r.core_operands()
-    outputs = {out: ops[role] for out, role in FORWARD_OUTPUTS.items()}
+    outputs = core_outputs(r)
     r, row_scales = copy.deepcopy(r), ()
     for out in ("q", "k"):
-        a = r.graph.nodes[outputs[f"{out}_hat"]]
-        if a["op"] == "l2norm":
-            x = a["args"][0]
+        x, eps = l2norm_split(r.graph, outputs[f"{out}_hat"])
+        if eps is not None:
             outputs[f"{out}_hat"] = x
-            outputs[f"{out}_rs"] = rsqrt(rowsum(square(Value(r, x))) + a["eps"]).id
+            outputs[f"{out}_rs"] = rsqrt(rowsum(square(Value(r, x))) + eps).id
             row_scales += (f"{out}_rs",)
     return r, outputs, row_scales
 
 
 def forward_prologue(r, leaf_dtypes: dict, row_scaled: bool = False) -> Prologue:
     """The prologue of recurrence r; leaf_dtypes maps each kernel parameter to its planned element type."""
-    if row_scaled:
-        r, outputs, row_scales = row_scaled_outputs(r)
-    else:
-        ops = r.core_operands()
-        outputs, row_scales = {out: ops[role] for out, role in FORWARD_OUTPUTS.items()}, ()
+    r, outputs, row_scales = row_scaled_outputs(r) if row_scaled else (r, core_outputs(r), ())
     block = emit(r.graph, outputs)
     inputs = []
     for name in block.leaves:

@@ -55,14 +55,19 @@ def _leaf_dtype(problem: Problem, name: str, node_dtype: str) -> str:
     return fixed.get(name, node_dtype)
 
 
+def l2norm_split(graph, node: str) -> tuple[str, float | None]:
+    """(x, ε) for node = l2norm(x), else (node, None): the values and, where there is one, the ε of the number per
+    row, (Σx² + ε)^−1/2, that scales them."""
+    a = graph.nodes[node]
+    return (a["args"][0], a["eps"]) if a["op"] == "l2norm" else (node, None)
+
+
 def row_scaled(r, node: str, dtype_of) -> bool:
     """Whether core operand `node` is a bf16 row input x or l2norm(x): bf16 values times one number per row, so
     a tensor-core product can take x exactly as loaded and scale its result by the rows' numbers afterwards."""
-    a = r.graph.nodes[node]
-    if a["op"] == "l2norm":
-        node = a["args"][0]
-        a = r.graph.nodes[node]
-    return a["op"] == "token_input" and bool(a["shape"]) and dtype_of(node) == "bf16"
+    x, _ = l2norm_split(r.graph, node)
+    a = r.graph.nodes[x]
+    return a["op"] == "token_input" and bool(a["shape"]) and dtype_of(x) == "bf16"
 
 
 def facts(problem: Problem) -> Facts:

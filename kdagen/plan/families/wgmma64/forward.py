@@ -37,8 +37,9 @@ PREPARE_REGS = 128           # 2 CTAs × 256 threads × 128 registers = the regi
 PREPARE_KPT = 16             # prologue channels per thread: K/16 lanes per row
 DECAY_TOTAL_MIN = 4          # floats per (chunk, head) of decay_total: a bulk copy moves multiples of 16 bytes
 BETWEEN = 3                  # block pairs with blocks in between: (2,0), (3,1), (3,0)
-SPLIT = ("q_hi", "q_lo", "k_hi", "k_lo")   # a per-head decay's operand tiles, "split"
-RAW = ("q_hi", "k_hi", "q_rs", "k_rs")      # and "raw": q and k as loaded (bf16) and their rows' numbers
+# a per-head decay's operand buffers by operand form: bf16 hi + lo tiles ("split"), or q and k as loaded (bf16) and
+# their rows' numbers ("raw")
+PER_HEAD = {"split": ("q_hi", "q_lo", "k_hi", "k_lo"), "raw": ("q_hi", "k_hi", "q_rs", "k_rs")}
 
 
 @kernel_options
@@ -128,18 +129,17 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
     # Two CTAs fit an SM at K = 128: A takes q̂'s tile once the products are done; α, the key-side operand k_out
     # and Mkk take turns in one region (α is read into registers before k_out is written). Mkk and A rows are
     # padded by 8 floats: the inverse's fragment loads then meet each bank at most twice.
-    # a per-head decay: q̂ and k̂ only feed the tensor cores (as they are, scaled afterwards) and the decayed outputs,
-    # so they are stored as bf16 tiles, rows padded by 8 (ldmatrix without bank conflicts): hi + lo, or (operands
-    # "raw") q and k as loaded in q_hi, k_hi beside their rows' numbers; A takes q_hi's region
-    per_head = [Buffer(n, (C,), "f32") if n.endswith("_rs") else
-                Buffer(n, (C, K), "bf16", ld=K + 8, alias="q_then_A" if n == "q_hi" else None)
-                for n in (RAW if operands == "raw" else SPLIT)]
     by_form = {"scalar": [Buffer("gamma", (C,), "f32")],
                "factored": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("inv_D", (NB, KD), "f32")],
                "running": [Buffer("between", (BETWEEN, KD), "f32"), Buffer("Mkk_diag", (NB, BLOCK, BLOCK), "f32")]}
-    # otherwise fp32 tiles read as tf32 fragments, rows padded by 4 (no bank conflicts)
-    tiles = per_head if diagonal == "scalar" else [Buffer("q_hat", (C, K), "f32", ld=K + 4, alias="q_then_A"),
-                                                     Buffer("k_hat", (C, K), "f32", ld=K + 4)]
+    # a per-head decay: q̂ and k̂ only feed the tensor cores (as they are, scaled afterwards) and the decayed outputs,
+    # so they are stored as bf16 tiles, rows padded by 8 (ldmatrix without bank conflicts): hi + lo, or (operands
+    # "raw") q and k as loaded in q_hi, k_hi beside their rows' numbers; A takes q_hi's region. Otherwise fp32
+    # tiles read as tf32 fragments, rows padded by 4 (no bank conflicts).
+    tiles = ([Buffer(n, (C,), "f32") if n.endswith("_rs") else
+              Buffer(n, (C, K), "bf16", ld=K + 8, alias="q_then_A" if n == "q_hi" else None)
+              for n in PER_HEAD[operands]] if operands in PER_HEAD else
+             [Buffer("q_hat", (C, K), "f32", ld=K + 4, alias="q_then_A"), Buffer("k_hat", (C, K), "f32", ld=K + 4)])
     buffers = [*tiles, Buffer("alpha", (C, KD), "f32", ld=KD + 4 if KD > 1 else KD, alias="rows"),
                Buffer("beta", (C,), "f32"),
                Buffer("D", (NB, KD), "f32"), *by_form[diagonal],
@@ -159,7 +159,7 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
 
 def _prepare_steps(f: Facts, diagonal: str, operands: str, NB: int) -> list[Step]:
     scalar, running, raw = diagonal == "scalar", diagonal == "running", operands == "raw"
-    per_head = RAW if raw else SPLIT
+    per_head = PER_HEAD.get(operands, ())
     if scalar:
         factors = Step("factors", "all", "column", reads=[*per_head, "D"], waits=["sync"],
                        global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
