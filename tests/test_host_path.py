@@ -488,8 +488,9 @@ def test_only_pointers_floats_and_sizes_are_prepared():
     (dict(B=4, T=40, H=4), True, "wgmma64"),               # a training call on 16 pairs: the chunk-64 backward
     (dict(B=4, T=40, H=16, D=128), False, "wgmma64"),      # head dim 128, a per-channel decay: any number of pairs
     (dict(B=5, T=40, H=13, D=128), False, "wgmma64"),      # 65
-    (dict(op="gdn", B=4, T=40, H=16, D=128), False, "wgmma64"),   # a per-head decay: up to 64 pairs
-    (dict(op="gdn", B=5, T=40, H=13, D=128), False, "mma16"),     # 65
+    (dict(op="gdn", B=4, T=40, H=16, D=128), False, "wgmma64"),   # a per-head decay too: any number of pairs
+    (dict(op="gdn", B=5, T=40, H=13, D=128), False, "wgmma64"),   # 65
+    (dict(op="gdn", B=1, T=40, H=17), False, "mma16"),            # 17 pairs at head dim 64
 ])
 def test_the_call_class_ranks_the_families(shape, keep, family, monkeypatch):
     monkeypatch.delenv("KDAGEN_FAMILY", raising=False)

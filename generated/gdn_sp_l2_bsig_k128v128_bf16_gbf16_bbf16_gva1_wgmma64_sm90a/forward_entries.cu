@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (forward, further entry points)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: recurrence_maps (their launches set the grid) (grid ['N', 'HV', 2], 256 threads, 200704 B smem)
+// kernels: recurrence_maps (their launches set the grid) (grid ['N', 'HV', 2], 256 threads, 169984 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -417,17 +417,33 @@ __device__ __forceinline__ void ptx_stmatrix_x4_trans(void* row_ptr, const u32 (
 // ===== templates/common/math.cuh =====
 #line 1 "templates/common/math.cuh"
 // kdagen common: the scalar functions the expression emitter (kdagen.codegen.expr) writes calls to,
-// and row loads into per-thread channel slices. Accurate libm forms (no fast-math) so the prologue
-// matches the float64 reference to fp32 rounding.
+// and row loads into per-thread channel slices. No fast-math: every function is within a few ulp of the
+// float64 value (libm's expf, logf, rsqrtf, or the MUFU forms below, each with its error bound stated).
 namespace kdg {
 
 // The fast exponential and reciprocal (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
 // Flushing subnormals changes nothing here: e^−x below the smallest normal leaves 1 + e^−x = 1.
 __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx_ex2_ftz(x * -1.4426950408889634f)); }
 
-// softplus with flash-linear-attention's threshold: x itself above it.
+// softplus with flash-linear-attention's threshold (x itself above it) on the special-function unit:
+// softplus(x) = max(x, 0) + log1p(u) with u = e^−|x| in (0, 1], and log1p(u) = 2·atanh(s), s = u / (2 + u) ≤ 1/3,
+// summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
+// as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
+// first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
-  return x > threshold ? x : log1pf(expf(x));
+  constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
+  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
+  const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
+  float p = 1.f / 13.f;
+  p = fmaf(p, s2, 1.f / 11.f);
+  p = fmaf(p, s2, 1.f / 9.f);
+  p = fmaf(p, s2, 1.f / 7.f);
+  p = fmaf(p, s2, 1.f / 5.f);
+  p = fmaf(p, s2, 1.f / 3.f);
+  const float log1p_u = 2.f * fmaf(s * s2, p, s);
+  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -1125,7 +1141,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 
 }  // namespace kdg
 
-#line 4 "templates/wgmma64/recurrence.cu.j2"
+#line 10 "templates/wgmma64/recurrence.cu.j2"
 // ===== recurrence: "recurrence", chunk 64 on bulk tensor copies and wgmma =====
 // grid (N, HV, 2): one CTA per (sequence, value head, 64 value rows), 256 threads. The producer warp group's first
 // thread fills a 2-stage ring (pipeline "chunk_ring") with each chunk's workspace tiles and value rows by
@@ -1133,12 +1149,17 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // 64 value rows of the transposed state Sᵀ as wgmma accumulators for the whole sequence. Per chunk, in the
 // transposed form, every product takes its left operand from registers (the previous result, rounded to bf16)
 // and its right one from the ring:
-//   Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ;  Xᵀ = β⊙(vᵀ − Pᵀ);  Vnᵀ = Xᵀ·Aᵀ;  Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ;
-//   Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
+#line 18 "templates/wgmma64/recurrence.cu.j2"
+//   Pᵀ = Sᵀ·kᵀ·diag(k_factor), Qᵀ = Sᵀ·qᵀ·diag(q_factor);  Xᵀ = β⊙(vᵀ − Pᵀ);  Vnᵀ = Xᵀ·Aᵀ;  Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ;
+//   Sᵀ ← Sᵀ⊙decay_total + (Vnᵀ·diag(to_end_factor))·k.
+// q and k are the inputs as loaded (qk "raw"): k_factor·k = k_decayed, q_factor·q = q_decayed and
+// to_end_factor·k = k_to_end row by row, so the factors (a number per token: ws_row_factors) scale the products'
+// token columns where the decayed tiles held them in every element.
+#line 27 "templates/wgmma64/recurrence.cu.j2"
 // Xᵀ and Vnᵀ enter the C×C products as bf16 hi + lo (their rounding would otherwise dominate o's error).
 namespace kdg_recurrence {
 using namespace kdg;
-constexpr int C = 64, K = 128, V = 128, KD = 1, DW = 4;
+constexpr int C = 64, K = 128, V = 128, KD = 1, DW = 4, G = 1;
 constexpr int CONSUMERS = 1, SLICES = 2, STAGES = 2, VR = 64, KA = K / 64;
 constexpr bool STATE_V_FIRST = false;
 #line 3 "templates/wgmma64/operands.cuh.j2"
@@ -1151,6 +1172,18 @@ __device__ __forceinline__ WgmmaFragA frag_of(const WgmmaAcc<N>& d, int kk) {
   WgmmaFragA a;
 #pragma unroll
   for (int r = 0; r < 4; ++r) a.x[r] = pack_bf16(d.x[8 * kk + 2 * r], d.x[8 * kk + 2 * r + 1]);
+  return a;
+}
+
+// As frag_of, each column times its factor f[column] (a number per token): the operand of Accᵀ·diag(f)·B.
+template <int N>
+__device__ __forceinline__ WgmmaFragA frag_of_scaled(const WgmmaAcc<N>& d, int kk, const float* f, int t) {
+  WgmmaFragA a;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int i = 8 * kk + 2 * r, col = wgmma_acc_col(t, i);   // elements i, i + 1: columns col, col + 1
+    a.x[r] = pack_bf16(d.x[i] * f[col], d.x[i + 1] * f[col + 1]);
+  }
   return a;
 }
 
@@ -1231,20 +1264,20 @@ __device__ __forceinline__ void stage_pairs(bf16* tiles, const WgmmaAcc<K>& d, i
 __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
   return v_first ? (long long)v * K + k : (long long)k * V + v;
 }
-#line 20 "templates/wgmma64/recurrence.cu.j2"
+#line 34 "templates/wgmma64/recurrence.cu.j2"
 }  // namespace kdg_recurrence
 
-#line 27 "templates/wgmma64/recurrence.cu.j2"
+#line 41 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
-    const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1241 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
-    const __grid_constant__ kdg::TensorMap map_k_decayed,
-    const __grid_constant__ kdg::TensorMap map_k_to_end,
+    const __grid_constant__ kdg::TensorMap map_q,
+#line 1274 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+    const __grid_constant__ kdg::TensorMap map_k,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
     const __grid_constant__ kdg::TensorMap map_v,
     const float* __restrict__ ws_decay_total,
     const float* __restrict__ ws_beta,
+    const float* __restrict__ ws_row_factors,
     const float* __restrict__ h0,
     int T,
     int N,
@@ -1252,54 +1285,54 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     float* __restrict__ ht,
     bf16* __restrict__ ws_states,
     const __grid_constant__ kdg::TensorMap map_states) {
-#line 29 "templates/wgmma64/recurrence.cu.j2"
+#line 43 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1258 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
-  // shared memory: 200704 B, dynamic (above the static limit)
+#line 1291 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+  // shared memory: 169984 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
   kdg::u64* const bar_free = reinterpret_cast<kdg::u64*>(smem_raw + 16);  // mbarrier free[2], arrive count 128
-  bf16* const s_q_decayed = reinterpret_cast<bf16*>(smem_raw + 1024);  // q_decayed [2 x 64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_q_decayed = 64;
-  constexpr int stride_q_decayed = 8192;  // elements per stage / warp copy
-  bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 33792);  // k_decayed [2 x 64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_k_decayed = 64;
-  constexpr int stride_k_decayed = 8192;  // elements per stage / warp copy
-  bf16* const s_k_to_end = reinterpret_cast<bf16*>(smem_raw + 66560);  // k_to_end [2 x 64 x 64] bf16, ld 64, 2 stages
-  [[maybe_unused]] constexpr int ld_k_to_end = 64;
-  constexpr int stride_k_to_end = 8192;  // elements per stage / warp copy
-  bf16* const s_A = reinterpret_cast<bf16*>(smem_raw + 99328);  // A [64 x 64] bf16, ld 64, 2 stages
+  bf16* const s_q = reinterpret_cast<bf16*>(smem_raw + 1024);  // q [2 x 64 x 64] bf16, ld 64, 2 stages
+  [[maybe_unused]] constexpr int ld_q = 64;
+  constexpr int stride_q = 8192;  // elements per stage / warp copy
+  bf16* const s_k = reinterpret_cast<bf16*>(smem_raw + 33792);  // k [2 x 64 x 64] bf16, ld 64, 2 stages
+  [[maybe_unused]] constexpr int ld_k = 64;
+  constexpr int stride_k = 8192;  // elements per stage / warp copy
+  bf16* const s_A = reinterpret_cast<bf16*>(smem_raw + 66560);  // A [64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_A = 64;
   constexpr int stride_A = 4096;  // elements per stage / warp copy
-  bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 115712);  // Mqk [64 x 64] bf16, ld 64, 2 stages
+  bf16* const s_Mqk = reinterpret_cast<bf16*>(smem_raw + 82944);  // Mqk [64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_Mqk = 64;
   constexpr int stride_Mqk = 4096;  // elements per stage / warp copy
-  bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 132096);  // v [1 x 64 x 64] bf16, ld 64, 2 stages
+  bf16* const s_v = reinterpret_cast<bf16*>(smem_raw + 99328);  // v [1 x 64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_v = 64;
   constexpr int stride_v = 4096;  // elements per stage / warp copy
-  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 148480);  // decay_total [4] f32, ld 4, 2 stages
+  float* const s_decay_total = reinterpret_cast<float*>(smem_raw + 115712);  // decay_total [4] f32, ld 4, 2 stages
   constexpr int stride_decay_total = 4;  // elements per stage / warp copy
-  float* const s_beta = reinterpret_cast<float*>(smem_raw + 148512);  // beta [64] f32, ld 64, 2 stages
+  float* const s_beta = reinterpret_cast<float*>(smem_raw + 115744);  // beta [64] f32, ld 64, 2 stages
   constexpr int stride_beta = 64;  // elements per stage / warp copy
-  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 149024);  // o [1 x 64 x 72] bf16, ld 72, 2 stages
+  float* const s_row_factors = reinterpret_cast<float*>(smem_raw + 116256);  // row_factors [3 x 64] f32, ld 64, 2 stages
+  [[maybe_unused]] constexpr int ld_row_factors = 64;
+  constexpr int stride_row_factors = 192;  // elements per stage / warp copy
+  bf16* const s_o = reinterpret_cast<bf16*>(smem_raw + 117792);  // o [1 x 64 x 72] bf16, ld 72, 2 stages
   [[maybe_unused]] constexpr int ld_o = 72;
   constexpr int stride_o = 4608;  // elements per stage / warp copy
-  bf16* const s_states = reinterpret_cast<bf16*>(smem_raw + 167936);  // states [2 x 64 x 64] bf16, ld 64, 2 stages
+  bf16* const s_states = reinterpret_cast<bf16*>(smem_raw + 137216);  // states [2 x 64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_states = 64;
   constexpr int stride_states = 8192;  // elements per stage / warp copy
-#line 31 "templates/wgmma64/recurrence.cu.j2"
+#line 45 "templates/wgmma64/recurrence.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS * SLICES,
                 "64-token chunks, 64-column tiles, 64 rows per group");
-#line 34 "templates/wgmma64/recurrence.cu.j2"
+#line 48 "templates/wgmma64/recurrence.cu.j2"
   // The maps pass of a cut forward (docs/segments.md §4) runs every segment twice on a grid of 2·SLICES in z: the
   // first half from state 0 with v (its final states: the segments' B), the second from I with v = 0 (their M,
-  // written after the B's in ht). It writes no o, so q_decayed and Mqk are neither loaded nor used.
+  // written after the B's in ht). It writes no o, so q and Mqk are neither loaded nor used.
   constexpr bool maps = true;
   const bool from_identity = (int)blockIdx.z >= SLICES;
   const int slice = (int)blockIdx.z - (from_identity ? SLICES : 0);   // this CTA's share of the value rows
-#line 48 "templates/wgmma64/recurrence.cu.j2"
-  constexpr u32 STAGE_BYTES = 74000;
-  // what a stage holds in the maps pass: no q_decayed, no Mqk, and no v from the identity
+#line 62 "templates/wgmma64/recurrence.cu.j2"
+  constexpr u32 STAGE_BYTES = 58384;
+  // what a stage holds in the maps pass: no q, no Mqk, and no v from the identity
   const u32 stage_bytes = STAGE_BYTES - (maps ? 24576u : 0u) -
                           (from_identity ? 8192u : 0u);
   const int n = blockIdx.x, h = blockIdx.y, HV = gridDim.y;
@@ -1307,7 +1340,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
   const long long chunk0 = first_chunk(nullptr, T, C, n);
   const int num_chunks = (int)((seq.end - seq.begin + C - 1) / C);
 #line 23 "templates/skeleton.j2"
-  // barriers (plan): ready[2] × 1 (producer/elected, 74000 tx bytes); free[2] × 128 (consumer/thread)
+  // barriers (plan): ready[2] × 1 (producer/elected, 58384 tx bytes); free[2] × 128 (consumer/thread)
 #line 25 "templates/skeleton.j2"
   if (threadIdx.x == 0) {
 #line 27 "templates/skeleton.j2"
@@ -1323,11 +1356,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1327 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1360 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
-#line 61 "templates/wgmma64/recurrence.cu.j2"
+#line 75 "templates/wgmma64/recurrence.cu.j2"
     if (threadIdx.x == 0) {
       for (int c = 0; c < num_chunks; ++c) {
         const int s = c % STAGES;
@@ -1337,9 +1370,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
         const int tok = (int)(seq.begin + (long long)c * C);
     #pragma unroll
         for (int a = 0; a < KA; ++a) {
-          if (!maps) tma_load_2d(s_q_decayed + s * stride_q_decayed + a * ATOM, &map_q_decayed, a * 64, row, &bar_ready[s]);
-          tma_load_2d(s_k_decayed + s * stride_k_decayed + a * ATOM, &map_k_decayed, a * 64, row, &bar_ready[s]);
-          tma_load_2d(s_k_to_end + s * stride_k_to_end + a * ATOM, &map_k_to_end, a * 64, row, &bar_ready[s]);
+#line 85 "templates/wgmma64/recurrence.cu.j2"
+          // q and k of the chunk's tokens as the inputs hold them (past the sequence's end: the next one's tokens, or
+          // zeros past T, which the factors' zeros cancel)
+          if (!maps) tma_load_3d(s_q + s * stride_q + a * ATOM, &map_q, a * 64, h / G, tok, &bar_ready[s]);
+          tma_load_3d(s_k + s * stride_k + a * ATOM, &map_k, a * 64, h / G, tok, &bar_ready[s]);
+#line 94 "templates/wgmma64/recurrence.cu.j2"
         }
         tma_load_2d(s_A + s * stride_A, &map_A, 0, row, &bar_ready[s]);
         if (!maps) tma_load_2d(s_Mqk + s * stride_Mqk, &map_Mqk, 0, row, &bar_ready[s]);
@@ -1349,19 +1385,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
         bulk_load(s_decay_total + s * stride_decay_total, ws_decay_total + ((chunk0 + c) * HV + h) * DW, DW * 4,
                   &bar_ready[s]);
         bulk_load(s_beta + s * stride_beta, ws_beta + ((chunk0 + c) * HV + h) * C, C * 4, &bar_ready[s]);
+#line 104 "templates/wgmma64/recurrence.cu.j2"
+        bulk_load(s_row_factors + s * stride_row_factors, ws_row_factors + ((chunk0 + c) * HV + h) * 3 * C, 3 * C * 4,
+                  &bar_ready[s]);
+#line 107 "templates/wgmma64/recurrence.cu.j2"
       }
     }
 
-#line 1356 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1396 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
-#line 85 "templates/wgmma64/recurrence.cu.j2"
+#line 110 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread
     const int v0 = (slice * CONSUMERS + g) * VR;   // its value rows of the state
     WgmmaAcc<K> S;                       // Sᵀ: rows v0.., all K columns
 #line 15 "templates/skeleton.j2"
     // ---- step state_in (consumer, wgmma_acc): Sᵀ rows of this warp group from h0 or 0 (recurrence_maps: 0, or I in the second half of the grid) ----
-#line 90 "templates/wgmma64/recurrence.cu.j2"
+#line 115 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
     for (int i = 0; i < K / 2; ++i) {
       const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
@@ -1373,9 +1413,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       const int s = c % STAGES;
       const long long t0 = seq.begin + (long long)c * C;
       const int L = (int)min((long long)C, seq.end - t0);
-      const bf16* const q_decayed = s_q_decayed + s * stride_q_decayed;
-      const bf16* const k_decayed = s_k_decayed + s * stride_k_decayed;
-      const bf16* const k_to_end = s_k_to_end + s * stride_k_to_end;
+#line 127 "templates/wgmma64/recurrence.cu.j2"
+      const bf16* const q_tile = s_q + s * stride_q;
+      const bf16* const k_tile = s_k + s * stride_k;
+      // the numbers per token (ws_row_factors' rows)
+      const float* const q_factor = s_row_factors + s * stride_row_factors;
+      const float* const k_factor = q_factor + C;
+      const float* const to_end_factor = k_factor + C;
+#line 138 "templates/wgmma64/recurrence.cu.j2"
       const bf16* const A = s_A + s * stride_A;
       const bf16* const Mqk = s_Mqk + s * stride_Mqk;
       const bf16* const v_tile = s_v + s * stride_v + g * ATOM;
@@ -1384,8 +1429,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       mbarrier_wait_try(&bar_ready[s], (c / STAGES) & 1);
 
 #line 15 "templates/skeleton.j2"
-      // ---- step state_products (consumer, wgmma_acc): Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16) ----
-#line 112 "templates/wgmma64/recurrence.cu.j2"
+      // ---- step state_products (consumer, wgmma_acc): Pᵀ = Sᵀ·kᵀ, Qᵀ = Sᵀ·qᵀ: wgmma with Sᵀ as the register operand (bf16); q and k as loaded, each result's token columns scaled later ----
+#line 146 "templates/wgmma64/recurrence.cu.j2"
       // Every register operand is written before wgmma_fence (the warpgroup's arrive), so no product waits on
       // another: the compiler would otherwise insert an arrive before each and serialise them.
       WgmmaAcc<C> P, Q;
@@ -1401,19 +1446,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       wgmma_fence();
     #pragma unroll
       for (int kk = 0; kk < K / 16; ++kk) {
-        wgmma_rs<0>(P, sa[kk], k_major(k_decayed, kk), 1);
-        if (!maps) wgmma_rs<0>(Q, sa[kk], k_major(q_decayed, kk), 1);
+        wgmma_rs<0>(P, sa[kk], k_major(k_tile, kk), 1);
+        if (!maps) wgmma_rs<0>(Q, sa[kk], k_major(q_tile, kk), 1);
       }
       wgmma_commit();
-#line 139 "templates/wgmma64/recurrence.cu.j2"
+#line 173 "templates/wgmma64/recurrence.cu.j2"
       wgmma_wait<0>();
       wgmma_fence_operand(P);
       wgmma_fence_operand(Q);
 
 #line 15 "templates/skeleton.j2"
-      // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 144 "templates/wgmma64/recurrence.cu.j2"
-      // P becomes Xᵀ in place (rows are value rows, columns tokens); vᵀ by ldmatrix.trans (rows_t), β by pairs.
+      // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ·diag(k_factor)) ----
+#line 178 "templates/wgmma64/recurrence.cu.j2"
+      // P becomes Xᵀ in place (rows are value rows, columns tokens); vᵀ by ldmatrix.trans (rows_t), β by pairs; P's columns × k_factor (Sᵀ·kᵀ → Sᵀ·k_decayedᵀ).
+#line 180 "templates/wgmma64/recurrence.cu.j2"
       {
         const int q = t & 3;
     #pragma unroll
@@ -1425,15 +1471,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
             const int nb = 2 * k + (mm >> 1), i = 4 * nb + 2 * (mm & 1);
             const float2 b = *reinterpret_cast<const float2*>(beta + 8 * nb + 2 * q);
             const __nv_bfloat162 vp = *reinterpret_cast<const __nv_bfloat162*>(&vv.x[mm]);
-            P.x[i] = b.x * (__low2float(vp) - P.x[i]);
-            P.x[i + 1] = b.y * (__high2float(vp) - P.x[i + 1]);
+#line 192 "templates/wgmma64/recurrence.cu.j2"
+            const float2 kf = *reinterpret_cast<const float2*>(k_factor + 8 * nb + 2 * q);
+            P.x[i] = b.x * (__low2float(vp) - kf.x * P.x[i]);
+            P.x[i + 1] = b.y * (__high2float(vp) - kf.y * P.x[i + 1]);
+#line 199 "templates/wgmma64/recurrence.cu.j2"
           }
         }
       }
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 163 "templates/wgmma64/recurrence.cu.j2"
+#line 204 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -1451,13 +1500,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
         wgmma_rs<0>(Vn, xl[kk], k_major(A, kk), 1);
       }
       wgmma_commit();
+      // while the solve is on the tensor cores: the state decayed by the chunk's total (Sᵀ is no operand of the solve:
+      // the products took its bf16 copy), and Qᵀ's columns × q_factor (Sᵀ·qᵀ → Sᵀ·q_decayedᵀ)
+    #pragma unroll
+      for (int i = 0; i < K / 2; ++i) S.x[i] *= decay_total[KD == 1 ? 0 : wgmma_acc_col(t, i)];
+#line 226 "templates/wgmma64/recurrence.cu.j2"
+      if (!maps) {
+    #pragma unroll
+        for (int i = 0; i < C / 2; ++i) Q.x[i] *= q_factor[wgmma_acc_col(t, i)];
+      }
+#line 231 "templates/wgmma64/recurrence.cu.j2"
       wgmma_wait<0>();
       wgmma_fence_operand(Vn);
 
 #line 15 "templates/skeleton.j2"
-      // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 184 "templates/wgmma64/recurrence.cu.j2"
-      // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
+      // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ·diag(q_factor) + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
+#line 235 "templates/wgmma64/recurrence.cu.j2"
+      // and step update: both products take Vnᵀ (the update's columns × to_end_factor)
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
@@ -1465,8 +1524,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
         wgmma_fence_operand(vh[kk]);
         wgmma_fence_operand(vl[kk]);
       }
-    #pragma unroll
-      for (int i = 0; i < K / 2; ++i) S.x[i] *= decay_total[KD == 1 ? 0 : wgmma_acc_col(t, i)];
       wgmma_fence_operand(S);
       wgmma_fence_operand(Q);
       wgmma_fence();
@@ -1479,17 +1536,26 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       }
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
-      // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 206 "templates/wgmma64/recurrence.cu.j2"
+      // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + (Vnᵀ·diag(to_end_factor))·k (k read N-major); the stage is released ----
+#line 256 "templates/wgmma64/recurrence.cu.j2"
+      // bf16(Vnᵀ·diag(to_end_factor)), the update's operand, made while the output's products run
+      WgmmaFragA ve[C / 16];
     #pragma unroll
-      for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
+      for (int kk = 0; kk < C / 16; ++kk) {
+        ve[kk] = frag_of_scaled(Vn, kk, to_end_factor, t);
+        wgmma_fence_operand(ve[kk]);
+      }
+      wgmma_fence();
+#line 265 "templates/wgmma64/recurrence.cu.j2"
+    #pragma unroll
+      for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, ve[kk], n_major(k_tile, kk), 1);
       wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
       wgmma_wait<1>();
       wgmma_fence_operand(Q);
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows; S_c by one thread's bulk tensor stores ----
-#line 213 "templates/wgmma64/recurrence.cu.j2"
+#line 272 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       if (!maps) {
@@ -1499,9 +1565,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
           const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
           o_stage[j * (VR + 8) + r] = __float2bfloat16_rn(Q.x[i]);
         }
-#line 228 "templates/wgmma64/recurrence.cu.j2"
+#line 287 "templates/wgmma64/recurrence.cu.j2"
         named_barrier_sync(1 + g, 128);        // barrier "o_staged": the tile is staged (and S_c's)
-#line 237 "templates/wgmma64/recurrence.cu.j2"
+#line 296 "templates/wgmma64/recurrence.cu.j2"
         for (int p = t; p < C * VR / 8; p += 128) {
           const int tok = p / (VR / 8), piece = p % (VR / 8);
           if (tok < L) {
@@ -1517,7 +1583,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 254 "templates/wgmma64/recurrence.cu.j2"
+#line 313 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -1529,7 +1595,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 265 "templates/wgmma64/recurrence.cu.j2"
+#line 324 "templates/wgmma64/recurrence.cu.j2"
 }
 
 

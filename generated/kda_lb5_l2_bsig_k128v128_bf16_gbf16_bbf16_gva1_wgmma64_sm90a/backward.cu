@@ -417,17 +417,33 @@ __device__ __forceinline__ void ptx_stmatrix_x4_trans(void* row_ptr, const u32 (
 // ===== templates/common/math.cuh =====
 #line 1 "templates/common/math.cuh"
 // kdagen common: the scalar functions the expression emitter (kdagen.codegen.expr) writes calls to,
-// and row loads into per-thread channel slices. Accurate libm forms (no fast-math) so the prologue
-// matches the float64 reference to fp32 rounding.
+// and row loads into per-thread channel slices. No fast-math: every function is within a few ulp of the
+// float64 value (libm's expf, logf, rsqrtf, or the MUFU forms below, each with its error bound stated).
 namespace kdg {
 
 // The fast exponential and reciprocal (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
 // Flushing subnormals changes nothing here: e^−x below the smallest normal leaves 1 + e^−x = 1.
 __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx_ex2_ftz(x * -1.4426950408889634f)); }
 
-// softplus with flash-linear-attention's threshold: x itself above it.
+// softplus with flash-linear-attention's threshold (x itself above it) on the special-function unit:
+// softplus(x) = max(x, 0) + log1p(u) with u = e^−|x| in (0, 1], and log1p(u) = 2·atanh(s), s = u / (2 + u) ≤ 1/3,
+// summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
+// as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
+// first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
-  return x > threshold ? x : log1pf(expf(x));
+  constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
+  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
+  const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
+  float p = 1.f / 13.f;
+  p = fmaf(p, s2, 1.f / 11.f);
+  p = fmaf(p, s2, 1.f / 9.f);
+  p = fmaf(p, s2, 1.f / 7.f);
+  p = fmaf(p, s2, 1.f / 5.f);
+  p = fmaf(p, s2, 1.f / 3.f);
+  const float log1p_u = 2.f * fmaf(s * s2, p, s);
+  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -1152,6 +1168,18 @@ __device__ __forceinline__ WgmmaFragA frag_of(const WgmmaAcc<N>& d, int kk) {
   return a;
 }
 
+// As frag_of, each column times its factor f[column] (a number per token): the operand of Accᵀ·diag(f)·B.
+template <int N>
+__device__ __forceinline__ WgmmaFragA frag_of_scaled(const WgmmaAcc<N>& d, int kk, const float* f, int t) {
+  WgmmaFragA a;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int i = 8 * kk + 2 * r, col = wgmma_acc_col(t, i);   // elements i, i + 1: columns col, col + 1
+    a.x[r] = pack_bf16(d.x[i] * f[col], d.x[i + 1] * f[col + 1]);
+  }
+  return a;
+}
+
 // The same split into bf16 hi + lo (x ≈ hi + lo): the product keeps close to fp32 accuracy.
 template <int N>
 __device__ __forceinline__ void frag_split(const WgmmaAcc<N>& d, int kk, WgmmaFragA& hi, WgmmaFragA& lo) {
@@ -1235,7 +1263,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 25 "templates/wgmma64/dstate.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1239 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1267 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1253,7 +1281,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 #line 27 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
   constexpr bool starts = false;   // the C pass: no dh stores, dS entering → dstate_start
-#line 1257 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1285 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216064 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1307,7 +1335,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1311 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1339 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1335,7 +1363,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1339 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1367 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 64 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1439,12 +1467,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
         wgmma_rs<1>(dX, vl[kk], n_major(A, kk), 1);
       }
       wgmma_commit();
+      // while dXᵀ is on the tensor cores: dSᵀ decayed by the chunk's total (no operand of these products: dh_out took
+      // its bf16 split), off the chain's path
+    #pragma unroll
+      for (int j = 0; j < K / 2; ++j) dS.x[j] *= decay_total[KD == 1 ? 0 : wgmma_acc_col(t, j)];
       wgmma_wait<0>();
       wgmma_fence_operand(dX);
 
 #line 15 "templates/skeleton.j2"
       // ---- step dstate_update (consumer, wgmma_acc): dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed (both read N-major, β⊙dX formed here); the stage is released ----
-#line 161 "templates/wgmma64/dstate.cu.j2"
+#line 165 "templates/wgmma64/dstate.cu.j2"
       // −(β⊙dX)ᵀ as the register operand: columns are tokens j, scaled by β_j
       WgmmaFragA nbdx[C / 16];
     #pragma unroll
@@ -1454,8 +1486,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
         nbdx[kk] = frag_of(dX, kk);
         wgmma_fence_operand(nbdx[kk]);
       }
-    #pragma unroll
-      for (int j = 0; j < K / 2; ++j) dS.x[j] *= decay_total[KD == 1 ? 0 : wgmma_acc_col(t, j)];
       wgmma_fence_operand(dS);
       wgmma_fence();
     #pragma unroll
@@ -1471,7 +1501,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate_out (consumer, wgmma_acc): dh0: dS after the first chunk (dht, or zero, for an empty sequence); the C pass of a cut training call (entry dstate_starts: no dh stored, dht = 0) writes it to dstate_start ----
-#line 186 "templates/wgmma64/dstate.cu.j2"
+#line 188 "templates/wgmma64/dstate.cu.j2"
     if (!starts && t == 0) bulk_wait_read<0>();   // the last stores have read their staging before the CTA exits
     float* const dS_in = starts ? dstate_start : grad_h0;   // the C pass: the dS entering the segment
     if (dS_in != nullptr) {
@@ -1484,7 +1514,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 198 "templates/wgmma64/dstate.cu.j2"
+#line 200 "templates/wgmma64/dstate.cu.j2"
 }
 
 
@@ -1517,6 +1547,18 @@ __device__ __forceinline__ WgmmaFragA frag_of(const WgmmaAcc<N>& d, int kk) {
   WgmmaFragA a;
 #pragma unroll
   for (int r = 0; r < 4; ++r) a.x[r] = pack_bf16(d.x[8 * kk + 2 * r], d.x[8 * kk + 2 * r + 1]);
+  return a;
+}
+
+// As frag_of, each column times its factor f[column] (a number per token): the operand of Accᵀ·diag(f)·B.
+template <int N>
+__device__ __forceinline__ WgmmaFragA frag_of_scaled(const WgmmaAcc<N>& d, int kk, const float* f, int t) {
+  WgmmaFragA a;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int i = 8 * kk + 2 * r, col = wgmma_acc_col(t, i);   // elements i, i + 1: columns col, col + 1
+    a.x[r] = pack_bf16(d.x[i] * f[col], d.x[i + 1] * f[col + 1]);
+  }
   return a;
 }
 
@@ -1655,7 +1697,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1659 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1701 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1678,7 +1720,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dbeta) {
 #line 79 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1682 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1724 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1739,7 +1781,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1743 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1785 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1771,7 +1813,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1775 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1817 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
@@ -2086,7 +2128,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2090 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2132 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2110,7 +2152,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     int N) {
 #line 109 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2114 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2156 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216832 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
@@ -2169,14 +2211,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2173 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2215 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
 #line 148 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2180 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2222 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2240,14 +2282,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2244 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2286 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 198 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2251 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2293 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2567,7 +2609,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
 #line 647 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2571 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2613 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 650 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
@@ -2584,7 +2626,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
 #line 671 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2588 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2630 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2760,7 +2802,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2764 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2806 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2888,7 +2930,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2892 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2934 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2897,7 +2939,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2901 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2943 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -417,17 +417,33 @@ __device__ __forceinline__ void ptx_stmatrix_x4_trans(void* row_ptr, const u32 (
 // ===== templates/common/math.cuh =====
 #line 1 "templates/common/math.cuh"
 // kdagen common: the scalar functions the expression emitter (kdagen.codegen.expr) writes calls to,
-// and row loads into per-thread channel slices. Accurate libm forms (no fast-math) so the prologue
-// matches the float64 reference to fp32 rounding.
+// and row loads into per-thread channel slices. No fast-math: every function is within a few ulp of the
+// float64 value (libm's expf, logf, rsqrtf, or the MUFU forms below, each with its error bound stated).
 namespace kdg {
 
 // The fast exponential and reciprocal (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
 // Flushing subnormals changes nothing here: e^−x below the smallest normal leaves 1 + e^−x = 1.
 __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx_ex2_ftz(x * -1.4426950408889634f)); }
 
-// softplus with flash-linear-attention's threshold: x itself above it.
+// softplus with flash-linear-attention's threshold (x itself above it) on the special-function unit:
+// softplus(x) = max(x, 0) + log1p(u) with u = e^−|x| in (0, 1], and log1p(u) = 2·atanh(s), s = u / (2 + u) ≤ 1/3,
+// summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
+// as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
+// first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
-  return x > threshold ? x : log1pf(expf(x));
+  constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
+  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
+  const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
+  float p = 1.f / 13.f;
+  p = fmaf(p, s2, 1.f / 11.f);
+  p = fmaf(p, s2, 1.f / 9.f);
+  p = fmaf(p, s2, 1.f / 7.f);
+  p = fmaf(p, s2, 1.f / 5.f);
+  p = fmaf(p, s2, 1.f / 3.f);
+  const float log1p_u = 2.f * fmaf(s * s2, p, s);
+  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -1152,6 +1168,18 @@ __device__ __forceinline__ WgmmaFragA frag_of(const WgmmaAcc<N>& d, int kk) {
   return a;
 }
 
+// As frag_of, each column times its factor f[column] (a number per token): the operand of Accᵀ·diag(f)·B.
+template <int N>
+__device__ __forceinline__ WgmmaFragA frag_of_scaled(const WgmmaAcc<N>& d, int kk, const float* f, int t) {
+  WgmmaFragA a;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int i = 8 * kk + 2 * r, col = wgmma_acc_col(t, i);   // elements i, i + 1: columns col, col + 1
+    a.x[r] = pack_bf16(d.x[i] * f[col], d.x[i + 1] * f[col + 1]);
+  }
+  return a;
+}
+
 // The same split into bf16 hi + lo (x ≈ hi + lo): the product keeps close to fp32 accuracy.
 template <int N>
 __device__ __forceinline__ void frag_split(const WgmmaAcc<N>& d, int kk, WgmmaFragA& hi, WgmmaFragA& lo) {
@@ -1235,7 +1263,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 25 "templates/wgmma64/dstate.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1239 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1267 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1253,7 +1281,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
 #line 27 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
   constexpr bool starts = true;   // the C pass: no dh stores, dS entering → dstate_start
-#line 1257 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1285 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
   // shared memory: 216064 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1307,7 +1335,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1311 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1339 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1335,7 +1363,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
       }
     }
 
-#line 1339 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1367 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 64 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1439,12 +1467,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
         wgmma_rs<1>(dX, vl[kk], n_major(A, kk), 1);
       }
       wgmma_commit();
+      // while dXᵀ is on the tensor cores: dSᵀ decayed by the chunk's total (no operand of these products: dh_out took
+      // its bf16 split), off the chain's path
+    #pragma unroll
+      for (int j = 0; j < K / 2; ++j) dS.x[j] *= decay_total[KD == 1 ? 0 : wgmma_acc_col(t, j)];
       wgmma_wait<0>();
       wgmma_fence_operand(dX);
 
 #line 15 "templates/skeleton.j2"
       // ---- step dstate_update (consumer, wgmma_acc): dSᵀ ← dSᵀ⊙decay_total + dOᵀ·q_decayed − (β⊙dX)ᵀ·k_decayed (both read N-major, β⊙dX formed here); the stage is released ----
-#line 161 "templates/wgmma64/dstate.cu.j2"
+#line 165 "templates/wgmma64/dstate.cu.j2"
       // −(β⊙dX)ᵀ as the register operand: columns are tokens j, scaled by β_j
       WgmmaFragA nbdx[C / 16];
     #pragma unroll
@@ -1454,8 +1486,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
         nbdx[kk] = frag_of(dX, kk);
         wgmma_fence_operand(nbdx[kk]);
       }
-    #pragma unroll
-      for (int j = 0; j < K / 2; ++j) dS.x[j] *= decay_total[KD == 1 ? 0 : wgmma_acc_col(t, j)];
       wgmma_fence_operand(dS);
       wgmma_fence();
     #pragma unroll
@@ -1471,7 +1501,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
 
 #line 15 "templates/skeleton.j2"
     // ---- step dstate_out (consumer, wgmma_acc): dh0: dS after the first chunk (dht, or zero, for an empty sequence); the C pass of a cut training call (entry dstate_starts: no dh stored, dht = 0) writes it to dstate_start ----
-#line 186 "templates/wgmma64/dstate.cu.j2"
+#line 188 "templates/wgmma64/dstate.cu.j2"
     if (!starts && t == 0) bulk_wait_read<0>();   // the last stores have read their staging before the CTA exits
     float* const dS_in = starts ? dstate_start : grad_h0;   // the C pass: the dS entering the segment
     if (dS_in != nullptr) {
@@ -1484,7 +1514,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 198 "templates/wgmma64/dstate.cu.j2"
+#line 200 "templates/wgmma64/dstate.cu.j2"
 }
 
 

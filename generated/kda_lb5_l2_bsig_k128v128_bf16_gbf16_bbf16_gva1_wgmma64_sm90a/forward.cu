@@ -417,17 +417,33 @@ __device__ __forceinline__ void ptx_stmatrix_x4_trans(void* row_ptr, const u32 (
 // ===== templates/common/math.cuh =====
 #line 1 "templates/common/math.cuh"
 // kdagen common: the scalar functions the expression emitter (kdagen.codegen.expr) writes calls to,
-// and row loads into per-thread channel slices. Accurate libm forms (no fast-math) so the prologue
-// matches the float64 reference to fp32 rounding.
+// and row loads into per-thread channel slices. No fast-math: every function is within a few ulp of the
+// float64 value (libm's expf, logf, rsqrtf, or the MUFU forms below, each with its error bound stated).
 namespace kdg {
 
 // The fast exponential and reciprocal (≈ 2 ulp; 1 / inf = 0 for x below −88): the gate and β need no more.
 // Flushing subnormals changes nothing here: e^−x below the smallest normal leaves 1 + e^−x = 1.
 __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx_ex2_ftz(x * -1.4426950408889634f)); }
 
-// softplus with flash-linear-attention's threshold: x itself above it.
+// softplus with flash-linear-attention's threshold (x itself above it) on the special-function unit:
+// softplus(x) = max(x, 0) + log1p(u) with u = e^−|x| in (0, 1], and log1p(u) = 2·atanh(s), s = u / (2 + u) ≤ 1/3,
+// summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
+// as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
+// first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
-  return x > threshold ? x : log1pf(expf(x));
+  constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
+  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
+  const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
+  float p = 1.f / 13.f;
+  p = fmaf(p, s2, 1.f / 11.f);
+  p = fmaf(p, s2, 1.f / 9.f);
+  p = fmaf(p, s2, 1.f / 7.f);
+  p = fmaf(p, s2, 1.f / 5.f);
+  p = fmaf(p, s2, 1.f / 3.f);
+  const float log1p_u = 2.f * fmaf(s * s2, p, s);
+  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -1140,7 +1156,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 1144 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1160 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1166,7 +1182,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(CPT * THREADS == NB * K && (CPT == 1 || CPT == 2) && K % 16 == 0,
                 "decay_columns, factors: one block and one or two channels per thread");
-#line 1170 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1186 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 107264 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132, alias q_then_A
@@ -1346,7 +1362,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
 #line 168 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1350 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1366 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1514,7 +1530,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #line 399 "templates/wgmma64/prepare.cu.j2"
     auto q_run = [&](int row, float (&x)[CPT]) { get_run(&s_q_hat[row * LDF + c0], x); };
     auto k_run = [&](int row, float (&x)[CPT]) { get_run(&s_k_hat[row * LDF + c0], x); };
-#line 402 "templates/wgmma64/prepare.cu.j2"
+#line 428 "templates/wgmma64/prepare.cu.j2"
     // the key side, last row first: F_r = Π α of the block's rows after r; k_to_end = k̂·F·after
     {
       float f[CPT];
@@ -1531,9 +1547,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           to_end[j] = k_out[j] * after[j];
           f[j] *= alpha_col[r][j];
         }
-#line 419 "templates/wgmma64/prepare.cu.j2"
+#line 445 "templates/wgmma64/prepare.cu.j2"
         put_run(&s_k_out[row * LDF + c0], k_out);  // the key side, often scaled first: rounded where it is read
-#line 421 "templates/wgmma64/prepare.cu.j2"
+#line 447 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_k_to_end + (ws_ch * C + row) * K + c0, to_end);
       }
     }
@@ -1556,34 +1572,34 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
           q_dec[j] = scale * q[j] * before[j];
           k_dec[j] = k[j] * before[j];
         }
-#line 444 "templates/wgmma64/prepare.cu.j2"
+#line 470 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
         for (int j = 0; j < CPT; ++j) q[j] = kdg::round_tf32(q[j]), k[j] = kdg::round_tf32(k[j]);
         put_run(&s_q_hat[row * LDF + c0], q);  // the blocks' row side, rounded once here
         put_run(&s_k_hat[row * LDF + c0], k);
-#line 449 "templates/wgmma64/prepare.cu.j2"
+#line 475 "templates/wgmma64/prepare.cu.j2"
         kdg::store_row(ws_q_decayed + (ws_ch * C + row) * K + c0, q_dec);
         kdg::store_row(ws_k_decayed + (ws_ch * C + row) * K + c0, k_dec);
       }
     }
-#line 456 "templates/wgmma64/prepare.cu.j2"
+#line 485 "templates/wgmma64/prepare.cu.j2"
     // block 0's threads, per channel: the decays between blocks, 1/D and the chunk's
     // total decay
-#line 459 "templates/wgmma64/prepare.cu.j2"
+#line 488 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int j = 0; j < CPT; ++j) {
       const int c = c0 + j;
-#line 463 "templates/wgmma64/prepare.cu.j2"
+#line 492 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < KD) {  // the decay between blocks J and I of the pairs (2,0), (3,1), (3,0): Π D, J < M < I
         s_between[0 * KD + c] = D[1][j];
         s_between[1 * KD + c] = D[2][j];
         s_between[2 * KD + c] = D[1][j] * D[2][j];
-#line 468 "templates/wgmma64/prepare.cu.j2"
+#line 497 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
         for (int M = 0; M < NB; ++M) s_inv_D[M * KD + c] = 1.f / D[M][j];  // ≤ 2^126: the plan's bound
-#line 471 "templates/wgmma64/prepare.cu.j2"
+#line 500 "templates/wgmma64/prepare.cu.j2"
       }
-#line 473 "templates/wgmma64/prepare.cu.j2"
+#line 502 "templates/wgmma64/prepare.cu.j2"
       if (I == 0 && c < DW) {
         float total = 1.f;
 #pragma unroll
@@ -1597,14 +1613,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step blocks (all, mma:block_pairs): the off-diagonal 16×16 blocks, tf32 mma; the key side scaled by the blocks in between; the diagonal blocks too (factored at the block start: the key side k_out·(1/D), masked j ≤ i) ----
-#line 495 "templates/wgmma64/prepare.cu.j2"
+#line 524 "templates/wgmma64/prepare.cu.j2"
   // the six off-diagonal 16×16 blocks (I > J) of Mqk and Mkk on tensor cores, tf32 (10-bit operands: o moves by < 1e-5)
   // Mqk_IJ = scale·(q̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, Mkk_IJ = β_I ⊙ (k̂·E)_I · (k_out_J ⊙ d_IJ)ᵀ, d_IJ the product of the
   // totals of the blocks strictly between J and I (`between`).
-#line 500 "templates/wgmma64/prepare.cu.j2"
+#line 529 "templates/wgmma64/prepare.cu.j2"
   // The four diagonal blocks too, factored at the block start: the key side k_out_I ⊙ (1/D_I) = k̂·e^(Γ_in−Γj)
   // (the plan proved it stays in range), kept for j ≤ i (Mqk) and j < i (Mkk).
-#line 503 "templates/wgmma64/prepare.cu.j2"
+#line 532 "templates/wgmma64/prepare.cu.j2"
   // Warp w takes tiles w, w + WARPS, ...
   constexpr int PAIRS = NB * (NB - 1) / 2, DIAGONAL = NB;
   constexpr int PRODUCTS = PAIRS + DIAGONAL, TILES = 2 * PRODUCTS;
@@ -1624,13 +1640,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bool diag = I == J;
       kdg::frag_zero(mkk_acc[n][0]);
       kdg::frag_zero(mkk_acc[n][1]);
-#line 532 "templates/wgmma64/prepare.cu.j2"
+#line 561 "templates/wgmma64/prepare.cu.j2"
       const float* left = (is_k ? s_k_hat : s_q_hat) + I * B * LDF;
       const float* right = s_k_out + J * B * LDF;
       const int gap = I - J <= 1 ? -1 : J == 0 ? (I == 2 ? 0 : 2) : 1;  // row of `between`, or none
       // the key side's factor per channel: the decay between the blocks, or 1/D on the diagonal
       const float* key_scale = diag ? s_inv_D + I * KD : gap >= 0 ? s_between + gap * KD : nullptr;
-#line 559 "templates/wgmma64/prepare.cu.j2"
+#line 588 "templates/wgmma64/prepare.cu.j2"
       // tf32 operands straight from fp32 shared memory by ldmatrix (rows padded to K + 4: conflict-free); the
       // loop is instantiated with and without the key side's factor, so no iteration tests for it
       auto products = [&](const bool scaled) {
@@ -1649,16 +1665,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       } else {
         products(false);
       }
-#line 578 "templates/wgmma64/prepare.cu.j2"
+#line 607 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = kdg::frag_c_row(lane, e), cc = nt * 8 + kdg::frag_c_col(lane, e);
           const bool kept = !diag || (is_k ? cc < r : cc <= r);  // the diagonal blocks: lower part only
-#line 590 "templates/wgmma64/prepare.cu.j2"
+#line 619 "templates/wgmma64/prepare.cu.j2"
           const float x = kept ? mkk_acc[n][nt].x[e] : 0.f;
-#line 592 "templates/wgmma64/prepare.cu.j2"
+#line 621 "templates/wgmma64/prepare.cu.j2"
           mkk_acc[n][nt].x[e] = (is_k ? s_beta[I * B + r] : scale) * x;
         }
         if (!is_k) {  // Mqk's tile: each lane's column pairs as bf16x2 words, rows r and r + 8
@@ -1679,7 +1695,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step assemble (all, mma:block_pairs): Mkk from the accumulators ----
-#line 611 "templates/wgmma64/prepare.cu.j2"
+#line 640 "templates/wgmma64/prepare.cu.j2"
   // Mkk [C][C] from the accumulators (I ≥ J), zeros above
   {
 #pragma unroll
@@ -1698,19 +1714,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     }
     // this thread's row segment: zero above the diagonal
     float4* const at = reinterpret_cast<float4*>(&s_Mkk[seg_row * ld_Mkk + seg_J * B]);
-#line 632 "templates/wgmma64/prepare.cu.j2"
+#line 661 "templates/wgmma64/prepare.cu.j2"
 #pragma unroll
     for (int v = 0; v < B / 4; ++v) {
-#line 635 "templates/wgmma64/prepare.cu.j2"
+#line 664 "templates/wgmma64/prepare.cu.j2"
       if (seg_J > seg_I) at[v] = make_float4(0.f, 0.f, 0.f, 0.f);
-#line 639 "templates/wgmma64/prepare.cu.j2"
+#line 668 "templates/wgmma64/prepare.cu.j2"
     }
   }
   __syncthreads();  // barrier "sync"
 
 #line 15 "templates/skeleton.j2"
   // ---- step inverse (all, blocks16): diagonal blocks by forward substitution, then A_IJ = −A_II·Σ_M Mkk_IM·A_MJ level by level (bf16x3 mma, a 16×8 tile per warp) ----
-#line 644 "templates/wgmma64/prepare.cu.j2"
+#line 673 "templates/wgmma64/prepare.cu.j2"
   // A = (I + Mkk)⁻¹, unit lower triangular, by 16-row blocks (Mkk and A rows padded to ld C + 8: the fragment
   // loads below meet each bank at most twice)
   // (a) warp w < NB: the diagonal block A_ww by forward substitution, lane j < 16 owning column j
@@ -1769,7 +1785,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 
 #line 15 "templates/skeleton.j2"
   // ---- step store_inverse (all, thread): A as bf16, rows and columns past the chunk's end zero ----
-#line 701 "templates/wgmma64/prepare.cu.j2"
+#line 730 "templates/wgmma64/prepare.cu.j2"
   // A as bf16, this thread's row segment as two 16-byte stores; rows and columns past the chunk's end zero
   {
     const float* const src = &s_A[seg_row * ld_A + seg_J * B];
@@ -1788,7 +1804,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
   }
 }
 
-#line 4 "templates/wgmma64/recurrence.cu.j2"
+#line 10 "templates/wgmma64/recurrence.cu.j2"
 // ===== recurrence: "recurrence", chunk 64 on bulk tensor copies and wgmma =====
 // grid (N, HV, 2): one CTA per (sequence, value head, 64 value rows), 256 threads. The producer warp group's first
 // thread fills a 2-stage ring (pipeline "chunk_ring") with each chunk's workspace tiles and value rows by
@@ -1796,12 +1812,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 // 64 value rows of the transposed state Sᵀ as wgmma accumulators for the whole sequence. Per chunk, in the
 // transposed form, every product takes its left operand from registers (the previous result, rounded to bf16)
 // and its right one from the ring:
+#line 24 "templates/wgmma64/recurrence.cu.j2"
 //   Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ;  Xᵀ = β⊙(vᵀ − Pᵀ);  Vnᵀ = Xᵀ·Aᵀ;  Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ;
 //   Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
+#line 27 "templates/wgmma64/recurrence.cu.j2"
 // Xᵀ and Vnᵀ enter the C×C products as bf16 hi + lo (their rounding would otherwise dominate o's error).
 namespace kdg_recurrence {
 using namespace kdg;
-constexpr int C = 64, K = 128, V = 128, KD = 128, DW = 128;
+constexpr int C = 64, K = 128, V = 128, KD = 128, DW = 128, G = 1;
 constexpr int CONSUMERS = 1, SLICES = 2, STAGES = 2, VR = 64, KA = K / 64;
 constexpr bool STATE_V_FIRST = false;
 #line 3 "templates/wgmma64/operands.cuh.j2"
@@ -1814,6 +1832,18 @@ __device__ __forceinline__ WgmmaFragA frag_of(const WgmmaAcc<N>& d, int kk) {
   WgmmaFragA a;
 #pragma unroll
   for (int r = 0; r < 4; ++r) a.x[r] = pack_bf16(d.x[8 * kk + 2 * r], d.x[8 * kk + 2 * r + 1]);
+  return a;
+}
+
+// As frag_of, each column times its factor f[column] (a number per token): the operand of Accᵀ·diag(f)·B.
+template <int N>
+__device__ __forceinline__ WgmmaFragA frag_of_scaled(const WgmmaAcc<N>& d, int kk, const float* f, int t) {
+  WgmmaFragA a;
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int i = 8 * kk + 2 * r, col = wgmma_acc_col(t, i);   // elements i, i + 1: columns col, col + 1
+    a.x[r] = pack_bf16(d.x[i] * f[col], d.x[i + 1] * f[col + 1]);
+  }
   return a;
 }
 
@@ -1894,13 +1924,13 @@ __device__ __forceinline__ void stage_pairs(bf16* tiles, const WgmmaAcc<K>& d, i
 __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
   return v_first ? (long long)v * K + k : (long long)k * V + v;
 }
-#line 20 "templates/wgmma64/recurrence.cu.j2"
+#line 34 "templates/wgmma64/recurrence.cu.j2"
 }  // namespace kdg_recurrence
 
-#line 27 "templates/wgmma64/recurrence.cu.j2"
+#line 41 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1904 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1934 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1915,9 +1945,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     float* __restrict__ ht,
     bf16* __restrict__ ws_states,
     const __grid_constant__ kdg::TensorMap map_states) {
-#line 29 "templates/wgmma64/recurrence.cu.j2"
+#line 43 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1921 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1951 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 201728 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1950,14 +1980,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
   bf16* const s_states = reinterpret_cast<bf16*>(smem_raw + 168960);  // states [2 x 64 x 64] bf16, ld 64, 2 stages
   [[maybe_unused]] constexpr int ld_states = 64;
   constexpr int stride_states = 8192;  // elements per stage / warp copy
-#line 31 "templates/wgmma64/recurrence.cu.j2"
+#line 45 "templates/wgmma64/recurrence.cu.j2"
   static_assert(C == 64 && K % 64 == 0 && V == VR * CONSUMERS * SLICES,
                 "64-token chunks, 64-column tiles, 64 rows per group");
-#line 41 "templates/wgmma64/recurrence.cu.j2"
+#line 55 "templates/wgmma64/recurrence.cu.j2"
   constexpr bool maps = false, from_identity = false;
-#line 43 "templates/wgmma64/recurrence.cu.j2"
+#line 57 "templates/wgmma64/recurrence.cu.j2"
   const int slice = blockIdx.z;      // this CTA's share of the value rows: groups slice·CONSUMERS ..
-#line 48 "templates/wgmma64/recurrence.cu.j2"
+#line 62 "templates/wgmma64/recurrence.cu.j2"
   constexpr u32 STAGE_BYTES = 74496;
   // what a stage holds in the maps pass: no q_decayed, no Mqk, and no v from the identity
   const u32 stage_bytes = STAGE_BYTES - (maps ? 24576u : 0u) -
@@ -1983,11 +2013,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1987 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 2017 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
-#line 61 "templates/wgmma64/recurrence.cu.j2"
+#line 75 "templates/wgmma64/recurrence.cu.j2"
     if (threadIdx.x == 0) {
       for (int c = 0; c < num_chunks; ++c) {
         const int s = c % STAGES;
@@ -1997,9 +2027,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
         const int tok = (int)(seq.begin + (long long)c * C);
     #pragma unroll
         for (int a = 0; a < KA; ++a) {
+#line 90 "templates/wgmma64/recurrence.cu.j2"
           if (!maps) tma_load_2d(s_q_decayed + s * stride_q_decayed + a * ATOM, &map_q_decayed, a * 64, row, &bar_ready[s]);
           tma_load_2d(s_k_decayed + s * stride_k_decayed + a * ATOM, &map_k_decayed, a * 64, row, &bar_ready[s]);
           tma_load_2d(s_k_to_end + s * stride_k_to_end + a * ATOM, &map_k_to_end, a * 64, row, &bar_ready[s]);
+#line 94 "templates/wgmma64/recurrence.cu.j2"
         }
         tma_load_2d(s_A + s * stride_A, &map_A, 0, row, &bar_ready[s]);
         if (!maps) tma_load_2d(s_Mqk + s * stride_Mqk, &map_Mqk, 0, row, &bar_ready[s]);
@@ -2009,19 +2041,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
         bulk_load(s_decay_total + s * stride_decay_total, ws_decay_total + ((chunk0 + c) * HV + h) * DW, DW * 4,
                   &bar_ready[s]);
         bulk_load(s_beta + s * stride_beta, ws_beta + ((chunk0 + c) * HV + h) * C, C * 4, &bar_ready[s]);
+#line 107 "templates/wgmma64/recurrence.cu.j2"
       }
     }
 
-#line 2016 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 2049 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
-#line 85 "templates/wgmma64/recurrence.cu.j2"
+#line 110 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
     const int t = threadIdx.x % 128;     // its thread
     const int v0 = (slice * CONSUMERS + g) * VR;   // its value rows of the state
     WgmmaAcc<K> S;                       // Sᵀ: rows v0.., all K columns
 #line 15 "templates/skeleton.j2"
     // ---- step state_in (consumer, wgmma_acc): Sᵀ rows of this warp group from h0 or 0 (recurrence_maps: 0, or I in the second half of the grid) ----
-#line 90 "templates/wgmma64/recurrence.cu.j2"
+#line 115 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
     for (int i = 0; i < K / 2; ++i) {
       const int r = wgmma_acc_row(t, i), k = wgmma_acc_col(t, i);
@@ -2033,9 +2066,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       const int s = c % STAGES;
       const long long t0 = seq.begin + (long long)c * C;
       const int L = (int)min((long long)C, seq.end - t0);
+#line 134 "templates/wgmma64/recurrence.cu.j2"
       const bf16* const q_decayed = s_q_decayed + s * stride_q_decayed;
       const bf16* const k_decayed = s_k_decayed + s * stride_k_decayed;
       const bf16* const k_to_end = s_k_to_end + s * stride_k_to_end;
+#line 138 "templates/wgmma64/recurrence.cu.j2"
       const bf16* const A = s_A + s * stride_A;
       const bf16* const Mqk = s_Mqk + s * stride_Mqk;
       const bf16* const v_tile = s_v + s * stride_v + g * ATOM;
@@ -2045,7 +2080,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step state_products (consumer, wgmma_acc): Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16) ----
-#line 112 "templates/wgmma64/recurrence.cu.j2"
+#line 146 "templates/wgmma64/recurrence.cu.j2"
       // Every register operand is written before wgmma_fence (the warpgroup's arrive), so no product waits on
       // another: the compiler would otherwise insert an arrive before each and serialise them.
       WgmmaAcc<C> P, Q;
@@ -2067,21 +2102,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       wgmma_commit();
 #line 15 "templates/skeleton.j2"
       // ---- step states_out (consumer, wgmma_acc): a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c), staged ----
-#line 133 "templates/wgmma64/recurrence.cu.j2"
+#line 167 "templates/wgmma64/recurrence.cu.j2"
       // the bf16 pairs the products take (packed again from S, not read from sa, the products' operand in flight), so
       // chunk_bwd recomputes with exactly this S_c; staged (two stagings in turn) for the bulk tensor stores store_o
       // issues after its barrier, while the products run
       bf16* const s_stage = s_states + (c % 2) * stride_states;
       if (ws_states != nullptr) stage_pairs(s_stage, S, t);
-#line 139 "templates/wgmma64/recurrence.cu.j2"
+#line 173 "templates/wgmma64/recurrence.cu.j2"
       wgmma_wait<0>();
       wgmma_fence_operand(P);
       wgmma_fence_operand(Q);
 
 #line 15 "templates/skeleton.j2"
       // ---- step delta (consumer, wgmma_acc): Xᵀ = β⊙(vᵀ − Pᵀ) ----
-#line 144 "templates/wgmma64/recurrence.cu.j2"
+#line 178 "templates/wgmma64/recurrence.cu.j2"
       // P becomes Xᵀ in place (rows are value rows, columns tokens); vᵀ by ldmatrix.trans (rows_t), β by pairs.
+#line 180 "templates/wgmma64/recurrence.cu.j2"
       {
         const int q = t & 3;
     #pragma unroll
@@ -2093,15 +2129,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
             const int nb = 2 * k + (mm >> 1), i = 4 * nb + 2 * (mm & 1);
             const float2 b = *reinterpret_cast<const float2*>(beta + 8 * nb + 2 * q);
             const __nv_bfloat162 vp = *reinterpret_cast<const __nv_bfloat162*>(&vv.x[mm]);
+#line 196 "templates/wgmma64/recurrence.cu.j2"
             P.x[i] = b.x * (__low2float(vp) - P.x[i]);
             P.x[i + 1] = b.y * (__high2float(vp) - P.x[i + 1]);
+#line 199 "templates/wgmma64/recurrence.cu.j2"
           }
         }
       }
 
 #line 15 "templates/skeleton.j2"
       // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
-#line 163 "templates/wgmma64/recurrence.cu.j2"
+#line 204 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
     #pragma unroll
@@ -2119,13 +2157,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
         wgmma_rs<0>(Vn, xl[kk], k_major(A, kk), 1);
       }
       wgmma_commit();
+      // while the solve is on the tensor cores: the state decayed by the chunk's total (Sᵀ is no operand of the solve:
+      // the products took its bf16 copy)
+    #pragma unroll
+      for (int i = 0; i < K / 2; ++i) S.x[i] *= decay_total[KD == 1 ? 0 : wgmma_acc_col(t, i)];
+#line 231 "templates/wgmma64/recurrence.cu.j2"
       wgmma_wait<0>();
       wgmma_fence_operand(Vn);
 
 #line 15 "templates/skeleton.j2"
       // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
-#line 184 "templates/wgmma64/recurrence.cu.j2"
-      // and step update: both products take Vnᵀ; the state is first decayed by the chunk's total
+#line 235 "templates/wgmma64/recurrence.cu.j2"
+      // and step update: both products take Vnᵀ
       WgmmaFragA vh[C / 16], vl[C / 16];
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) {
@@ -2133,8 +2176,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
         wgmma_fence_operand(vh[kk]);
         wgmma_fence_operand(vl[kk]);
       }
-    #pragma unroll
-      for (int i = 0; i < K / 2; ++i) S.x[i] *= decay_total[KD == 1 ? 0 : wgmma_acc_col(t, i)];
       wgmma_fence_operand(S);
       wgmma_fence_operand(Q);
       wgmma_fence();
@@ -2148,7 +2189,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
       // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
-#line 206 "templates/wgmma64/recurrence.cu.j2"
+#line 265 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);
       wgmma_commit();                          // group 2: the update, on the tensor cores while o is stored
@@ -2157,7 +2198,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
       // ---- step store_o (consumer, rows): Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows; S_c by one thread's bulk tensor stores ----
-#line 213 "templates/wgmma64/recurrence.cu.j2"
+#line 272 "templates/wgmma64/recurrence.cu.j2"
       // two staging tiles in turn: a thread rewrites this one two chunks on, after the next chunk's barrier, which
       // every thread reaches only once its reads of this one are done — so one barrier per chunk suffices
       if (!maps) {
@@ -2167,21 +2208,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
           const int r = wgmma_acc_row(t, i), j = wgmma_acc_col(t, i);
           o_stage[j * (VR + 8) + r] = __float2bfloat16_rn(Q.x[i]);
         }
-#line 223 "templates/wgmma64/recurrence.cu.j2"
+#line 282 "templates/wgmma64/recurrence.cu.j2"
         if (ws_states != nullptr) {
           fence_proxy_async();                 // S_c's staged pairs, before the bulk tensor stores read them
           if (t == 0) bulk_wait_read<0>();     // the previous chunk's stores have read the other staging
         }
-#line 228 "templates/wgmma64/recurrence.cu.j2"
+#line 287 "templates/wgmma64/recurrence.cu.j2"
         named_barrier_sync(1 + g, 128);        // barrier "o_staged": the tile is staged (and S_c's)
-#line 230 "templates/wgmma64/recurrence.cu.j2"
+#line 289 "templates/wgmma64/recurrence.cu.j2"
         if (ws_states != nullptr && t == 0) {
           const int at = (int)(((chunk0 + c) * HV + h) * V + v0);   // this group's rows of ws_states seen [.][K]
     #pragma unroll
           for (int a = 0; a < KA; ++a) tma_store_2d(&map_states, a * 64, at, s_stage + a * ATOM);
           bulk_commit();
         }
-#line 237 "templates/wgmma64/recurrence.cu.j2"
+#line 296 "templates/wgmma64/recurrence.cu.j2"
         for (int p = t; p < C * VR / 8; p += 128) {
           const int tok = p / (VR / 8), piece = p % (VR / 8);
           if (tok < L) {
@@ -2197,9 +2238,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 15 "templates/skeleton.j2"
     // ---- step state_out (consumer, wgmma_acc): the final state, if requested ----
-#line 252 "templates/wgmma64/recurrence.cu.j2"
+#line 311 "templates/wgmma64/recurrence.cu.j2"
     if (ws_states != nullptr && t == 0) bulk_wait_read<0>();   // the last stores have read their staging
-#line 254 "templates/wgmma64/recurrence.cu.j2"
+#line 313 "templates/wgmma64/recurrence.cu.j2"
     if (ht != nullptr) {
     #pragma unroll
       for (int i = 0; i < K / 2; ++i) {
@@ -2211,7 +2252,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 50 "templates/skeleton.j2"
   }
-#line 265 "templates/wgmma64/recurrence.cu.j2"
+#line 324 "templates/wgmma64/recurrence.cu.j2"
 }
 
 

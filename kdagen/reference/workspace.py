@@ -31,7 +31,7 @@ def reference_workspace(x: dict, opt, chunk: int) -> list[dict]:
             cut = lambda t: t[b, s:e].transpose(0, 1)  # noqa: E731
             t = chunk_terms(cut(q), cut(k), cut(x["v"]), cut(a), cut(p["beta"]), scale)
             total = t["Gl"].exp()
-            out.append({"chunk": first + c, "L": e - s, "ws_q_decayed": scale * cut(q) * t["E"],
+            out.append({"chunk": first + c, "L": e - s, "span": (b, s, e), "ws_q_decayed": scale * cut(q) * t["E"],
                         "ws_k_decayed": cut(k) * t["E"], "ws_k_to_end": cut(k) * t["R"],
                         "ws_decay_total": total if p["a"].dim() == 4 else total[:, 0], "ws_A": t["A"],
                         "ws_Mqk": t["Mqk"], "ws_beta": cut(p["beta"])})
@@ -39,14 +39,32 @@ def reference_workspace(x: dict, opt, chunk: int) -> list[dict]:
     return out
 
 
+# what a recurrence reading q and k as loaded (qk "raw") has for a decayed tile: a row of ws_row_factors, and the input
+RAW_TERMS = {"ws_q_decayed": ("q", 0), "ws_k_decayed": ("k", 1), "ws_k_to_end": ("k", 2)}
+
+
+def raw_term(factors: torch.Tensor, x: dict, span: tuple, name: str) -> torch.Tensor:
+    """A decayed tile [HV, C, K] as the raw recurrence sees it: its number per token (one chunk's ws_row_factors
+    [HV, 3, C]) times q or k as loaded, token by token; past the chunk's end the number itself (it must be 0)."""
+    key, row = RAW_TERMS[name]
+    b, s, e = span
+    f = factors.double().cpu()[:, row]
+    rows = expand_heads(x[key], x["v"].shape[2])[b, s:e].transpose(0, 1).double().cpu()
+    out = f[:, :, None].expand(-1, -1, rows.shape[-1]).clone()
+    out[:, :e - s] *= rows
+    return out
+
+
 def workspace_errors(workspace: dict, x64: dict, opt, chunk: int) -> dict:
     """Relative L2 error of each workspace term (by plan name) against reference_workspace, and the largest
-    magnitude found in rows past a chunk's end (they must be zero) as "tail_max"."""
+    magnitude found in rows past a chunk's end (they must be zero) as "tail_max". Where the workspace has numbers
+    per token in place of the decayed tiles (ws_row_factors), the tiles are those times q and k (raw_term)."""
     got, want, tail = {}, {}, [0.0]
     for ref in reference_workspace(x64, opt, chunk):
         c, L = ref["chunk"], ref["L"]
         for name in TERMS:
-            mine = workspace[name][c].double().cpu()
+            mine = (workspace[name][c].double().cpu() if name in workspace or name not in RAW_TERMS
+                    else raw_term(workspace["ws_row_factors"][c], x64, ref["span"], name))
             if name == "ws_decay_total":      # a family may pad the per-head (or per-channel) totals
                 mine = mine[..., 0] if ref[name].dim() < mine.dim() else mine[..., :ref[name].shape[-1]]
             if name in ROW_TERMS:

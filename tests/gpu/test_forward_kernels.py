@@ -103,7 +103,8 @@ def test_prepare_workspace(name, family):
     _, _, _, x64, opt, _, _ = run(name, seed, family, debug=ws)
     errors = workspace_errors(ws, x64, opt, family_of(family).chunk)
     tail = errors.pop("tail_max")
-    tol = {n: WORKSPACE_TOL.get(n, WORKSPACE_TOL["bf16" if w.dtype == torch.bfloat16 else "f32"]) for n, w in ws.items()}
+    tol = {n: WORKSPACE_TOL.get(n, WORKSPACE_TOL["bf16" if n in ws and ws[n].dtype == torch.bfloat16 else "f32"])
+           for n in errors}
     bad = {k: f"{e:.2e}" for k, e in errors.items() if not e <= tol[k]}
     assert tail == 0 and not bad, f"{name} on {family} (seed {seed}): workspace errors {bad}, tail rows max |x| {tail}"
 

@@ -26,10 +26,11 @@ ENV = "KDAGEN_FAMILY"
 # None: any number. From the H200's kernel times (prepare + recurrence, device time; benchmarks/NOTES.md, sessions
 # 9 and 17): at K = 128 wgmma64 leads mma16 at 4, 16, 64 and 256 pairs for a per-channel decay (256 pairs: 1.63
 # against 1.90 ms, lower-bound gate; 2.22 against 2.67, softplus), so at every count; for a per-head decay (GDN) it
-# leads up to 64 and trails at 256 (1.49 against 1.38). At K = 64 only 64 pairs were timed (session 17, run 4:
-# kernels 0.273 against 0.292 ms, lb; the calls with their host paths 0.631 against 0.457), too little to move
-# session 8's limit of 16, which every other pair takes (UNMEASURED_FEW_PAIRS).
-FEW_PAIRS = {("vector", 128): None, ("scalar", 128): 64}
+# led up to 64 and trailed at 256 (1.49 against 1.38) until its recurrence took q and k as loaded (session 21, run 2:
+# 1.158 against 1.378 ms at 256 pairs), so at every count now. At K = 64 only 64 pairs were timed (session 17,
+# run 4: kernels 0.273 against 0.292 ms, lb; the calls with their host paths 0.631 against 0.457), too little to
+# move session 8's limit of 16, which every other pair takes (UNMEASURED_FEW_PAIRS).
+FEW_PAIRS = {("vector", 128): None, ("scalar", 128): None}
 UNMEASURED_FEW_PAIRS = 16
 # The fewest (sequence, value head) pairs a training call needs to rank as "training", by head dim. Measured on the
 # H200 (benchmarks/NOTES.md, sessions 13 and 15): wgmma64's step is 1.6–1.8× shorter than mma16's at 16 and 64

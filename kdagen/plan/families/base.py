@@ -42,6 +42,7 @@ class Facts:
     token_inputs: list[str]
     row_dtypes: list[str]                    # the dtypes of the token inputs (not the value) with a row of K
     qk_row_scaled: bool                      # query and key each a bf16 row input or its l2norm (row_scaled)
+    qk_rows: tuple[str, str]                 # the token inputs under query and key (l2norm_split's x), in that order
 
 
 IO_INPUTS = ("q", "k", "v")          # token inputs by these names are read in the io dtype (bf16)
@@ -93,7 +94,8 @@ def facts(problem: Problem) -> Facts:
                  leaves=leaves, scalars=list(r.scalars),
                  head_params=[(n, bool(r.graph.nodes[n]["shape"])) for n in r.head_params],
                  qk_inputs=qk_inputs(r), token_inputs=list(r.token_inputs), row_dtypes=row_dtypes,
-                 qk_row_scaled=all(row_scaled(r, ops[role], dtype_of) for role in ("query", "key")))
+                 qk_row_scaled=all(row_scaled(r, ops[role], dtype_of) for role in ("query", "key")),
+                 qk_rows=tuple(l2norm_split(r.graph, ops[role])[0] for role in ("query", "key")))
 
 
 def seq_params(varlen: bool) -> list[Param]:

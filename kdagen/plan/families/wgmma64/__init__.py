@@ -33,11 +33,15 @@ class Wgmma64(Family):
         K = problem.K
         # the backward's kernels read S_c, which the recurrence writes only in a CTA of one consumer group
         grads = forward.keeps_states(problem.V)
-        ws = forward.forward_workspaces(K, f.KD, grads)
+        # q and k as the inputs hold them in the recurrence where the prepare's products take them so (the decayed
+        # tiles then only for the backward)
+        qk = forward.qk_form(forward.operand_form(f, forward.diagonal_form(f)))
+        ws = forward.forward_workspaces(K, f.KD, grads, qk)
         ws += [forward.states_workspace(K, problem.V),
                *backward.backward_workspaces(K, problem.V, f.head_params)] if grads else []
         common = dict(K=K, V=problem.V, KD=f.KD, varlen=problem.varlen, state_layout=problem.state_layout, ws=ws)
-        kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws), forward.recurrence(**common)]
+        kernels = [forward.prepare(K=K, varlen=problem.varlen, f=f, ws=ws),
+                   forward.recurrence(**common, qk=qk, f=f)]
         if grads:
             kernels += [backward.dstate(**common), backward.chunk_bwd(**common),
                         backward.prepare_bwd(K=K, varlen=problem.varlen, f=f, ws=ws)]

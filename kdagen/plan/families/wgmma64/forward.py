@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model import DTYPE_BYTES, Barrier, Buffer, Kernel, Param, Role, Step, Workspace, kernel_options
-from ..base import Facts, form_of, seq_params, token_parallel, workspace_params
+from ..base import Facts, form_of, input_param, seq_params, token_parallel, workspace_params
 
 CHUNK = 64
 BLOCK = 16                   # sub-block rows: the diagonal blocks and the inverse's blocks
@@ -53,6 +53,8 @@ class Prepare64Options:
     diagonal: str            # how the pair factors reach the products: "scalar" | "factored" | "running"
     operands: str            # what the blocks' products read: "raw" | "split" | "tf32" (operand_form)
     staging: str             # where the row inputs wait for the prologue: "tiles" | "registers" (staging_form)
+    row_factors: bool        # writes ws_row_factors (the recurrence's q and k "raw"); the decayed tiles then only
+                             # where a backward keeps them (non-null)
 
 
 def diagonal_form(f: Facts) -> str:
@@ -81,6 +83,17 @@ def operand_form(f: Facts, diagonal: str) -> str:
     return "raw" if f.qk_row_scaled else "split"
 
 
+def qk_form(operands: str) -> str:
+    """What the recurrence's products with q and k read:
+    "raw" — where the prepare's operands are "raw" (a per-head decay; q̂, k̂ bf16 row inputs or their l2norms): q
+      and k as the inputs hold them, by bulk tensor copies, each product's token columns scaled afterwards by a
+      number per token (ws_row_factors: scale·q_rs·e^Γ, k_rs·e^Γ, k_rs·e^(Γl−Γ); 0 past the chunk's end). The
+      prepare then writes 0.75 KB per (chunk, head) for them where the three decayed tiles took 48 KB (those only
+      for a backward), and the recurrence reads two 16 KB tiles where it read three;
+    "decayed" — otherwise: q_decayed, k_decayed and k_to_end from the workspace."""
+    return "raw" if operands == "raw" else "decayed"
+
+
 def staging_form(f: Facts, operands: str) -> str:
     """Where the prologue's row inputs wait between their load (cp.async or plain) and their use:
     "tiles" — in the operand tiles the prologue writes (q̂, k̂, α in fp32; bf16 hi + lo; for "raw" the two bf16
@@ -96,15 +109,24 @@ def decay_width(KD: int) -> int:
     return max(KD, DECAY_TOTAL_MIN)
 
 
-def forward_workspaces(K: int, KD: int, backward: bool) -> list[Workspace]:
+def forward_workspaces(K: int, KD: int, backward: bool, qk: str = "decayed") -> list[Workspace]:
     """prepare -> recurrence (and, planned with a `backward`, its dstate and chunk_bwd), per (64-token chunk, value
-    head); rows >= the chunk's length are zero."""
+    head); rows >= the chunk's length are zero. With the recurrence's q and k "raw" (qk_form) the decayed tiles are
+    the backward's alone (kept_only: null, and not written, in a call that keeps nothing), and the recurrence reads
+    the numbers per token instead."""
     C = CHUNK
     to = ["recurrence", "dstate", "chunk_bwd"] if backward else ["recurrence"]
+    raw = qk == "raw"
+    key_to = [k for k in to if not (raw and k == "recurrence")]
+    q_to = [k for k in key_to if k != "chunk_bwd"]
+    tile = ("chunks", "HV", C, K)
+    decayed = [Workspace("ws_q_decayed", tile, "bf16", "prepare", q_to, "scale·q̂⊙e^Γ", kept_only=raw),
+               Workspace("ws_k_decayed", tile, "bf16", "prepare", key_to, "k̂⊙e^Γ", kept_only=raw),
+               Workspace("ws_k_to_end", tile, "bf16", "prepare", key_to, "k̂⊙e^(Γl−Γ)", kept_only=raw)]
+    factors = [Workspace("ws_row_factors", ("chunks", "HV", len(ROW_FACTORS), C), "f32", "prepare", ["recurrence"],
+                         "per token: " + ", ".join(ROW_FACTORS.values()))] if raw else []
     return [
-        Workspace("ws_q_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to[:2], "scale·q̂⊙e^Γ"),
-        Workspace("ws_k_decayed", ("chunks", "HV", C, K), "bf16", "prepare", to, "k̂⊙e^Γ"),
-        Workspace("ws_k_to_end", ("chunks", "HV", C, K), "bf16", "prepare", to, "k̂⊙e^(Γl−Γ)"),
+        *decayed, *factors,
         Workspace("ws_decay_total", ("chunks", "HV", decay_width(KD)), "f32", "prepare", to,
                   "e^Γl (per channel, or per head in entry 0)"),
         Workspace("ws_A", ("chunks", "HV", C, C), "bf16", "prepare", to, "(I + Mkk)⁻¹"),
@@ -120,6 +142,8 @@ def states_workspace(K: int, V: int) -> Workspace:
 
 
 PREPARE_OUTPUTS = ["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_A", "ws_Mqk", "ws_beta"]
+# ws_row_factors' rows (qk "raw"): the numbers per token the recurrence scales its q, k products' columns by
+ROW_FACTORS = {"q_factor": "scale·q_rs·e^Γ", "k_factor": "k_rs·e^Γ", "to_end_factor": "k_rs·e^(Γl−Γ)"}
 
 
 def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
@@ -146,24 +170,30 @@ def prepare(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kernel:
                *([] if diagonal == "scalar" else [Buffer("k_out", (C, K), "f32", ld=K + 4, alias="rows")]),
                Buffer("Mkk", (C, C), "f32", ld=C + 8, alias="rows"),
                Buffer("A", (C, C), "f32", ld=C + 8, alias="q_then_A")]
-    steps = _prepare_steps(f, diagonal, operands, NB)
-    return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=PREPARE_OUTPUTS,
+    row_factors = any(w.name == "ws_row_factors" for w in ws)
+    steps = _prepare_steps(f, diagonal, operands, NB, row_factors)
+    outputs = PREPARE_OUTPUTS + (["ws_row_factors"] if row_factors else [])
+    return token_parallel(template="wgmma64/prepare.cu.j2", f=f, varlen=varlen, ws=ws, outputs=outputs,
                           warps=PREPARE_WARPS, min_ctas_per_sm=2, regs=PREPARE_REGS, buffers=buffers, steps=steps,
                           options=Prepare64Options(K // PREPARE_KPT, PREPARE_KPT, f.decay_kind,
                                                    varlen, decay_width(KD), diagonal, operands,
-                                                   staging_form(f, operands)),
+                                                   staging_form(f, operands), row_factors),
                           # __syncthreads after the prologue, (the diagonal blocks,) decay_columns, factors, blocks and
                           # assemble; after the inverse's diagonal blocks; after each of its NB − 1 levels
                           barrier_phases=5 + (diagonal == "running") + 1 + (NB - 1))
 
 
-def _prepare_steps(f: Facts, diagonal: str, operands: str, NB: int) -> list[Step]:
+def _prepare_steps(f: Facts, diagonal: str, operands: str, NB: int, row_factors: bool) -> list[Step]:
     scalar, running, raw = diagonal == "scalar", diagonal == "running", operands == "raw"
     per_head = PER_HEAD.get(operands, ())
     if scalar:
-        factors = Step("factors", "all", "column", reads=[*per_head, "D"], waits=["sync"],
-                       global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"],
-                       note="the decayed outputs (q̂ = " + ("q_hi·q_rs" if raw else "q_hi + q_lo") + ", k̂ likewise)")
+        factors = Step("factors", "all", "column", reads=[*per_head, "D"] + (["gamma"] if row_factors else []),
+                       waits=["sync"],
+                       global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"]
+                       + (["ws_row_factors"] if row_factors else []),
+                       note=("the numbers per token of the recurrence's raw q and k (" + ", ".join(ROW_FACTORS)
+                             + "); where a backward keeps them, " if row_factors else "")
+                            + "the decayed outputs (q̂ = " + ("q_hi·q_rs" if raw else "q_hi + q_lo") + ", k̂ likewise)")
         blocks = Step("blocks", "all", "mma:block_pairs", reads=[*per_head, "gamma", "beta"], waits=["sync"],
                       global_writes=["ws_Mqk"],
                       note="every 16×16 block (I ≥ J), " + ("one bf16 mma of q, k as loaded, each result × the "
@@ -221,6 +251,7 @@ class Recurrence64Options:
     varlen: bool
     decay_width: int
     keeps_states: bool       # writes S_c for a backward (ws_states): a CTA of one consumer group (shared memory)
+    qk: str                  # what the products with q and k read: "decayed" | "raw" (qk_form)
 
 
 def keeps_states(V: int) -> bool:
@@ -229,7 +260,6 @@ def keeps_states(V: int) -> bool:
     return SPLIT_VALUE or V == V_ROWS
 
 
-RING = ("q_decayed", "k_decayed", "k_to_end", "A", "Mqk", "v", "decay_total", "beta")
 STAGES = 2
 # The value rows of the state evolve independently, so they can be split over CTAs: SPLIT_VALUE gives each 64
 # rows a CTA of its own (one consumer warp group, V/64 CTAs per (sequence, head), each reading the chunk's key-side
@@ -250,80 +280,102 @@ def tile_map(name: str, tensor: str, K: int, rows: str, buffer: str) -> Param:
                                           swizzle=128, buffer=buffer))
 
 
-def chunk_ring(K: int, dw: int, consumers: int, rows: str) -> list[Buffer]:
-    """One stage of a chunk ring (the recurrence's and the backward's dS chain's): the workspace tiles of a
-    chunk as 64×64 bf16 boxes with the 128-byte swizzle, `rows` (v or dO: each consumer group's 64 value
-    columns of the chunk's tokens), decay_total and β."""
+QK_TILES = {"decayed": ("q_decayed", "k_decayed", "k_to_end"), "raw": ("q", "k")}
+
+
+def chunk_ring(K: int, dw: int, consumers: int, rows: str, qk: str = "decayed") -> list[Buffer]:
+    """One stage of a chunk ring (the recurrence's and the backward's dS chain's): the chunk's key-side tiles as
+    64×64 bf16 boxes with the 128-byte swizzle (QK_TILES by qk_form: the decayed workspace tiles, or q and k as
+    the inputs hold them), A and Mqk likewise, `rows` (v or dO: each consumer group's 64 value columns of the
+    chunk's tokens), decay_total and β, and for "raw" q and k the numbers per token (ws_row_factors)."""
     C, atoms = CHUNK, K // 64        # atoms: 128-byte swizzle spans along a K row
     tile = dict(stages=STAGES, align=1024, swizzle=128)
-    return [Buffer("q_decayed", (atoms, C, 64), "bf16", **tile), Buffer("k_decayed", (atoms, C, 64), "bf16", **tile),
-            Buffer("k_to_end", (atoms, C, 64), "bf16", **tile), Buffer("A", (C, C), "bf16", **tile),
-            Buffer("Mqk", (C, C), "bf16", **tile), Buffer(rows, (consumers, C, V_ROWS), "bf16", **tile),
-            Buffer("decay_total", (dw,), "f32", stages=STAGES), Buffer("beta", (C,), "f32", stages=STAGES)]
+    return [*[Buffer(name, (atoms, C, 64), "bf16", **tile) for name in QK_TILES[qk]],
+            Buffer("A", (C, C), "bf16", **tile), Buffer("Mqk", (C, C), "bf16", **tile),
+            Buffer(rows, (consumers, C, V_ROWS), "bf16", **tile),
+            Buffer("decay_total", (dw,), "f32", stages=STAGES), Buffer("beta", (C,), "f32", stages=STAGES),
+            *([Buffer("row_factors", (len(ROW_FACTORS), C), "f32", stages=STAGES)] if qk == "raw" else [])]
+
+
+def token_map(buffer: str, tensor: str, width: int, heads: str) -> Param:
+    """The tensor map of a token tensor ([B·T, heads, width] seen 3-D as [width, heads, T]: v, dO, or q and k as
+    loaded), a box of 64 columns × 1 head × 64 tokens into `buffer`."""
+    from ...model import TensorMapSpec
+    return Param(f"map_{buffer}", "tensor_map", "bf16",
+                 tensor_map=TensorMapSpec(tensor=tensor, dtype="bf16", dims=[width, heads, "T"],
+                                          strides=[width, f"{heads} * {width}"], box=[V_ROWS, 1, CHUNK],
+                                          swizzle=128, buffer=buffer))
 
 
 def rows_map(V: int, rows: str, tensor: str) -> Param:
-    """The tensor map of a token tensor's value rows (v, dO: [B·T, HV, V] seen 3-D as [V, HV, T]), a box of 64 value
-    columns × 1 head × 64 tokens into the buffer `rows`."""
-    from ...model import TensorMapSpec
-    return Param(f"map_{rows}", "tensor_map", "bf16",
-                 tensor_map=TensorMapSpec(tensor=tensor, dtype="bf16", dims=[V, "HV", "T"], strides=[V, f"HV * {V}"],
-                                          box=[V_ROWS, 1, CHUNK], swizzle=128, buffer=rows))
+    """The tensor map of a token tensor's value rows (v, dO) into the buffer `rows`."""
+    return token_map(rows, tensor, V, "HV")
 
 
-def ring_maps(K: int, V: int, rows: str, tensor: str) -> list[Param]:
-    """The tensor maps of chunk_ring's boxes: the workspace tiles, and `rows` from the token tensor `tensor`."""
+def ring_maps(K: int, V: int, rows: str, tensor: str, qk_maps: list[Param] | None = None) -> list[Param]:
+    """The tensor maps of chunk_ring's boxes: the key-side tiles (the decayed workspace tiles, or `qk_maps`), A and
+    Mqk, and `rows` from the token tensor `tensor`."""
     C, ws_rows = CHUNK, "chunks * HV * 64"
-    return [tile_map("map_q_decayed", "ws_q_decayed", K, ws_rows, "q_decayed"),
-            tile_map("map_k_decayed", "ws_k_decayed", K, ws_rows, "k_decayed"),
-            tile_map("map_k_to_end", "ws_k_to_end", K, ws_rows, "k_to_end"),
-            tile_map("map_A", "ws_A", C, ws_rows, "A"), tile_map("map_Mqk", "ws_Mqk", C, ws_rows, "Mqk"),
+    qk = qk_maps or [tile_map(f"map_{name}", f"ws_{name}", K, ws_rows, name) for name in QK_TILES["decayed"]]
+    return [*qk, tile_map("map_A", "ws_A", C, ws_rows, "A"), tile_map("map_Mqk", "ws_Mqk", C, ws_rows, "Mqk"),
             rows_map(V, rows, tensor)]
 
 
-def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace]) -> Kernel:
+def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: list[Workspace],
+               qk: str = "decayed", f: Facts | None = None) -> Kernel:
     """Head-parallel: one CTA per (sequence, value head) — or per 64 value rows of it (SPLIT_VALUE) — with a
     producer warp group (one elected thread issues the copies) and consumer warp groups, each owning 64 value rows
-    of Sᵀ as wgmma accumulators."""
+    of Sᵀ as wgmma accumulators. `qk` (qk_form): what the products with q and k read; "raw" takes the query's and
+    key's token inputs from `f`."""
     from ...model import Pipeline
     slices = V // V_ROWS if SPLIT_VALUE else 1
     consumers = V // V_ROWS // slices
     threads = 128 * (1 + consumers)
     dw = decay_width(KD)
-    ring = chunk_ring(K, dw, consumers, "v")
+    raw = qk == "raw"
+    ring = chunk_ring(K, dw, consumers, "v", qk)
     stage_bytes = sum(b.stage_bytes for b in ring)
     states = keeps_states(V)
     # o staged for 16-byte stores, and (a call that keeps its workspaces) S_c for one thread's bulk tensor stores,
     # each two tiles in turn
     buffers = ring + [Buffer("o", (consumers, CHUNK, V_ROWS + 8), "bf16", stages=2)]
     buffers += [Buffer("states", (K // 64, V_ROWS, 64), "bf16", stages=2, align=1024, swizzle=128)] if states else []
-    maps = ring_maps(K, V, "v", "v")
+    # "raw": q and k from the inputs under query and key, on the q/k heads where they live there (hq = h / G)
+    qk_maps = [token_map(buffer, input_param(name), K, "H" if name in f.qk_inputs else "HV")
+               for buffer, name in zip(QK_TILES["raw"], f.qk_rows)] if raw else None
+    maps = ring_maps(K, V, "v", "v", qk_maps)
+    q_tile, k_tile, to_end_tile = ("q", "k", "k") if raw else QK_TILES["decayed"]
+    key_reads = [m.tensor_map.tensor for m in maps[:len(QK_TILES[qk])]]
     steps = [
-        Step("load", "producer", "tma", writes=list(RING), waits=["free"], arrives=["ready"], loop=True,
-             global_reads=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_A", "ws_Mqk", "v", "ws_decay_total",
-                           "ws_beta"],
+        Step("load", "producer", "tma", writes=[b.name for b in ring], waits=["free"], arrives=["ready"], loop=True,
+             global_reads=[*key_reads, "ws_A", "ws_Mqk", "v", "ws_decay_total", "ws_beta",
+                           *(["ws_row_factors"] if raw else [])],
              note="one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies"),
         Step("state_in", "consumer", "wgmma_acc", global_reads=["h0"],
              note="Sᵀ rows of this warp group from h0 or 0 (recurrence_maps: 0, or I in the second half of the grid)"),
-        Step("state_products", "consumer", "wgmma_acc", reads=["k_decayed", "q_decayed"], waits=["ready"], loop=True,
-             note="Pᵀ = Sᵀ·k_decayedᵀ, Qᵀ = Sᵀ·q_decayedᵀ: wgmma with Sᵀ as the register operand (bf16)"),
+        Step("state_products", "consumer", "wgmma_acc", reads=[k_tile, q_tile], waits=["ready"], loop=True,
+             note=f"Pᵀ = Sᵀ·{k_tile}ᵀ, Qᵀ = Sᵀ·{q_tile}ᵀ: wgmma with Sᵀ as the register operand (bf16)"
+                  + ("; q and k as loaded, each result's token columns scaled later" if raw else "")),
         *([Step("states_out", "consumer", "wgmma_acc", writes=["states"], loop=True,
                 note="a call that keeps its workspaces: Sᵀ entering the chunk, bf16 (chunk_bwd's S_c), staged")]
           if states else []),
-        Step("delta", "consumer", "wgmma_acc", reads=["v", "beta"], loop=True, note="Xᵀ = β⊙(vᵀ − Pᵀ)"),
+        Step("delta", "consumer", "wgmma_acc", reads=["v", "beta", *(["row_factors"] if raw else [])], loop=True,
+             note="Xᵀ = β⊙(vᵀ − Pᵀ" + ("·diag(k_factor))" if raw else ")")),
         Step("solve", "consumer", "wgmma_acc", reads=["A"], loop=True,
              note="Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo"),
-        Step("output", "consumer", "wgmma_acc", reads=["Mqk"], loop=True,
-             note="Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
-        Step("update", "consumer", "wgmma_acc", reads=["k_to_end", "decay_total"], arrives=["free"], loop=True,
-             note="Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released"),
+        Step("output", "consumer", "wgmma_acc", reads=["Mqk", *(["row_factors"] if raw else [])], loop=True,
+             note="Oᵀ = Qᵀ" + ("·diag(q_factor)" if raw else "") + " + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
+        Step("update", "consumer", "wgmma_acc", reads=[to_end_tile, "decay_total"], arrives=["free"], loop=True,
+             note="Sᵀ ← Sᵀ⊙decay_total + " + ("(Vnᵀ·diag(to_end_factor))·k" if raw else "Vnᵀ·k_to_end")
+                  + f" ({to_end_tile} read N-major); the stage is released"),
         Step("store_o", "consumer", "rows", reads=["o", *(["states"] if states else [])], writes=["o"],
              waits=["o_staged"], loop=True, global_writes=["o", *(["ws_states"] if states else [])],
              note="Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows"
                   + ("; S_c by one thread's bulk tensor stores" if states else "")),
         Step("state_out", "consumer", "wgmma_acc", global_writes=["ht"], note="the final state, if requested"),
     ]
-    params = maps + workspace_params(["ws_decay_total", "ws_beta"], True, ws) + [Param("h0", "ptr", "f32")]
+    params = maps + workspace_params(["ws_decay_total", "ws_beta", *(["ws_row_factors"] if raw else [])], True, ws)
+    params += [Param("h0", "ptr", "f32")]
     params += seq_params(varlen) + [Param("o", "ptr", "bf16", const=False), Param("ht", "ptr", "f32", const=False)]
     params += [Param("ws_states", "ptr", "bf16", const=False),
                tile_map("map_states", "ws_states", K, f"chunks * HV * {V}", "states")] if states else []
@@ -345,9 +397,10 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
                                "before a tile is rewritten)" + ("; with S_c kept, its staging too, and the issuing "
                                                                "thread's wait for the stores of the chunk before to "
                                                                "have read theirs" if states else ""))],
-        pipelines=[Pipeline("chunk_ring", STAGES, "producer", ["consumer"], "ready", "free", list(RING), copy="tma")],
+        pipelines=[Pipeline("chunk_ring", STAGES, "producer", ["consumer"], "ready", "free", [b.name for b in ring],
+                            copy="tma")],
         steps=steps, params=params,
-        options=Recurrence64Options(consumers, slices, STAGES, state_layout, varlen, dw, states),
+        options=Recurrence64Options(consumers, slices, STAGES, state_layout, varlen, dw, states, qk),
         # the maps pass of a cut forward (docs/segments.md §4): grid z doubled, the maps as final states, no o
         entries=["recurrence_maps"] if slices > 1 else [],
         note="head-parallel: one CTA per (sequence, value head" + (", 64 value rows" if slices > 1 else "") +

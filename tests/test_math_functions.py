@@ -1,0 +1,75 @@
+"""The scalar functions of templates/common/math.cuh that the emitted prologues call, evaluated by a probe kernel on
+the CPU emulator and (tests/gpu/test_math_functions_gpu.py) on the GPU, against float64: softplus on its special-
+function-unit form must stay within a few ulp of log(1 + e^x) over the whole range a gate meets."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kdagen.codegen import emulate
+from kdagen.codegen.render import header_sources
+
+GROUPS = ("common",)
+THRESHOLD = 20.0
+
+KERNEL = r"""
+extern "C" __global__ void __launch_bounds__(256) softplus_probe(const float* x, int n, float* y) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = kdg::softplus(x[i], 20.0f);
+}
+"""
+SIGNATURES = [("softplus_probe", ["const float*", "int", "float*"])]
+
+# relative error allowed, in units of fp32's epsilon (2^-23): the MUFU ex2 and rcp (≈ 2 ulp each), the rounding of
+# x·log2(e) before ex2 (relative error of u up to |x|·log2(e)·2^-24·ln 2, a few ulp at |x| ≈ 20), the series' sums
+ULPS = 8
+
+
+def device_source() -> str:
+    headers = "\n".join(f"// ===== templates/{path} =====\n{text}" for path, text in header_sources(GROUPS))
+    return f"#include <cuda_bf16.h>\n{headers}\n{KERNEL}"
+
+
+def inputs() -> torch.Tensor:
+    """Every regime: far below zero (softplus ≈ e^x), around zero, the threshold's both sides, signed zeros."""
+    g = torch.Generator().manual_seed(0)
+    grid = torch.linspace(-30.0, 30.0, 60001)
+    wide = torch.cat([-torch.logspace(-8, np.log10(80.0), 4000), torch.logspace(-8, np.log10(80.0), 4000)])
+    rnd = torch.randn(8192, generator=g) * 6
+    edges = torch.tensor([0.0, -0.0, THRESHOLD, np.nextafter(np.float32(THRESHOLD), np.float32(0)), -87.0, -100.0])
+    return torch.cat([grid, wide, rnd, edges]).float()
+
+
+def reference(x: np.ndarray) -> np.ndarray:
+    """FLA's softplus in float64: x above the threshold, else log(1 + e^x) (log1p keeps the far-negative range)."""
+    x = x.astype(np.float64)
+    return np.where(x > THRESHOLD, x, np.log1p(np.exp(x)))
+
+
+def check(module, device: str) -> None:
+    x = inputs()
+    y = torch.full_like(x, float("nan"))
+    xs, ys = x.to(device), y.to(device)
+    module.launch("softplus_probe", ((len(x) + 255) // 256,), (256,), [xs, len(x), ys])
+    if device == "cuda":
+        torch.cuda.synchronize()
+    got, want = ys.cpu().numpy().astype(np.float64), reference(x.numpy())
+    normal = want >= np.finfo(np.float32).tiny                   # below it the fp32 result flushes to 0
+    rel = np.abs(got - want)[normal] / want[normal]
+    worst = int(np.argmax(rel))
+    assert rel[worst] <= ULPS * 2.0 ** -23, (
+        f"softplus({x.numpy()[normal][worst]!r}) = {got[normal][worst]!r} on {device}, float64 {want[normal][worst]!r}: "
+        f"{rel[worst] / 2.0 ** -23:.1f} ulp (allowed {ULPS})")
+    assert np.all(got[~normal] <= np.finfo(np.float32).tiny), "a flushed result must be 0 (or the tiny value)"
+
+
+@pytest.fixture(scope="module")
+def emulated():
+    if emulate.unavailable():
+        pytest.skip(f"no emulation: {emulate.unavailable()}")
+    return emulate.build_source(KERNEL, SIGNATURES, GROUPS)
+
+
+def test_softplus_within_a_few_ulp(emulated):
+    check(emulated, "cpu")
