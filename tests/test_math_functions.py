@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from kdagen import runtime
 from kdagen.codegen import emulate
 from kdagen.codegen.render import header_sources
 
@@ -14,16 +15,19 @@ GROUPS = ("common",)
 THRESHOLD = 20.0
 
 KERNEL = r"""
-extern "C" __global__ void __launch_bounds__(256) softplus_probe(const float* x, int n, float* y) {
+extern "C" __global__ void __launch_bounds__(256) softplus_probe(const float* x, int n, float threshold, float* y) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = kdg::softplus(x[i], 20.0f);
+  if (i < n) y[i] = kdg::softplus(x[i], threshold);
 }
 """
-SIGNATURES = [("softplus_probe", ["const float*", "int", "float*"])]
+SIGNATURES = [("softplus_probe", ["const float*", "int", "float", "float*"])]
 
-# relative error allowed, in units of fp32's epsilon (2^-23): the MUFU ex2 and rcp (≈ 2 ulp each), the rounding of
-# x·log2(e) before ex2 (relative error of u up to |x|·log2(e)·2^-24·ln 2, a few ulp at |x| ≈ 20), the series' sums
+# relative error allowed, in units of fp32's epsilon (2^-23): the MUFU ex2 and rcp (≈ 2 ulp each), the first-order
+# correction for x·log2(e)'s low part and the series' sums (the emulator, with exact ex2 and rcp: 2.1 ulp at worst)
 ULPS = 8
+# what softplus must give where the float64 formula cannot say: ±inf, NaN, the largest finite magnitudes
+BIG = float(np.float32(3e38))
+SPECIAL = {float("-inf"): 0.0, float("inf"): float("inf"), -BIG: 0.0, BIG: BIG}
 
 
 def device_source() -> str:
@@ -47,20 +51,27 @@ def reference(x: np.ndarray) -> np.ndarray:
     return np.where(x > THRESHOLD, x, np.log1p(np.exp(x)))
 
 
-def check(module, device: str) -> None:
-    x = inputs()
+def softplus(module, device: str, x: torch.Tensor) -> np.ndarray:
     y = torch.full_like(x, float("nan"))
     xs, ys = x.to(device), y.to(device)
-    module.launch("softplus_probe", ((len(x) + 255) // 256,), (256,), [xs, len(x), ys])
+    module.launch("softplus_probe", ((len(x) + 255) // 256,), (256,), [xs, len(x), runtime.f32(THRESHOLD), ys])
     if device == "cuda":
         torch.cuda.synchronize()
-    got, want = ys.cpu().numpy().astype(np.float64), reference(x.numpy())
+    return ys.cpu().numpy().astype(np.float64)
+
+
+def check(module, device: str) -> None:
+    special = softplus(module, device, torch.tensor([*SPECIAL, float("nan")]))
+    np.testing.assert_array_equal(special[:-1], list(SPECIAL.values()), err_msg=f"softplus of {list(SPECIAL)}")
+    assert np.isnan(special[-1]), f"softplus(nan) = {special[-1]} on {device}"
+    x = inputs()
+    got, want = softplus(module, device, x), reference(x.numpy())
     normal = want >= np.finfo(np.float32).tiny                   # below it the fp32 result flushes to 0
     rel = np.abs(got - want)[normal] / want[normal]
     worst = int(np.argmax(rel))
     assert rel[worst] <= ULPS * 2.0 ** -23, (
-        f"softplus({x.numpy()[normal][worst]!r}) = {got[normal][worst]!r} on {device}, float64 {want[normal][worst]!r}: "
-        f"{rel[worst] / 2.0 ** -23:.1f} ulp (allowed {ULPS})")
+        f"softplus({x.numpy()[normal][worst]!r}) = {got[normal][worst]!r} on {device}, "
+        f"float64 {want[normal][worst]!r}: {rel[worst] / 2.0 ** -23:.1f} ulp (allowed {ULPS})")
     assert np.all(got[~normal] <= np.finfo(np.float32).tiny), "a flushed result must be 0 (or the tiny value)"
 
 

@@ -172,6 +172,24 @@ def test_a_per_head_decay_ranks_for_few_pairs(head_dim, pairs, family, capsys, m
     assert (f"ranked for an inference call with {few} (sequence, head) pairs" in out) == (family == "wgmma64")
 
 
+@pytest.mark.parametrize("pairs, family", [(64, "wgmma64"), (65, "mma16")])
+def test_a_per_head_decay_without_raw_q_and_k_keeps_the_limit_of_64(pairs, family, capsys, monkeypatch):
+    """A per-head decay whose query is scaled per channel (recurrence_cases.channel_scaled_query: wgmma64's kernels
+    keep the decayed tiles, operands "split") did not gain session 21's raw recurrence, so it ranks as before: its
+    inference calls run wgmma64 up to 64 pairs only (rank kind "scalar_split")."""
+    import recurrence_cases
+    from kdagen.dsl import Recurrence
+    from kdagen.plan.families import rank_kind
+    r = Recurrence("channel_scaled_query")
+    recurrence_cases.channel_scaled_query(r)
+    assert rank_kind(r) == "scalar_split" and few_pairs_limit(128, "scalar_split") == 64
+    monkeypatch.delenv("KDAGEN_FAMILY", raising=False)
+    code, out, err = run_main(["plan", "--recurrence", "recurrence_cases:channel_scaled_query", "--inference",
+                               "--pairs", str(pairs)], capsys)
+    assert code == 0, err
+    assert f"  family {family} (chunk" in out, out[:400]
+
+
 def test_pairs_must_be_positive(capsys):
     code, _, err = run_main(["plan", "--op", "kda", "--inference", "--pairs", "0"], capsys)
     assert code == 2 and "--pairs 0" in err

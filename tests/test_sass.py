@@ -20,22 +20,23 @@ from kdagen.reference.options import Options
 pytestmark = [pytest.mark.nvcc, pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")]
 
 
-@pytest.fixture(scope="module", params=[("kda", 128, "forward"), ("gdn", 64, "forward"), ("kda", 128, "backward"),
-                                        ("gdn", 128, "backward"), ("kda_softplus", 128, "backward")])
+@pytest.fixture(scope="module", params=[("kda", 128, "forward"), ("gdn", 64, "forward"), ("gdn", 128, "forward"),
+                                        ("kda", 128, "backward"), ("gdn", 128, "backward"),
+                                        ("kda_softplus", 128, "backward")])
 def unit(request):
     op, head_dim, direction = request.param
     problem = (problem_from_options(Options(op="kda", use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True),
                                     K=head_dim, V=head_dim, arch="sm_90a") if op == "kda_softplus"
                else default_problem(op, head_dim=head_dim))
     plan = verify(make_plan(problem, family="wgmma64", directions=(direction,)))
-    return plan, render_unit(plan, problem.recurrence, direction), direction
+    return plan, render_unit(plan, problem.recurrence, direction), direction, problem.recurrence
 
 
 def test_ptxas_report_matches_the_plan(unit):
     """No spills or stack beyond what the plan accepts on purpose (Kernel.spill_allowance: prepare_bwd's factored
     form at K = 128), registers within the cap, and no wgmma the compiler had to serialise or fence on its own (its
     C75xx remarks are "info", not warnings): the forward and the backward."""
-    plan, source, direction = unit
+    plan, source, direction, _ = unit
     text, _ = nvcc_run(["-cubin", "-arch=sm_90a", "-Xptxas", "-v", "-Werror", "all-warnings"], source, ".cubin")
     assert "(C75" not in text, [line for line in text.splitlines() if "(C75" in line]
     report = parse_report(text)
@@ -49,9 +50,10 @@ def test_sass_has_wgmma_tma_and_the_quotas(unit):
     """Every kernel of the unit (its further entry points too) carries exactly the setmaxnreg quotas its plan
     assigned — the backward's chunk_bwd raises and lowers them, the forward's split-value recurrence, 256 threads
     at 255 registers, has none to move — and no local memory; the forward's recurrence runs on HGMMA and UTMALDG."""
-    plan, source, direction = unit
+    plan, source, direction, recurrence = unit
     try:
-        text = sass(source, "sm_90a")
+        # the direction's unit and its entries unit (the further entry points: recurrence_maps, dstate_starts, ...)
+        text = sass(source, "sm_90a") + sass(render_unit(plan, recurrence, direction, entries=True), "sm_90a")
     except NvccUnavailable as e:
         pytest.skip(str(e))
     functions = dict(re.findall(r"Function : (\w+)\n(.*?)(?=\n\s*Function : |\Z)", text, re.S))
@@ -63,8 +65,7 @@ def test_sass_has_wgmma_tma_and_the_quotas(unit):
         "the backward unit should have a kernel with setmaxnreg quotas to check"
     for k in kernels:
         want = {r.regs for r in k.roles if r.setmaxnreg}
-        # the further entry points live in the direction's entries unit, not rendered here
-        for name in [k.name, *(e for e in k.entries if e in functions)]:
+        for name in [k.name, *k.entries]:
             body = functions[name]
             if not k.spill_allowance:          # the few bytes a plan accepts on purpose are local memory
                 assert not re.search(r"\b(LDL|STL)\b", body), f"{name}: local-memory traffic"

@@ -197,10 +197,13 @@ __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx
 // summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
 // as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
 // first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
-// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. −|x| is clamped at −128 (u is 0
+// there in fp32 anyway), so t_lo stays finite for x = ±inf and |x| near the fp32 maximum; NaN passes through.
+// tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
   constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
-  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float ax = fmaxf(-fabsf(x), -128.f), t_hi = ax * LOG2E_HI;
+  const float t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
   const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
   const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
   float p = 1.f / 13.f;
@@ -210,7 +213,7 @@ __device__ __forceinline__ float softplus(float x, float threshold) {
   p = fmaf(p, s2, 1.f / 5.f);
   p = fmaf(p, s2, 1.f / 3.f);
   const float log1p_u = 2.f * fmaf(s * s2, p, s);
-  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
+  return x > threshold || x != x ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -730,7 +733,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 //   P = Sᵀ·k_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) states(
     const bf16* __restrict__ v,
-#line 734 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 737 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_state_blocks,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -745,7 +748,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2, BLOCK = 8;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 749 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 752 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 24240 B, static
   __shared__ __align__(16) unsigned char smem_raw[24240];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -796,7 +799,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 800 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 803 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 77 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -909,7 +912,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) states(
         kdg::mbarrier_arrive(&bar_free[s]);
       }
 
-#line 913 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 916 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----
@@ -1174,7 +1177,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 #line 94 "templates/mma16/dstate_pass.cu.j2"
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     const bf16* __restrict__ dout,
-#line 1178 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1181 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -1191,7 +1194,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_pass(
     int HV) {
 #line 96 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 1195 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1198 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages
@@ -1653,7 +1656,7 @@ __device__ __forceinline__ float sum_over_groups(float x) {
 
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     const bf16* __restrict__ v,
-#line 1657 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1660 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ dout,
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
@@ -1679,7 +1682,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_bwd(
     int HV) {
 #line 81 "templates/mma16/recurrence_bwd.cu.j2"
   using namespace kdg_recurrence_bwd;
-#line 1683 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 1686 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 161600 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136
@@ -2010,7 +2013,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2014 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2017 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2037,7 +2040,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     int G) {
 #line 37 "templates/mma16/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2041 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2044 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 35968 B, static
   __shared__ __align__(16) unsigned char smem_raw[35968];
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [16 x 128] f32, ld 128
@@ -2076,7 +2079,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   // ---- step prologue_qk (all, row): emitted: q̂, k̂ of the q/k head (rows >= L zero) ----
 #line 54 "templates/mma16/prepare_bwd.cu.j2"
   {
-#line 2080 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2083 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2130,7 +2133,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step prologue_v (all, row): emitted, per value head: a, β ----
 #line 72 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2134 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2137 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2264,7 +2267,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
     // ---- step adjoint_v (all, row): emitted: the DSL backward graph per value head (gate, β, per-token head-parameter terms) ----
 #line 177 "templates/mma16/prepare_bwd.cu.j2"
     {
-#line 2268 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2271 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2367,7 +2370,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
   {
     const float (&seed_query)[KPT] = dqh;
     const float (&seed_key)[KPT] = dkh;
-#line 2371 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2374 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2495,7 +2498,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare_bwd(
 // (chunk_offsets[N]) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2499 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2502 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2504,7 +2507,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2508 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
+#line 2511 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -197,10 +197,13 @@ __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx
 // summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
 // as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
 // first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
-// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. −|x| is clamped at −128 (u is 0
+// there in fp32 anyway), so t_lo stays finite for x = ±inf and |x| near the fp32 maximum; NaN passes through.
+// tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
   constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
-  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float ax = fmaxf(-fabsf(x), -128.f), t_hi = ax * LOG2E_HI;
+  const float t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
   const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
   const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
   float p = 1.f / 13.f;
@@ -210,7 +213,7 @@ __device__ __forceinline__ float softplus(float x, float threshold) {
   p = fmaf(p, s2, 1.f / 5.f);
   p = fmaf(p, s2, 1.f / 3.f);
   const float log1p_u = 2.f * fmaf(s * s2, p, s);
-  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
+  return x > threshold || x != x ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -951,7 +954,7 @@ __device__ __forceinline__ void store_scalars(const StageScalars& r, bf16* A, bf
 #line 94 "templates/mma16/dstate_pass.cu.j2"
 extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
     const bf16* __restrict__ dout,
-#line 955 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
+#line 958 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
     const bf16* __restrict__ ws_q_decayed,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -968,7 +971,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dstate_starts(
     int HV) {
 #line 96 "templates/mma16/dstate_pass.cu.j2"
   using namespace kdg_dstate_pass;
-#line 972 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
+#line 975 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm80/backward_entries.cu"
   // shared memory: 51904 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   bf16* const s_k_decayed = reinterpret_cast<bf16*>(smem_raw + 0);  // k_decayed [16 x 128] bf16, ld 136, 3 stages

@@ -430,10 +430,13 @@ __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx
 // summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
 // as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
 // first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
-// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. −|x| is clamped at −128 (u is 0
+// there in fp32 anyway), so t_lo stays finite for x = ±inf and |x| near the fp32 maximum; NaN passes through.
+// tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
   constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
-  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float ax = fmaxf(-fabsf(x), -128.f), t_hi = ax * LOG2E_HI;
+  const float t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
   const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
   const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
   float p = 1.f / 13.f;
@@ -443,7 +446,7 @@ __device__ __forceinline__ float softplus(float x, float threshold) {
   p = fmaf(p, s2, 1.f / 5.f);
   p = fmaf(p, s2, 1.f / 3.f);
   const float log1p_u = 2.f * fmaf(s * s2, p, s);
-  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
+  return x > threshold || x != x ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -1263,7 +1266,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 25 "templates/wgmma64/dstate.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) dstate(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1267 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1270 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1281,7 +1284,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 #line 27 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
   constexpr bool starts = false;   // the C pass: no dh stores, dS entering → dstate_start
-#line 1285 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1288 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 215040 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1335,7 +1338,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1339 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1342 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1363,7 +1366,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate(
       }
     }
 
-#line 1367 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1370 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 64 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread
@@ -1697,7 +1700,7 @@ __device__ __forceinline__ void put_tile_split(bf16* hi, bf16* lo, const WgmmaAc
 
 extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     const __grid_constant__ kdg::TensorMap map_k_decayed,
-#line 1701 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1704 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1720,7 +1723,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
     float* __restrict__ ws_dbeta) {
 #line 79 "templates/wgmma64/chunk_bwd.cu.j2"
   using namespace kdg_chunk_bwd;
-#line 1724 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1727 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 218112 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_loaded = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier loaded[1], arrive count 1
@@ -1781,7 +1784,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1785 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1788 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3, 40 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_dec<40>();
@@ -1813,7 +1816,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
       bulk_load(s_decay_total, ws_decay_total + ws_ch * DW, DW * 4, &bar_loaded[0]);
     }
 
-#line 1817 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 1820 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 12) {  // role "consumer": warps 4..11, 232 registers
 #line 46 "templates/skeleton.j2"
     kdg::ptx_setmaxnreg_inc<232>();
@@ -2126,7 +2129,7 @@ __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
 extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     const bf16* __restrict__ in_q,
-#line 2130 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2133 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -2150,7 +2153,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     int N) {
 #line 109 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
-#line 2154 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2157 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 210944 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
@@ -2208,14 +2211,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2212 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2215 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
 #line 148 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2219 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2222 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2279,14 +2282,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2283 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2286 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 198 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2290 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2293 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2542,7 +2545,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
 #line 647 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2546 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2549 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
 #line 650 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
@@ -2563,7 +2566,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       }
 #line 671 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2567 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2570 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2699,7 +2702,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2703 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2706 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2827,7 +2830,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2831 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2834 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2836,7 +2839,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2840 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2843 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

@@ -430,10 +430,13 @@ __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx
 // summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
 // as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
 // first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
-// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. −|x| is clamped at −128 (u is 0
+// there in fp32 anyway), so t_lo stays finite for x = ±inf and |x| near the fp32 maximum; NaN passes through.
+// tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
   constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
-  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float ax = fmaxf(-fabsf(x), -128.f), t_hi = ax * LOG2E_HI;
+  const float t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
   const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
   const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
   float p = 1.f / 13.f;
@@ -443,7 +446,7 @@ __device__ __forceinline__ float softplus(float x, float threshold) {
   p = fmaf(p, s2, 1.f / 5.f);
   p = fmaf(p, s2, 1.f / 3.f);
   const float log1p_u = 2.f * fmaf(s * s2, p, s);
-  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
+  return x > threshold || x != x ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -1263,7 +1266,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 25 "templates/wgmma64/dstate.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1267 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1270 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1281,7 +1284,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
 #line 27 "templates/wgmma64/dstate.cu.j2"
   using namespace kdg_dstate;
   constexpr bool starts = true;   // the C pass: no dh stores, dS entering → dstate_start
-#line 1285 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1288 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
   // shared memory: 215040 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1335,7 +1338,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1339 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1342 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread, chunks last to first: expect the stage's bytes, then its boxes and copies ----
@@ -1363,7 +1366,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) dstate_starts(
       }
     }
 
-#line 1367 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
+#line 1370 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward_entries.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 64 "templates/wgmma64/dstate.cu.j2"
     const int t = threadIdx.x % 128;     // the consumer warp group's thread

@@ -430,10 +430,13 @@ __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx
 // summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
 // as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
 // first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
-// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. −|x| is clamped at −128 (u is 0
+// there in fp32 anyway), so t_lo stays finite for x = ±inf and |x| near the fp32 maximum; NaN passes through.
+// tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
   constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
-  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float ax = fmaxf(-fabsf(x), -128.f), t_hi = ax * LOG2E_HI;
+  const float t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
   const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
   const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
   float p = 1.f / 13.f;
@@ -443,7 +446,7 @@ __device__ __forceinline__ float softplus(float x, float threshold) {
   p = fmaf(p, s2, 1.f / 5.f);
   p = fmaf(p, s2, 1.f / 3.f);
   const float log1p_u = 2.f * fmaf(s * s2, p, s);
-  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
+  return x > threshold || x != x ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -1144,7 +1147,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 #line 10 "templates/wgmma64/recurrence.cu.j2"
 // ===== recurrence: "recurrence", chunk 64 on bulk tensor copies and wgmma =====
 // grid (N, HV, 2): one CTA per (sequence, value head, 64 value rows), 256 threads. The producer warp group's first
-// thread fills a 2-stage ring (pipeline "chunk_ring") with each chunk's workspace tiles and value rows by
+// thread fills a 2-stage ring (pipeline "chunk_ring") with each chunk's q, k tiles, A, Mqk and value rows by
 // bulk tensor copies that complete on ready[s] by transaction count; 1 consumer warp group(s) each own
 // 64 value rows of the transposed state Sᵀ as wgmma accumulators for the whole sequence. Per chunk, in the
 // transposed form, every product takes its left operand from registers (the previous result, rounded to bf16)
@@ -1270,7 +1273,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 41 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_q,
-#line 1274 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1277 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
     const __grid_constant__ kdg::TensorMap map_k,
     const __grid_constant__ kdg::TensorMap map_A,
     const __grid_constant__ kdg::TensorMap map_Mqk,
@@ -1287,7 +1290,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 43 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1291 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1294 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   // shared memory: 169984 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -1356,7 +1359,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1360 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1363 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -1392,7 +1395,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       }
     }
 
-#line 1396 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
+#line 1399 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward_entries.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 110 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
@@ -1481,7 +1484,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       }
 
 #line 15 "templates/skeleton.j2"
-      // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
+      // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo; while it runs, Sᵀ ← Sᵀ⊙decay_total and Qᵀ ← Qᵀ·diag(q_factor) ----
 #line 204 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
@@ -1514,7 +1517,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       wgmma_fence_operand(Vn);
 
 #line 15 "templates/skeleton.j2"
-      // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ·diag(q_factor) + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
+      // ---- step output (consumer, wgmma_acc): Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo ----
 #line 235 "templates/wgmma64/recurrence.cu.j2"
       // and step update: both products take Vnᵀ (the update's columns × to_end_factor)
       WgmmaFragA vh[C / 16], vl[C / 16];
@@ -1536,7 +1539,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence_maps(
       }
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
-      // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + (Vnᵀ·diag(to_end_factor))·k (k read N-major); the stage is released ----
+      // ---- step update (consumer, wgmma_acc): Sᵀ += (Vnᵀ·diag(to_end_factor))·k, its operand made while the output's products run (k read N-major); the stage is released ----
 #line 256 "templates/wgmma64/recurrence.cu.j2"
       // bf16(Vnᵀ·diag(to_end_factor)), the update's operand, made while the output's products run
       WgmmaFragA ve[C / 16];

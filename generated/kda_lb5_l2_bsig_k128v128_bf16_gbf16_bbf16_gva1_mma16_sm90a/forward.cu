@@ -197,10 +197,13 @@ __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx
 // summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
 // as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
 // first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
-// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. −|x| is clamped at −128 (u is 0
+// there in fp32 anyway), so t_lo stays finite for x = ±inf and |x| near the fp32 maximum; NaN passes through.
+// tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
   constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
-  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float ax = fmaxf(-fabsf(x), -128.f), t_hi = ax * LOG2E_HI;
+  const float t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
   const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
   const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
   float p = 1.f / 13.f;
@@ -210,7 +213,7 @@ __device__ __forceinline__ float softplus(float x, float threshold) {
   p = fmaf(p, s2, 1.f / 5.f);
   p = fmaf(p, s2, 1.f / 3.f);
   const float log1p_u = 2.f * fmaf(s * s2, p, s);
-  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
+  return x > threshold || x != x ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -726,7 +729,7 @@ __device__ __forceinline__ void cp_async_tile(void* smem, int sstride, const voi
 // rows >= the chunk's length L are zero. Γ is kept in log2 units (Γ₂ = Γ·log2 e) and used through exp2f.
 extern "C" __global__ void __launch_bounds__(128, 4) prepare(
     const bf16* __restrict__ in_q,
-#line 730 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 733 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -747,7 +750,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   constexpr int LANES = 8, KPT = 16, THREADS = 128;
   constexpr float LOG2E = 1.4426950408889634f;
   static_assert(LANES * KPT == K && C * LANES == THREADS, "row mapping: C rows x LANES threads x KPT channels");
-#line 751 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 754 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // shared memory: 35392 B, static
   __shared__ __align__(16) unsigned char smem_raw[35392];
   float* const s_gamma = reinterpret_cast<float*>(smem_raw + 0);  // gamma [16 x 128] f32, ld 128
@@ -794,7 +797,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
   const bf16* in_q_row = in_q + (tok * (HV / G) + hq) * K + ch0;
 #line 41 "templates/mma16/prepare.cu.j2"
   // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 798 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 801 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // A_log: head_param
   const float n_A_log = *in_A_log_row;
   // beta: token_input
@@ -985,7 +988,7 @@ extern "C" __global__ void __launch_bounds__(128, 4) prepare(
 //   P = Sᵀ·k_decayedᵀ,  Q = Sᵀ·q_decayedᵀ,  Xᵀ = β⊙(vᵀ − P),  Vnᵀ = Xᵀ·Aᵀ,  Oᵀ = Q + Vnᵀ·Mqkᵀ,  Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end.
 extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
     const bf16* __restrict__ v,
-#line 989 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 992 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
     const float* __restrict__ h0,
     const bf16* __restrict__ ws_k_decayed,
     const bf16* __restrict__ ws_k_to_end,
@@ -1004,7 +1007,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
   constexpr int VS = 64, MMA_WARPS = 4, STAGES = 2, BLOCK = 8;
   constexpr int NT8 = K / 8;  // 16x8 accumulator tiles per warp along K
   static_assert(VS == MMA_WARPS * 16 && C == 16 && K % 16 == 0, "a warp's 16 value rows, 16-token chunks");
-#line 1008 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 1011 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   // shared memory: 39072 B, static
   __shared__ __align__(16) unsigned char smem_raw[39072];
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 32
@@ -1063,7 +1066,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 1067 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 1070 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "mma": warps 0..3
 #line 77 "templates/mma16/recurrence.cu.j2"
       // this warp's 16 rows of Sᵀ, vr0 .. vr0+15 of the full V
@@ -1238,7 +1241,7 @@ extern "C" __global__ void __launch_bounds__(160, 2) recurrence(
         }
       }
 
-#line 1242 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
+#line 1245 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_mma16_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 5) {  // role "load": warps 4..4
 #line 15 "templates/skeleton.j2"
     // ---- step load (load, cp.async): one chunk of workspace + v rows (tail rows zero-filled) ----

@@ -430,10 +430,13 @@ __device__ __forceinline__ float sigmoid(float x) { return ptx_rcp_ftz(1.f + ptx
 // summed as its odd series to s^13 (the rest is below 2e-8 of the sum). u is 2^t with t = −|x|·log2(e) carried
 // as t_hi + t_lo (rounding t alone would cost |t|·2^-24·ln 2 of u's precision: 20 ulp at x = −70), corrected to
 // first order. Two MUFU operations and a dozen FMAs where libm's log1pf(expf(x)) spends range reductions and
-// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. tests/test_math_functions.py.
+// branches; a few ulp from the exact value at every x, softplus ≈ e^x included. −|x| is clamped at −128 (u is 0
+// there in fp32 anyway), so t_lo stays finite for x = ±inf and |x| near the fp32 maximum; NaN passes through.
+// tests/test_math_functions.py.
 __device__ __forceinline__ float softplus(float x, float threshold) {
   constexpr float LOG2E_HI = 1.44269502162933349609375f, LOG2E_LO = 1.9259629891e-08f, LN2 = 0.6931471805599453f;
-  const float ax = -fabsf(x), t_hi = ax * LOG2E_HI, t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
+  const float ax = fmaxf(-fabsf(x), -128.f), t_hi = ax * LOG2E_HI;
+  const float t_lo = fmaf(ax, LOG2E_LO, fmaf(ax, LOG2E_HI, -t_hi));
   const float u0 = ptx_ex2_ftz(t_hi), u = fmaf(u0, t_lo * LN2, u0);
   const float s = u * ptx_rcp_ftz(2.f + u), s2 = s * s;
   float p = 1.f / 13.f;
@@ -443,7 +446,7 @@ __device__ __forceinline__ float softplus(float x, float threshold) {
   p = fmaf(p, s2, 1.f / 5.f);
   p = fmaf(p, s2, 1.f / 3.f);
   const float log1p_u = 2.f * fmaf(s * s2, p, s);
-  return x > threshold ? x : fmaxf(x, 0.f) + log1p_u;
+  return x > threshold || x != x ? x : fmaxf(x, 0.f) + log1p_u;
 }
 
 __device__ __forceinline__ float square(float x) { return x * x; }
@@ -1156,7 +1159,7 @@ __device__ __forceinline__ u32 swizzle_offset(u32 offset, int swizzle_bytes) {
 // ws_Mqk [C,C]; ws_beta (fp32 [C]).
 extern "C" __global__ void __launch_bounds__(256, 2) prepare(
     const bf16* __restrict__ in_q,
-#line 1160 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1163 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const bf16* __restrict__ in_k,
     const bf16* __restrict__ in_g,
     const bf16* __restrict__ in_beta,
@@ -1182,7 +1185,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
                 "prologue: whole rows per pass, 16-byte shared stores");
   static_assert(CPT * THREADS == NB * K && (CPT == 1 || CPT == 2) && K % 16 == 0,
                 "decay_columns, factors: one block and one or two channels per thread");
-#line 1186 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1189 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 107264 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132, alias q_then_A
@@ -1362,7 +1365,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
       const bf16* in_q_row = reinterpret_cast<const bf16*>(now_q);
 #line 168 "templates/wgmma64/prepare.cu.j2"
       // -- emitted from the DSL graph (kdagen.codegen.expr): q_hat, k_hat, decay, beta_val, scale_val --
-#line 1366 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1369 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
       // A_log: head_param
       const float n_A_log = *in_A_log_row;
       // beta: token_input
@@ -1807,7 +1810,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) prepare(
 #line 10 "templates/wgmma64/recurrence.cu.j2"
 // ===== recurrence: "recurrence", chunk 64 on bulk tensor copies and wgmma =====
 // grid (N, HV, 2): one CTA per (sequence, value head, 64 value rows), 256 threads. The producer warp group's first
-// thread fills a 2-stage ring (pipeline "chunk_ring") with each chunk's workspace tiles and value rows by
+// thread fills a 2-stage ring (pipeline "chunk_ring") with each chunk's workspace tiles, A, Mqk and value rows by
 // bulk tensor copies that complete on ready[s] by transaction count; 1 consumer warp group(s) each own
 // 64 value rows of the transposed state Sᵀ as wgmma accumulators for the whole sequence. Per chunk, in the
 // transposed form, every product takes its left operand from registers (the previous result, rounded to bf16)
@@ -1930,7 +1933,7 @@ __device__ __forceinline__ long long state_index(int k, int v, bool v_first) {
 #line 41 "templates/wgmma64/recurrence.cu.j2"
 extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_q_decayed,
-#line 1934 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1937 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
     const __grid_constant__ kdg::TensorMap map_k_decayed,
     const __grid_constant__ kdg::TensorMap map_k_to_end,
     const __grid_constant__ kdg::TensorMap map_A,
@@ -1947,7 +1950,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
     const __grid_constant__ kdg::TensorMap map_states) {
 #line 43 "templates/wgmma64/recurrence.cu.j2"
   using namespace kdg_recurrence;
-#line 1951 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 1954 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   // shared memory: 201728 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   kdg::u64* const bar_ready = reinterpret_cast<kdg::u64*>(smem_raw + 0);  // mbarrier ready[2], arrive count 1
@@ -2013,7 +2016,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
 
 #line 42 "templates/skeleton.j2"
   const int kdg_warp = threadIdx.x / 32;
-#line 2017 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 2020 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   if (kdg_warp >= 0 && kdg_warp < 4) {  // role "producer": warps 0..3
 #line 15 "templates/skeleton.j2"
     // ---- step load (producer, tma): one elected thread: expect the stage's bytes, then its tensor boxes and bulk copies ----
@@ -2045,7 +2048,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
     }
 
-#line 2049 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
+#line 2052 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/forward.cu"
   } else if (kdg_warp >= 4 && kdg_warp < 8) {  // role "consumer": warps 4..7
 #line 110 "templates/wgmma64/recurrence.cu.j2"
     const int g = kdg_warp / 4 - 1;      // this consumer warp group
@@ -2138,7 +2141,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
 
 #line 15 "templates/skeleton.j2"
-      // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo ----
+      // ---- step solve (consumer, wgmma_acc): Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo; while it runs, Sᵀ ← Sᵀ⊙decay_total ----
 #line 204 "templates/wgmma64/recurrence.cu.j2"
       WgmmaAcc<C> Vn;
       WgmmaFragA xh[C / 16], xl[C / 16];
@@ -2188,7 +2191,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) recurrence(
       }
       wgmma_commit();                          // group 1: the output (empty in the maps pass)
 #line 15 "templates/skeleton.j2"
-      // ---- step update (consumer, wgmma_acc): Sᵀ ← Sᵀ⊙decay_total + Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
+      // ---- step update (consumer, wgmma_acc): Sᵀ += Vnᵀ·k_to_end (k_to_end read N-major); the stage is released ----
 #line 265 "templates/wgmma64/recurrence.cu.j2"
     #pragma unroll
       for (int kk = 0; kk < C / 16; ++kk) wgmma_rs<1>(S, vh[kk], n_major(k_to_end, kk), 1);

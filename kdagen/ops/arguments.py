@@ -44,8 +44,9 @@ def add_config_arguments(p: argparse.ArgumentParser) -> None:
                    help="the kernels of a call without gradients (a forward-only family may serve it)")
     p.add_argument("--pairs", type=int, default=None, metavar="N",
                    help="the call's (sequence, value head) pairs, B·HV: families are ranked as a call of that shape "
-                        "ranks them. With --inference: wgmma64 first at head dim 128 for a per-channel decay (any "
-                        "N, or none given), for a per-head one with N ≤ 64, otherwise with N ≤ 16; without it, a "
+                        "ranks them. With --inference: wgmma64 first at head dim 128 (any N, or none given; N ≤ 64 "
+                        "for a per-head decay whose query or key is not a bf16 input or its l2norm), otherwise with "
+                        "N ≤ 16; without it, a "
                         "training call: wgmma64 first with any N at head dim 128, N ≥ 16 otherwise (default: "
                         "unknown)")
 

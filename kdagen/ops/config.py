@@ -18,7 +18,7 @@ import torch
 from ..codegen import has_entries, render_unit
 from ..plan import Dtypes, Plan, Problem, make_plan, verify
 from ..plan.configs import options_recurrence
-from ..plan.families import ranking, requested
+from ..plan.families import rank_kind, ranking, requested
 from ..plan.problem import check_input_dtypes, qk_inputs, recurrence_facts
 from ..runtime import env as runtime_env
 
@@ -52,7 +52,7 @@ class Spec:
     roles: dict = dataclasses.field(compare=False)         # core operand node -> role
     inputs: tuple = dataclasses.field(compare=False)       # token inputs then head parameters: the kernels' order
     key: str = dataclasses.field(compare=False)            # name|graph_sha: how the custom ops find it (SPECS)
-    decay_kind: str = dataclasses.field(compare=False)     # "vector" (per channel) or "scalar": how calls rank
+    rank_kind: str = dataclasses.field(compare=False)      # how calls rank (families.rank_kind)
     uri_hash: bool = dataclasses.field(default=True, compare=False)   # the URIs end with the graph hash (Problem)
     token_checks: tuple = dataclasses.field(default=(), compare=False)  # kdagen.ops.validate.token_checks
 
@@ -71,7 +71,7 @@ class Spec:
                     tuple(r.head_params), tuple(r.scalars),
                     {n: (nodes[n]["shape"][0] if nodes[n]["shape"] else None) for n in inputs},
                     {n: nodes[n]["dtype"] for n in r.token_inputs},
-                    {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}", r.decay_kind,
+                    {node: role for role, node in r.core_operands().items()}, inputs, f"{tag}|{sha}", rank_kind(r),
                     uri_hash)
         from .validate import token_checks
         return SPECS.setdefault(spec.key, dataclasses.replace(spec, token_checks=token_checks(spec)))
@@ -187,7 +187,7 @@ def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, a
     family = family or requested()
     # the class matters only where the planner ranks, i.e. no family is named (one plan, not two, otherwise)
     return Config(spec, K, V, arch, G, varlen, names["g"], names["beta"], state_layout, tuple(directions),
-                  family, "default" if family is not None else rank or ranking(directions, pairs, K, spec.decay_kind))
+                  family, "default" if family is not None else rank or ranking(directions, pairs, K, spec.rank_kind))
 
 
 def module_uri(plan: Plan, direction: str, entries: bool = False) -> str:

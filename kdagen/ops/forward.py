@@ -82,7 +82,7 @@ def _call_config(x: dict, call, keep: bool, family: str | None, arch: str | None
     cu = x.get("cu_seqlens")
     varlen = cu is not None
     pairs = call_pairs(v, cu, HV)
-    rank = call.ranking or ranking(TRAINING if keep else INFERENCE, pairs, K, spec.decay_kind)
+    rank = call.ranking or ranking(TRAINING if keep else INFERENCE, pairs, K, spec.rank_kind)
     key = (spec, H, K, HV, V, varlen, *dtypes.items(), v.device, call.state_layout, keep, family, arch, rank)
     config = _CONFIGS.get(key)
     if config is None:

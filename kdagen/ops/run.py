@@ -158,7 +158,7 @@ def training_ranking(call: Call, inputs: list) -> str:
     from .forward import call_pairs
     v = inputs[call.spec.inputs.index(call.spec.value)]
     ref = inputs[call.spec.inputs.index(call.spec.qk[0])] if call.spec.qk else v   # the head dim K, as the Config
-    return ranking(TRAINING, call_pairs(v, call.cu_seqlens, int(v.shape[2])), int(ref.shape[3]), call.spec.decay_kind)
+    return ranking(TRAINING, call_pairs(v, call.cu_seqlens, int(v.shape[2])), int(ref.shape[3]), call.spec.rank_kind)
 
 
 def apply(call: Call, tensors: dict, initial_state):

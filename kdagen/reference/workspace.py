@@ -58,20 +58,24 @@ def raw_term(factors: torch.Tensor, x: dict, span: tuple, name: str) -> torch.Te
 def workspace_errors(workspace: dict, x64: dict, opt, chunk: int) -> dict:
     """Relative L2 error of each workspace term (by plan name) against reference_workspace, and the largest
     magnitude found in rows past a chunk's end (they must be zero) as "tail_max". Where the workspace has numbers
-    per token in place of the decayed tiles (ws_row_factors), the tiles are those times q and k (raw_term)."""
+    per token for the recurrence (ws_row_factors), the decayed tiles they make with q and k (raw_term) are
+    compared too, as "<tile> by ws_row_factors" (and alone where the tiles were not kept)."""
     got, want, tail = {}, {}, [0.0]
+    factors = workspace.get("ws_row_factors")
+    terms = [(name, name) for name in TERMS if name in workspace or name not in RAW_TERMS]
+    terms += [(f"{name} by ws_row_factors", name) for name in RAW_TERMS] if factors is not None else []
     for ref in reference_workspace(x64, opt, chunk):
         c, L = ref["chunk"], ref["L"]
-        for name in TERMS:
-            mine = (workspace[name][c].double().cpu() if name in workspace or name not in RAW_TERMS
-                    else raw_term(workspace["ws_row_factors"][c], x64, ref["span"], name))
+        for key, name in terms:
+            mine = (workspace[name][c].double().cpu() if key == name
+                    else raw_term(factors[c], x64, ref["span"], name))
             if name == "ws_decay_total":      # a family may pad the per-head (or per-channel) totals
                 mine = mine[..., 0] if ref[name].dim() < mine.dim() else mine[..., :ref[name].shape[-1]]
             if name in ROW_TERMS:
                 tail.append(mine[:, L:].abs().max().item() if L < mine.shape[1] else 0.0)
                 mine = mine[:, :L, :L] if name in SQUARE_TERMS else mine[:, :L]
-            got.setdefault(name, []).append(mine.reshape(-1))
-            want.setdefault(name, []).append(ref[name].reshape(-1))
+            got.setdefault(key, []).append(mine.reshape(-1))
+            want.setdefault(key, []).append(ref[name].reshape(-1))
     errors = {}
     for name in got:
         g, w = torch.cat(got[name]), torch.cat(want[name])

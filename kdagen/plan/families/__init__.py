@@ -5,18 +5,18 @@
 reasons the others give are kept, so `kdagen plan` can say why a family was passed over.
 
 The rank is a family's priority, except in two classes of call (`ranking`), where a family may set its own rank:
-"few_pairs", an inference call with at most few_pairs_limit(K, decay kind) (sequence, value head) pairs, or any
+"few_pairs", an inference call with at most few_pairs_limit(K, rank kind) (sequence, value head) pairs, or any
 number (known or not) where that limit is None — there wgmma64's forward is measured faster (with few pairs its
-64-token chain of chunk steps is the reason; at head dim 128 with a per-channel decay also its prepare, at every
-number of pairs measured: benchmarks/NOTES.md, sessions 8, 9 and 17) — and "training", a call with gradients over
-at least TRAINING_PAIRS pairs at its head dim, where wgmma64's step is measured faster (sessions 13 and 15).
+64-token chain of chunk steps is the reason; at head dim 128 also its prepare, at every number of pairs measured:
+benchmarks/NOTES.md, sessions 8, 9, 17 and 21) — and "training", a call with gradients over at least
+TRAINING_PAIRS pairs at its head dim, where wgmma64's step is measured faster (sessions 13 and 15).
 """
 from __future__ import annotations
 
 import os
 
 from ..problem import PlanError, Problem
-from .base import Family
+from .base import IO_INPUTS, Family, row_scaled
 from .mma16 import FAMILY as MMA16
 from .wgmma64 import FAMILY as WGMMA64
 
@@ -27,10 +27,12 @@ ENV = "KDAGEN_FAMILY"
 # 9 and 17): at K = 128 wgmma64 leads mma16 at 4, 16, 64 and 256 pairs for a per-channel decay (256 pairs: 1.63
 # against 1.90 ms, lower-bound gate; 2.22 against 2.67, softplus), so at every count; for a per-head decay (GDN) it
 # led up to 64 and trailed at 256 (1.49 against 1.38) until its recurrence took q and k as loaded (session 21, run 2:
-# 1.158 against 1.378 ms at 256 pairs), so at every count now. At K = 64 only 64 pairs were timed (session 17,
-# run 4: kernels 0.273 against 0.292 ms, lb; the calls with their host paths 0.631 against 0.457), too little to
-# move session 8's limit of 16, which every other pair takes (UNMEASURED_FEW_PAIRS).
-FEW_PAIRS = {("vector", 128): None, ("scalar", 128): None}
+# 1.158 against 1.378 ms at 256 pairs), so at every count now where it can ("scalar"; "scalar_split", a per-head
+# decay whose query or key is not a bf16 input or its l2norm, keeps the decayed form and the old limit: rank_kind).
+# At K = 64 only 64 pairs were timed (session 17, run 4: kernels 0.273 against 0.292 ms, lb; the calls with their
+# host paths 0.631 against 0.457; session 21, run 3, alike), too little to move session 8's limit of 16, which every
+# other pair takes (UNMEASURED_FEW_PAIRS).
+FEW_PAIRS = {("vector", 128): None, ("scalar", 128): None, ("scalar_split", 128): 64}
 UNMEASURED_FEW_PAIRS = 16
 # The fewest (sequence, value head) pairs a training call needs to rank as "training", by head dim. Measured on the
 # H200 (benchmarks/NOTES.md, sessions 13 and 15): wgmma64's step is 1.6–1.8× shorter than mma16's at 16 and 64
@@ -40,10 +42,21 @@ UNMEASURED_FEW_PAIRS = 16
 TRAINING_PAIRS = {64: 16, 128: 1}
 
 
-def few_pairs_limit(head_dim: int, decay_kind: str) -> int | None:
-    """The few-pairs limit of a decay kind ("vector": per channel, "scalar": per head) at a head dim (FEW_PAIRS;
-    None: any number of pairs; UNMEASURED_FEW_PAIRS where the pair was not measured)."""
-    return FEW_PAIRS.get((decay_kind, head_dim), UNMEASURED_FEW_PAIRS)
+def rank_kind(r) -> str:
+    """How a recurrence's inference calls rank (FEW_PAIRS): its decay kind ("vector": per channel, "scalar": per
+    head), "scalar_split" for a per-head decay whose query or key is not a bf16 input or its l2norm (wgmma64 then
+    cannot take q and k as loaded: base.row_scaled)."""
+    if r.decay_kind != "scalar":
+        return r.decay_kind
+    ops = r.core_operands()
+    dtype_of = lambda n: "bf16" if n in IO_INPUTS else r.graph.nodes[n]["dtype"]  # noqa: E731 (Problem's io dtype)
+    return "scalar" if all(row_scaled(r, ops[role], dtype_of) for role in ("query", "key")) else "scalar_split"
+
+
+def few_pairs_limit(head_dim: int, kind: str) -> int | None:
+    """The few-pairs limit of a rank kind (rank_kind) at a head dim (FEW_PAIRS; None: any number of pairs;
+    UNMEASURED_FEW_PAIRS where the pair was not measured)."""
+    return FEW_PAIRS.get((kind, head_dim), UNMEASURED_FEW_PAIRS)
 
 
 def training_pairs_limit(head_dim: int) -> int:
@@ -51,13 +64,13 @@ def training_pairs_limit(head_dim: int) -> int:
     return TRAINING_PAIRS.get(head_dim, max(TRAINING_PAIRS.values()))
 
 
-def ranking(directions, pairs: int | None, head_dim: int, decay_kind: str) -> str:
+def ranking(directions, pairs: int | None, head_dim: int, kind: str) -> str:
     """How a call running `directions` over `pairs` (sequence, value head) pairs (None: unknown) of head dim
-    `head_dim` and a decay of `decay_kind` ranks families: "few_pairs" (an inference call with at most
-    few_pairs_limit(head_dim, decay_kind)), "training" (a call with gradients over at least
+    `head_dim` and a recurrence of rank kind `kind` (rank_kind) ranks families: "few_pairs" (an inference call with
+    at most few_pairs_limit(head_dim, kind)), "training" (a call with gradients over at least
     training_pairs_limit(head_dim)), else "default"."""
     if tuple(directions) == ("forward",):
-        limit = few_pairs_limit(head_dim, decay_kind)
+        limit = few_pairs_limit(head_dim, kind)
         if limit is None:                       # any number of pairs: known or not
             return "few_pairs"
         return "few_pairs" if pairs is not None and pairs <= limit else "default"
@@ -106,7 +119,7 @@ def choose(problem: Problem, directions=("forward", "backward"), name: str | Non
 
 def ranking_note(ranking: str, problem: Problem, prefix: str = "") -> str:
     """The call class a ranking names for a problem, in words ("" for the default)."""
-    limit = few_pairs_limit(problem.K, problem.recurrence.decay_kind)
+    limit = few_pairs_limit(problem.K, rank_kind(problem.recurrence))
     few = "any number of" if limit is None else f"≤ {limit}"
     return {"default": "",
             "few_pairs": f"{prefix}an inference call with {few} (sequence, head) pairs",

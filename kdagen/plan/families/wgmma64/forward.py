@@ -13,7 +13,8 @@ dependent shared-memory reads and products, so latency hiding needs warps):
   decay_columns, factors   a thread per (16-row block, 4K/256 adjacent channels): the block's totals D
              (shared), then (not "scalar") in place q̂ -> q̂·E (E = e^(Γi−Γ_in)), k̂ -> k̂·E (both rounded to
              tf32 once: the blocks' row side), k_out = k̂·F (F = e^(Γ_out−Γj)); the outputs q_decayed, k_decayed,
-             k_to_end (bf16 pairs at K = 128), decay_total
+             k_to_end (bf16 pairs at K = 128), decay_total; with the recurrence's q and k "raw" (qk_form) a
+             number per token for each instead (ws_row_factors), the tiles only where a backward keeps them
   blocks     the 16×16 blocks on tensor cores: the six off-diagonal ones, the key side scaled by the totals of
              the blocks in between, and the four diagonal ones where the form allows (diagonal_form); tf32 from
              fp32 tiles, or (a per-head decay) bf16 from bf16 tiles by ldmatrix: q and k as loaded, each result
@@ -28,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...model import DTYPE_BYTES, Barrier, Buffer, Kernel, Param, Role, Step, Workspace, kernel_options
+from ...problem import PlanError
 from ..base import Facts, form_of, input_param, seq_params, token_parallel, workspace_params
 
 CHUNK = 64
@@ -187,7 +189,7 @@ def _prepare_steps(f: Facts, diagonal: str, operands: str, NB: int, row_factors:
     scalar, running, raw = diagonal == "scalar", diagonal == "running", operands == "raw"
     per_head = PER_HEAD.get(operands, ())
     if scalar:
-        factors = Step("factors", "all", "column", reads=[*per_head, "D"] + (["gamma"] if row_factors else []),
+        factors = Step("factors", "all", "column", reads=[*per_head, "D"] + (["alpha"] if row_factors else []),
                        waits=["sync"],
                        global_writes=["ws_q_decayed", "ws_k_decayed", "ws_k_to_end", "ws_decay_total", "ws_beta"]
                        + (["ws_row_factors"] if row_factors else []),
@@ -333,6 +335,8 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
     threads = 128 * (1 + consumers)
     dw = decay_width(KD)
     raw = qk == "raw"
+    if raw and f is None:
+        raise PlanError("recurrence: q and k \"raw\" need the recurrence's facts (f: the query's and key's inputs)")
     ring = chunk_ring(K, dw, consumers, "v", qk)
     stage_bytes = sum(b.stage_bytes for b in ring)
     states = keeps_states(V)
@@ -361,13 +365,15 @@ def recurrence(*, K: int, V: int, KD: int, varlen: bool, state_layout: str, ws: 
           if states else []),
         Step("delta", "consumer", "wgmma_acc", reads=["v", "beta", *(["row_factors"] if raw else [])], loop=True,
              note="Xᵀ = β⊙(vᵀ − Pᵀ" + ("·diag(k_factor))" if raw else ")")),
-        Step("solve", "consumer", "wgmma_acc", reads=["A"], loop=True,
-             note="Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo"),
-        Step("output", "consumer", "wgmma_acc", reads=["Mqk", *(["row_factors"] if raw else [])], loop=True,
-             note="Oᵀ = Qᵀ" + ("·diag(q_factor)" if raw else "") + " + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
-        Step("update", "consumer", "wgmma_acc", reads=[to_end_tile, "decay_total"], arrives=["free"], loop=True,
-             note="Sᵀ ← Sᵀ⊙decay_total + " + ("(Vnᵀ·diag(to_end_factor))·k" if raw else "Vnᵀ·k_to_end")
-                  + f" ({to_end_tile} read N-major); the stage is released"),
+        Step("solve", "consumer", "wgmma_acc", reads=["A", "decay_total", *(["row_factors"] if raw else [])],
+             loop=True, note="Vnᵀ = Xᵀ·Aᵀ, Xᵀ split bf16 hi + lo; while it runs, Sᵀ ← Sᵀ⊙decay_total"
+                             + (" and Qᵀ ← Qᵀ·diag(q_factor)" if raw else "")),
+        Step("output", "consumer", "wgmma_acc", reads=["Mqk"], loop=True,
+             note="Oᵀ = Qᵀ + Vnᵀ·Mqkᵀ, Vnᵀ split bf16 hi + lo"),
+        Step("update", "consumer", "wgmma_acc", reads=[to_end_tile, *(["row_factors"] if raw else [])],
+             arrives=["free"], loop=True,
+             note="Sᵀ += " + ("(Vnᵀ·diag(to_end_factor))·k, its operand made while the output's products run"
+                              if raw else "Vnᵀ·k_to_end") + f" ({to_end_tile} read N-major); the stage is released"),
         Step("store_o", "consumer", "rows", reads=["o", *(["states"] if states else [])], writes=["o"],
              waits=["o_staged"], loop=True, global_writes=["o", *(["ws_states"] if states else [])],
              note="Oᵀ transposed through one of two shared tiles, 16-byte stores of the valid rows"
