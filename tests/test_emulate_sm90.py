@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from kdagen.codegen import emulate
-from kdagen.codegen.render import header_sources
+from kdagen.codegen.render import probe_unit
 from markers import needs_nvrtc
 
 needs_emulation = pytest.mark.skipif(emulate.unavailable() is not None, reason=f"no emulation: {emulate.unavailable()}")
@@ -367,8 +367,7 @@ def signatures() -> list[tuple[str, list[str]]]:
 
 def device_source() -> str:
     """The kernels as one CUDA unit for nvcc / NVRTC (the headers pasted as templates/unit.cu.j2 does)."""
-    headers = "\n".join(f"// ===== templates/{path} =====\n{text}" for path, text in header_sources(GROUPS))
-    return f"#include <cuda_bf16.h>\n{headers}\n{kernels_text()}"
+    return probe_unit(GROUPS, kernels_text())
 
 
 # ---- references ---------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kdagen.codegen import emulate
-from kdagen.codegen.render import header_sources
+from kdagen.codegen.render import probe_unit
 
 GROUPS = ("common", "sm80")
 
@@ -46,8 +46,7 @@ SIGNATURES = [("tf32_mma_probe", ["const float*", "const float*", "const float*"
 
 
 def device_source() -> str:
-    headers = "\n".join(f"// ===== templates/{path} =====\n{text}" for path, text in header_sources(GROUPS))
-    return f"#include <cuda_bf16.h>\n{headers}\n{KERNEL}"
+    return probe_unit(GROUPS, KERNEL)
 
 
 def tf32_rna(x: np.ndarray) -> np.ndarray:

@@ -9,7 +9,7 @@ import torch
 
 from kdagen import runtime
 from kdagen.codegen import emulate
-from kdagen.codegen.render import header_sources
+from kdagen.codegen.render import probe_unit
 
 GROUPS = ("common",)
 THRESHOLD = 20.0
@@ -31,8 +31,7 @@ SPECIAL = {float("-inf"): 0.0, float("inf"): float("inf"), -BIG: 0.0, BIG: BIG}
 
 
 def device_source() -> str:
-    headers = "\n".join(f"// ===== templates/{path} =====\n{text}" for path, text in header_sources(GROUPS))
-    return f"#include <cuda_bf16.h>\n{headers}\n{KERNEL}"
+    return probe_unit(GROUPS, KERNEL)
 
 
 def inputs() -> torch.Tensor:

@@ -42,6 +42,13 @@ def header_sources(groups) -> list[tuple[str, str]]:
     return [(path, (templates_dir() / path).read_text()) for path in header_files(groups)]
 
 
+def probe_unit(groups, kernels_text: str) -> str:
+    """Hand-written kernels (a test's probes) as one CUDA unit for NVRTC or nvcc: the groups' headers pasted before
+    them, as templates/unit.cu.j2 pastes a plan's."""
+    headers = "\n".join(f"// ===== templates/{path} =====\n{text}" for path, text in header_sources(groups))
+    return f"#include <cuda_bf16.h>\n{headers}\n{kernels_text}"
+
+
 def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 from ..problem import PlanError, Problem
-from .base import IO_INPUTS, Family, row_scaled
+from .base import IO_INPUTS, Family, qk_row_scaled
 from .mma16 import FAMILY as MMA16
 from .wgmma64 import FAMILY as WGMMA64
 
@@ -45,12 +45,11 @@ TRAINING_PAIRS = {64: 16, 128: 1}
 def rank_kind(r) -> str:
     """How a recurrence's inference calls rank (FEW_PAIRS): its decay kind ("vector": per channel, "scalar": per
     head), "scalar_split" for a per-head decay whose query or key is not a bf16 input or its l2norm (wgmma64 then
-    cannot take q and k as loaded: base.row_scaled)."""
+    cannot take q and k as loaded: base.qk_row_scaled)."""
     if r.decay_kind != "scalar":
         return r.decay_kind
-    ops = r.core_operands()
     dtype_of = lambda n: "bf16" if n in IO_INPUTS else r.graph.nodes[n]["dtype"]  # noqa: E731 (Problem's io dtype)
-    return "scalar" if all(row_scaled(r, ops[role], dtype_of) for role in ("query", "key")) else "scalar_split"
+    return "scalar" if qk_row_scaled(r, dtype_of) else "scalar_split"
 
 
 def few_pairs_limit(head_dim: int, kind: str) -> int | None:

@@ -71,6 +71,13 @@ def row_scaled(r, node: str, dtype_of) -> bool:
     return a["op"] == "token_input" and bool(a["shape"]) and dtype_of(x) == "bf16"
 
 
+def qk_row_scaled(r, dtype_of) -> bool:
+    """Whether the query and key are each a bf16 row input or its l2norm (row_scaled): what lets wgmma64 take q and k
+    as loaded, in its prepare's products and in its recurrence."""
+    ops = r.core_operands()
+    return all(row_scaled(r, ops[role], dtype_of) for role in ("query", "key"))
+
+
 def facts(problem: Problem) -> Facts:
     r = problem.recurrence
     value = r.core_operands()["value"]
@@ -94,7 +101,7 @@ def facts(problem: Problem) -> Facts:
                  leaves=leaves, scalars=list(r.scalars),
                  head_params=[(n, bool(r.graph.nodes[n]["shape"])) for n in r.head_params],
                  qk_inputs=qk_inputs(r), token_inputs=list(r.token_inputs), row_dtypes=row_dtypes,
-                 qk_row_scaled=all(row_scaled(r, ops[role], dtype_of) for role in ("query", "key")),
+                 qk_row_scaled=qk_row_scaled(r, dtype_of),
                  qk_rows=tuple(l2norm_split(r.graph, ops[role])[0] for role in ("query", "key")))
 
 
