@@ -417,20 +417,26 @@ def test_only_plain_tensors_go_past_the_dispatcher():
     assert not library.plain([t, torch.zeros(2, device="meta")])
 
 
-def test_prepared_launches_pass_module_launchs_arguments(monkeypatch):
-    """A Sized's launches on a runtime module (prepared: addresses, sizes fixed) give the driver the bytes that
-    module.launch would pack for the same tensors, workspaces and scalars: every launch_sized of a forward and
-    its backward replayed both ways."""
+@pytest.mark.parametrize("family", ["mma16", "wgmma64"])
+def test_prepared_launches_pass_module_launchs_arguments(family, monkeypatch):
+    """A Sized's launches on a runtime module (prepared: addresses, sizes fixed, tensor maps encoded per address) give
+    the driver the bytes that module.launch would pack for the same tensors, workspaces and scalars: every
+    launch_sized of a forward and its backward replayed both ways (the driver's encodings of the maps replaced by
+    the emulator's, which module.launch makes of CPU tensors)."""
+    from kdagen.runtime import tensormap
     from test_runtime import install_fake_driver, packed
+    monkeypatch.setenv("KDAGEN_FAMILY", family)
     driver = install_fake_driver(monkeypatch)
+    monkeypatch.setattr(tensormap, "_encode", emulate.encode_layout)
     calls, real = [], launcher.launch_sized
     monkeypatch.setattr(launcher, "launch_sized", lambda *a: calls.append(a) or real(*a))
     for module in (fw, bw):
         monkeypatch.setattr(module, "launch_sized", launcher.launch_sized)
-    x, call = call_of(LB, cu_seqlens=[0, 9, 30])
+    x, call = call_of(LB, cu_seqlens=[0, 9, 30], H=8)
     o, ht, saved = fw.forward(x, call, keep=True, loader=lambda config, device, direction: Recorder())
     bw.backward(saved, torch.ones_like(o), torch.ones_like(ht), loader=lambda config, device, direction: Recorder())
     assert [a[-1] for a in calls] == ["forward", "backward"]
+    maps = 0
 
     def recorded(name, grid, block, args, smem_bytes):
         pointers = [("ptr", 0 if a is None else a.data_ptr()) if a is None or isinstance(a, torch.Tensor) else a
@@ -440,11 +446,15 @@ def test_prepared_launches_pass_module_launchs_arguments(monkeypatch):
     for sized, _, _, tensors, ws, scalars, direction in calls:
         generic = []
         real(sized, types.SimpleNamespace(launch=recorded), "cpu", tensors, ws, scalars, direction)
-        driver.arity.update({name: len(params) for name, *_, params in sized.launches})
+        driver.arity.update({name: [128 if kind == "tensor_map" else 8 for kind, *_ in params]
+                             for name, *_, params in sized.launches})
+        maps += sum(kind == "tensor_map" for *_, params in sized.launches for kind, *_ in params)
         driver.launched.clear()
+        assert sized.bindable, direction
         real(sized, rt_launch.Module("m", "sm_90a", b"", "cubin"), torch.device("cpu", 0), tensors, ws, scalars,
              direction)
         assert driver.launched == generic and len(generic) == len(sized.launches), direction
+    assert (maps > 0) == (family == "wgmma64")
 
 
 def test_carved_workspaces_are_aligned_apart_and_kept_ones_separate(monkeypatch):
@@ -468,29 +478,34 @@ def test_carved_workspaces_are_aligned_apart_and_kept_ones_separate(monkeypatch)
     assert own.buffer is None and all(t.count_nonzero() == 0 for t in own.tensors().values())
 
 
-def test_only_pointers_floats_and_sizes_are_prepared():
-    """A tensor map holds its tensor's address, so it is encoded at each launch (module.launch), never fixed."""
+def test_only_pointers_floats_sizes_and_fixed_size_maps_are_prepared():
+    """A tensor map is a slot of its own (encoded per address) where the call fixes its tensor's dtype and size, so
+    that the layout can be checked against it once."""
     def launches(*params):
-        return [("k", (1, 1, 1), (32,), 0, tuple((kind, key, key, None) for kind, key in params))]
-    sizes = {"T": 40, "N": 1}
-    assert launcher.bindable(launches(("ptr", "in_q"), ("f32", "sc_scale"), ("i32", "T"), ("i64", "N")), sizes)
-    assert not launcher.bindable(launches(("ptr", "in_q"), ("tensor_map", "ws_A")), sizes)
-    assert not launcher.bindable(launches(("i32", "chunk")), sizes)
+        return [("k", (1, 1, 1), (32,), 0, tuple((kind, key, key, layout) for kind, key, layout in params))]
+    sizes, extents = {"T": 40, "N": 1}, {"ws_A": (torch.bfloat16, 8192)}
+    a_map = ("ws_A", torch.bfloat16, [64, 64], 128, [64, 64], [64])
+    assert launcher.bindable(launches(("ptr", "in_q", None), ("f32", "sc_scale", None), ("i32", "T", None),
+                                      ("i64", "N", None), ("tensor_map", "ws_A", a_map)), sizes, extents)
+    assert not launcher.bindable(launches(("tensor_map", "ws_B", a_map)), sizes, extents)       # no extent
+    assert not launcher.bindable(launches(("tensor_map", "ws_A", ("ws_A", torch.float32, *a_map[2:]))), sizes,
+                                 extents)                                                       # another dtype
+    assert not launcher.bindable(launches(("i32", "chunk", None)), sizes, extents)
 
 
 @pytest.mark.parametrize("shape, keep, family", [
     (dict(B=2, T=40, H=2), False, "wgmma64"),              # 4 pairs, no grad: the 64-token chain
-    (dict(B=4, T=40, H=4), False, "wgmma64"),              # 16 pairs (head dim 64: at most 16)
-    (dict(B=1, T=40, H=17), False, "mma16"),               # 17 pairs: the cheaper prepare
-    (dict(cu_seqlens=[0, 9, 30], H=8), False, "wgmma64"),  # varlen: N·HV = 16
-    (dict(cu_seqlens=[0, 9, 30, 31], H=8), False, "mma16"),  # 24
+    (dict(B=4, T=40, H=16), False, "wgmma64"),             # 64 pairs (head dim 64: at most 64)
+    (dict(B=1, T=40, H=65), False, "mma16"),               # 65 pairs: the cheaper prepare
+    (dict(cu_seqlens=[0, 9, 30], H=32), False, "wgmma64"),  # varlen: N·HV = 64
+    (dict(cu_seqlens=[0, 9, 30, 31], H=22), False, "mma16"),  # 66
     (dict(B=2, T=40, H=2), True, "mma16"),                 # a training call on 4 pairs: mma16 (its cut)
     (dict(B=4, T=40, H=4), True, "wgmma64"),               # a training call on 16 pairs: the chunk-64 backward
     (dict(B=4, T=40, H=16, D=128), False, "wgmma64"),      # head dim 128, a per-channel decay: any number of pairs
     (dict(B=5, T=40, H=13, D=128), False, "wgmma64"),      # 65
     (dict(op="gdn", B=4, T=40, H=16, D=128), False, "wgmma64"),   # a per-head decay too: any number of pairs
     (dict(op="gdn", B=5, T=40, H=13, D=128), False, "wgmma64"),   # 65
-    (dict(op="gdn", B=1, T=40, H=17), False, "mma16"),            # 17 pairs at head dim 64
+    (dict(op="gdn", B=1, T=40, H=65), False, "mma16"),            # 65 pairs at head dim 64
 ])
 def test_the_call_class_ranks_the_families(shape, keep, family, monkeypatch):
     monkeypatch.delenv("KDAGEN_FAMILY", raising=False)

@@ -432,8 +432,8 @@ def test_bad_kernel_args_name_their_position(arg, error, message):
 
 class FakeDriver:
     """cupy.cuda.driver as launches use it, and the function handles Module.function gives: records each launch
-    with the 8 bytes each entry of its void*[] points to, read while the launch is in flight (as the driver
-    does); `arity` gives each kernel's parameter count."""
+    with the bytes each entry of its void*[] points to, read while the launch is in flight (as the driver
+    does); `arity` gives each kernel's parameter count (8 bytes each) or each parameter's size."""
     CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
     def __init__(self, context=7):
@@ -451,9 +451,11 @@ class FakeDriver:
 
     def launchKernel(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         name = next(n for n, ptr in self.names.items() if ptr == fn)
-        array = (ctypes.c_void_p * self.arity[name]).from_address(params)
+        sizes = self.arity[name]
+        sizes = [8] * sizes if isinstance(sizes, int) else sizes
+        array = (ctypes.c_void_p * len(sizes)).from_address(params)
         self.launched.append((name, (gx, gy, gz), (bx, by, bz), smem,
-                              [ctypes.string_at(array[i], 8) for i in range(self.arity[name])]))
+                              [ctypes.string_at(array[i], n) for i, n in enumerate(sizes)]))
 
 
 def install_fake_driver(monkeypatch) -> FakeDriver:
@@ -475,8 +477,8 @@ def fake_driver(monkeypatch):
 
 
 def packed(args) -> list[bytes]:
-    """The bytes the driver reads per argument, as FakeDriver reads them (8 each): as pack_args packs each value,
-    an address ("ptr", int) as a void*."""
+    """The bytes the driver reads per argument, as FakeDriver reads them (8 each, a tensor map's 128): as pack_args
+    packs each value, an address ("ptr", int) as a void*."""
     return [(struct.pack("<Q", a[1]) if isinstance(a, tuple) else bytes(launch.c_value(a, i))).ljust(8, b"\0")
             for i, a in enumerate(args)]
 
@@ -485,13 +487,14 @@ def test_a_prepared_launch_passes_what_pack_args_packs(fake_driver):
     """Fixed arguments packed once, slots written per launch: the driver reads the same bytes pack_args gives
     for those values, launch after launch, on the current stream, without a device switch."""
     module, driver = fake_driver
-    params = [7, launch.Slot("ptr"), runtime.i64(2 ** 40), launch.Slot("f32"), None, -3, launch.Slot("ptr"),
-              runtime.f32(0.25)]
-    driver.arity["k"] = len(params)
+    params = [7, launch.Slot("ptr"), runtime.i64(2 ** 40), launch.Slot("f32"), None, -3, launch.Slot("tmap"),
+              launch.Slot("ptr"), runtime.f32(0.25)]
+    driver.arity["k"] = [128 if p == launch.Slot("tmap") else 8 for p in params]
     prepared = module.prepare("k", (3, 2), 128, params, smem_bytes=1024, device_index=0)
-    for address, scale, other in ((0x7F00_0000_1000, 0.5, 0), (0x7F00_0000_2000, -1.5, 0xDEAD0)):
-        prepared((address, scale, other))
-        want = packed([7, ("ptr", address), runtime.i64(2 ** 40), runtime.f32(scale), None, -3, ("ptr", other),
+    for address, scale, other, fill in ((0x7F00_0000_1000, 0.5, 0, 1), (0x7F00_0000_2000, -1.5, 0xDEAD0, 2)):
+        tmap = runtime.TensorMap(bytes(range(fill, fill + 128)))
+        prepared((address, scale, tmap.data, other))
+        want = packed([7, ("ptr", address), runtime.i64(2 ** 40), runtime.f32(scale), None, -3, tmap, ("ptr", other),
                        runtime.f32(0.25)])
         assert driver.launched[-1] == ("k", (3, 2, 1), (128, 1, 1), 1024, want)
     assert len(driver.launched) == 2 and not driver.attributes

@@ -29,3 +29,24 @@ def test_sizes_that_are_not_plain_ints_are_never_cached():
     assert _encoding_key(t, (32, 32), 128, [64, True], [64]) is None
     assert _encoding_key(t, (32, 32), True, None, None) is None
     assert _encoding_key(t, (32, 32), 128, None, None) is not None
+
+
+def test_a_prepared_launchs_map_checks_its_layout_once_and_encodes_each_address_once(monkeypatch):
+    """runtime.AddressedMap (a prepared launch's tensor-map slot): the layout is checked against the tensor's extent
+    when the slot is made; a launch's address is checked for alignment and encoded once; 0 is the zero map."""
+    import pytest
+
+    from kdagen.runtime import launch, tensormap
+    made = []
+    monkeypatch.setattr(tensormap, "_encode", lambda t: made.append(t.address) or tensormap.TensorMap(
+        t.address.to_bytes(8, "little") * 16))
+    monkeypatch.setattr(launch, "on_device", lambda index: __import__("contextlib").nullcontext())
+    with pytest.raises(ValueError, match="reach 16384 bytes.*holds 16383"):
+        tensormap.map_layout(torch.float32, 64 * 64 * 4 - 1, (32, 32), 128, [64, 64], [64])
+    slot = tensormap.AddressedMap(tensormap.map_layout(torch.float32, 64 * 64 * 4, (32, 32), 128, [64, 64], [64]), 0)
+    assert slot(0) == bytes(128) and not made
+    first = slot(0x1000)
+    assert slot(0x1000) == first == (0x1000).to_bytes(8, "little") * 16 and made == [0x1000]
+    assert slot(0x2000) != first and made == [0x1000, 0x2000]
+    with pytest.raises(ValueError, match="not 16-byte aligned"):
+        slot(0x1008)

@@ -42,7 +42,7 @@ def main(args: list[str]) -> None:
     os.environ.update(KDAGEN_FAMILY="wgmma64", KDAGEN_CUT="off")
     train = "--train" in args
     shapes = [Shape(*map(int, a.split("x"))) for a in args if a != "--train"] or [Shape(1, 8192, 64, 128)]
-    for key in ("kda", "kda_lb") if train else ("kda", "kda_lb", "gdn"):   # --train: KDA only, a short call
+    for key in ("kda", "kda_lb", "gdn"):
         variant = VARIANTS[key]
         fn = kdagen.chunk_kda if variant.op == "kda" else kdagen.chunk_gated_delta_rule
         for shape in shapes:

@@ -1,6 +1,8 @@
 """Where a token-parallel kernel's time goes, step by step, on the GPU:
 `python benchmarks/probe/step_clocks.py [--ops kda_lb,gdn] [--shape 1x8192x64x128] [--kernel prepare]
-[--thread 0]` (the family is the one an inference call of that shape runs; KDAGEN_FAMILY picks another).
+[--thread 0] [--train]` (the family is the one an inference call of that shape runs, or with --train a training
+call, which runs forward and backward so that a backward kernel such as prepare_bwd can be timed; KDAGEN_FAMILY
+picks another).
 
 The static counts of ptx_steps.py cannot weigh loops or latency; this probe times them. It renders the op's
 forward unit as the runtime does, inserts a clock mark (`clock64()`) at every plan-step
@@ -67,12 +69,15 @@ def a_shape(s: Shape) -> str:
     return f"{s.B}x{s.T}x{s.H}x{s.D}"
 
 
-def run(key: str, shape: Shape, kernel: str, thread: int) -> None:
+def run(key: str, shape: Shape, kernel: str, thread: int, train: bool = False) -> None:
     variant = VARIANTS[key]
     holder = {}
 
-    def load(config, device, direction):
-        source, steps = instrument(config.source(direction), kernel, thread)
+    def load(config, device, direction, entries=False):
+        source = config.source(direction, entries)
+        if entries or not re.search(rf'extern "C" __global__ void .*\b{kernel}\(', source):
+            return saved(config, device, direction, entries)     # a unit without the kernel runs as it is
+        source, steps = instrument(source, kernel, thread)
         plan, _ = config.planned()
         module = runtime.load_module(ops_config.module_uri(plan, direction) + "_clocks", source, config.arch,
                                      device=device)
@@ -80,14 +85,16 @@ def run(key: str, shape: Shape, kernel: str, thread: int) -> None:
         return module
 
     s = make_set(variant, shape, device="cuda", seed=0)
-    x = {n: t.detach() for n, t in s.inputs.items()}
+    x = {n: t.detach().requires_grad_(train and t.is_floating_point()) for n, t in s.inputs.items()}
     args = [x.pop(n) for n in ("q", "k", "v", "g", "beta")]
     fn = kdagen.chunk_kda if variant.op == "kda" else kdagen.chunk_gated_delta_rule
     saved, ops_config.load = ops_config.load, load
     try:
-        with torch.no_grad():
+        with torch.set_grad_enabled(train):
             for _ in range(3):                          # the last call's clocks are read
-                fn(*args, **variant.call_kwargs(), **x)
+                o = fn(*args, **variant.call_kwargs(), **x)[0]
+                if train:
+                    o.backward(torch.ones_like(o))
         torch.cuda.synchronize()
     finally:
         ops_config.load = saved
@@ -120,10 +127,11 @@ def main() -> None:
     ap.add_argument("--shape", default="1x8192x64x128")
     ap.add_argument("--kernel", default="prepare")
     ap.add_argument("--thread", type=int, default=0, help="the thread that marks (default 0)")
+    ap.add_argument("--train", action="store_true", help="a training call (forward and backward)")
     a = ap.parse_args()
     shape = Shape(*map(int, a.shape.split("x")))
     for key in a.ops.split(","):
-        run(key, shape, a.kernel, a.thread)
+        run(key, shape, a.kernel, a.thread, a.train)
 
 
 if __name__ == "__main__":

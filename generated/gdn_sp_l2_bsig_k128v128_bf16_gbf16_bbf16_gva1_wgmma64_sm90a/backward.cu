@@ -1,7 +1,7 @@
 // kdagen 0.1.0 generated CUDA: gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a (backward)
 // configuration: recurrence gdn_sp_l2_bsig (graph 568195be1582f9ca, decay scalar in [-inf, -0.0]), K=128 V=128, io bf16, g bf16, beta bf16, state f32, GVA 1, varlen False, state layout kv, sm_90a
 // family wgmma64, chunk 64, exponent form relative
-// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 215040 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 512 threads, 210944 B smem), param_reduce (grid ['(HV + 31) // 32', '2'], 256 threads, 1024 B smem)
+// kernels: dstate (grid ['N', 'HV', 2], 256 threads, 215040 B smem), chunk_bwd (grid ['chunks', 'HV'], 384 threads, 218112 B smem), prepare_bwd (grid ['chunks', 'H'], 512 threads, 211456 B smem), param_reduce (grid ['(HV + 31) // 32', '2'], 256 threads, 1024 B smem)
 // Do not edit: rendered from templates/ by kdagen.codegen; `kdagen plan` shows the plan.
 
 #line 2 "templates/unit.cu.j2"
@@ -2093,20 +2093,20 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 373 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 59 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 62 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
 // grid (chunks upper bound, H q/k heads), 512 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
-#line 64 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 67 "templates/wgmma64/prepare_bwd.cu.j2"
 //   column  a thread per channel (block_factors);
 //   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma"): every 16-row block pair
 //           is a bf16 hi + lo mma.m16n8k16 product, dMqk and dMkk split once into tiles read by ldmatrix,
-#line 72 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 75 "templates/wgmma64/prepare_bwd.cu.j2"
 //           the per-head decay's pair factors e^(Γi−Γj) ≤ 1 in them: the other side is raw q̂, k̂.
-#line 78 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 81 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
-#line 87 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 90 "templates/wgmma64/prepare_bwd.cu.j2"
 namespace kdg_prepare_bwd {
 using namespace kdg;
 
@@ -2116,12 +2116,12 @@ constexpr int PARTS = 4, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
-#line 97 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 100 "templates/wgmma64/prepare_bwd.cu.j2"
 constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
 constexpr int MID = 7;                           // the row of a block its factors are taken about
 static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 102 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 105 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2151,10 +2151,10 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 109 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 112 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
 #line 2157 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
-  // shared memory: 210944 B, dynamic (above the static limit)
+  // shared memory: 211456 B, dynamic (above the static limit)
   KDG_DYNAMIC_SMEM(smem_raw);
   float* const s_q_hat = reinterpret_cast<float*>(smem_raw + 0);  // q_hat [64 x 128] f32, ld 132
   [[maybe_unused]] constexpr int ld_q_hat = 132;
@@ -2178,26 +2178,27 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
   bf16* const s_dMkk_lo = reinterpret_cast<bf16*>(smem_raw + 200960);  // dMkk_lo [64 x 64] bf16, ld 72
   [[maybe_unused]] constexpr int ld_dMkk_lo = 72;
   float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 210176);  // kbr_total [128] f32, ld 128
-  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 210688);  // gamma [64] f32, ld 64
-#line 112 "templates/wgmma64/prepare_bwd.cu.j2"
+  float* const s_gamma = reinterpret_cast<float*>(smem_raw + 210688);  // gamma [3 x 64] f32, ld 64
+  [[maybe_unused]] constexpr int ld_gamma = 64;
+#line 115 "templates/wgmma64/prepare_bwd.cu.j2"
   constexpr int LDT = ld_q_hat, LDM = ld_dMqk_hi, KRP = ld_kR_part;  // [C][K], [C][C] row pitches; kR partials
   static_assert(ld_k_hat == LDT && ld_U == LDT && ld_W == LDT && ld_dgc == LDT && ld_dMqk_lo == LDM &&
                 ld_dMkk_hi == LDM && ld_dMkk_lo == LDM && LDM % 8 == 0, "one pitch per tile shape; 16-byte rows");
-#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 123 "templates/wgmma64/prepare_bwd.cu.j2"
   const int c = blockIdx.x, jh = blockIdx.y, H = gridDim.y, HV = H * G;  // jh: the q/k head
   ChunkAt at;                                        // the grid is an upper bound on the chunk count
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
-#line 128 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 131 "templates/wgmma64/prepare_bwd.cu.j2"
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
-#line 130 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 133 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 135 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 138 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2211,14 +2212,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2215 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2216 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
-#line 148 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 151 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2222 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2223 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2253,14 +2254,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_6[j];
-#line 154 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 157 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 161 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 164 "templates/wgmma64/prepare_bwd.cu.j2"
   kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
 #pragma unroll
   for (int I = 0; I < NB; ++I)
@@ -2270,7 +2271,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::frag_zero(dk_sum[I][nt]);
     }
 
-#line 173 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 176 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
@@ -2282,14 +2283,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2286 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2287 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 198 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 201 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2293 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2294 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2316,40 +2317,51 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       const float n_neg_4 = (-n_mul_3);
       const float a_out = n_neg_4;
       const float beta_out = n_sigmoid_7;
-#line 204 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 207 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_U[i * LDT + d0 + e] = valid ? a_out : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
     }
-#line 210 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 213 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": a and β written
 
 #line 15 "templates/skeleton.j2"
-    // ---- step block_factors (all, column): a thread per channel down the chunk: U_i = e^Γi, W_i = e^(Γl−Γi); Γ, the per-head decay's cumsum, into gamma ----
-#line 213 "templates/wgmma64/prepare_bwd.cu.j2"
-    if (tid < K) {                                  // a thread per channel, down the chunk
-#line 241 "templates/wgmma64/prepare_bwd.cu.j2"
-      float run = 0.f;                              // Γ down the chunk (the per-head decay: every channel alike)
-#pragma unroll 4
-      for (int i = 0; i < C; ++i) {
-        run += s_U[i * LDT + tid];
-        s_U[i * LDT + tid] = run;
-        if (tid == 0) s_gamma[i] = run;
+    // ---- step block_factors (all, thread): one warp scans Γ, the per-head decay's cumsum, down the chunk (a shuffle scan, two rows per lane) into gamma with each row's e^Γi and e^(Γl−Γi); then every thread copies them into U's and W's tiles (U_i = e^Γi, W_i = e^(Γl−Γi) in every channel) ----
+#line 245 "templates/wgmma64/prepare_bwd.cu.j2"
+    if (tid < 32) {                                 // the per-head decay, a row's a in every channel alike: one warp
+      // scans Γ down the chunk, two rows per lane, and forms each row's two factors once
+      const int r = 2 * tid;
+      const float a0 = s_U[r * LDT], a1 = s_U[(r + 1) * LDT];
+      float incl = a0 + a1;                         // the lanes' pair sums, scanned (Hillis–Steele)
+#pragma unroll
+      for (int off = 1; off < 32; off *= 2) {
+        const float up = __shfl_up_sync(0xffffffffu, incl, off);
+        if (tid >= off) incl += up;
       }
-#pragma unroll 4
-      for (int i = 0; i < C; ++i) {
-        const float gi = s_U[i * LDT + tid];
-        s_U[i * LDT + tid] = exp2f(gi * LOG2E);             // E_i = e^Γi
-        s_W[i * LDT + tid] = exp2f((run - gi) * LOG2E);     // e^(Γl−Γi)
-      }
-#line 255 "templates/wgmma64/prepare_bwd.cu.j2"
+      const float before = __shfl_up_sync(0xffffffffu, incl, 1);
+      const float g0 = (tid ? before : 0.f) + a0, g1 = g0 + a1;                 // Γ of rows r, r + 1
+      const float gl = __shfl_sync(0xffffffffu, g1, 31);                        // Γl
+      s_gamma[r] = g0;
+      s_gamma[r + 1] = g1;
+      s_gamma[C + r] = exp2f(g0 * LOG2E);                                        // E_i = e^Γi
+      s_gamma[C + r + 1] = exp2f(g1 * LOG2E);
+      s_gamma[2 * C + r] = exp2f((gl - g0) * LOG2E);                             // e^(Γl−Γi)
+      s_gamma[2 * C + r + 1] = exp2f((gl - g1) * LOG2E);
     }
+    __syncthreads();
+    for (int idx = 4 * tid; idx < C * K; idx += 4 * THREADS) {   // the rows' factors into every channel
+      const int i = idx / K, j = idx % K;
+      const float e = s_gamma[C + i], w = s_gamma[2 * C + i];
+      *reinterpret_cast<float4*>(&s_U[i * LDT + j]) = make_float4(e, e, e, e);
+      *reinterpret_cast<float4*>(&s_W[i * LDT + j]) = make_float4(w, w, w, w);
+    }
+#line 273 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁, × e^(Γi−Γj) ≤ 1 (the per-head decay's pair factors), split once into bf16 hi + lo ----
-#line 26 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 29 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2358,13 +2370,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       float* k4 = &mk.x;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {                 // masked to tril₀ and tril₋₁
-#line 35 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 38 "templates/wgmma64/prepare_bwd.cu.j2"
         const float F = j + u <= i ? expf(s_gamma[i] - s_gamma[j + u]) : 0.f;   // the pair factor e^(Γi−Γj) ≤ 1
         q4[u] = j + u <= i ? q4[u] * F : 0.f;
         k4[u] = j + u < i ? k4[u] * F : 0.f;
-#line 42 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 45 "templates/wgmma64/prepare_bwd.cu.j2"
       }
-#line 44 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 47 "templates/wgmma64/prepare_bwd.cu.j2"
       uint2 qh, ql, kh, kl;                         // split once: bf16 hi + lo
       kdg::split_bf16(q4[0], q4[1], qh.x, ql.x);
       kdg::split_bf16(q4[2], q4[3], qh.y, ql.y);
@@ -2374,14 +2386,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       *reinterpret_cast<uint2*>(&s_dMqk_lo[i * LDM + j]) = ql;
       *reinterpret_cast<uint2*>(&s_dMkk_hi[i * LDM + j]) = kh;
       *reinterpret_cast<uint2*>(&s_dMkk_lo[i * LDM + j]) = kl;
-#line 57 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 60 "templates/wgmma64/prepare_bwd.cu.j2"
     }
-#line 284 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 301 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step branch_grads (all, warp_channels): warp w, channels [8w, 8w + 8) of every row: b_q and R, then b_ki, as bf16 hi + lo mma.m16n8k16 products, every row block's sums live, each block's operand built once: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers (raw k̂; scale·q̂, β·k̂); then each block's elements, its loaded gradients asked for a block ahead: b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 288 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 305 "templates/wgmma64/prepare_bwd.cu.j2"
     // B fragment (K: 16 token rows from r0, N: 8 channels from ch) of mul·X·rs[row], split bf16
     // hi + lo
     auto frag_b = [&](const float* X, const float* S, const float* rs, float mul, int r0, int ch, kdg::FragB& hi,
@@ -2395,7 +2407,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::split_bf16(v[0], v[1], hi.x[0], lo.x[0]);
       kdg::split_bf16(v[2], v[3], hi.x[1], lo.x[1]);
     };
-#line 322 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 339 "templates/wgmma64/prepare_bwd.cu.j2"
     // Every row block's sums at once, so that each block's operand is built once per value head: the source blocks
     // in the outer loops, the accumulators of every target block live (unrolled: every register index a constant).
     kdg::FragC bq[NB][NT], R[NB][NT], bki[NB][NT];
@@ -2429,10 +2441,10 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
         frag_b(s_k_hat, nullptr, nullptr, 1.f, J * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
-#line 359 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 376 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = J; I < NB; ++I) {
-#line 367 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 384 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I * B * LDM + J * B;         // dM[I, J]
         const kdg::FragA aqh = kdg::load_frag_a(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a(s_dMqk_lo + at, LDM, lane);
@@ -2455,10 +2467,10 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         frag_b(s_q_hat, nullptr, nullptr, core_scale, I2 * B, ch0 + 8 * nt + g, qh[nt], ql[nt]);
         frag_b(s_k_hat, nullptr, s_beta, 1.f, I2 * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
       }
-#line 393 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 410 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = 0; I <= I2; ++I) {
-#line 398 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 415 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
         const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
@@ -2479,17 +2491,17 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-#line 427 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 444 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
           const float u = s_U[i * LDT + ch], w = s_W[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 437 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 454 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = bq[I][nt].x[e], R_i = R[I][nt].x[e], bki_i = bki[I][nt].x[e];
           const float E = u, Rend = w;
-#line 440 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 457 "templates/wgmma64/prepare_bwd.cu.j2"
           const float g_qd = kdg::widen_bf16(w_qd[I][nt][e >> 1], e & 1);
           const float g_kd = kdg::widen_bf16(w_kd[I][nt][e >> 1], e & 1);
           const float g_kr = kdg::widen_bf16(w_kr[I][nt][e >> 1], e & 1);
@@ -2526,7 +2538,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel 8w + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 475 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 492 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2536,18 +2548,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 643 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 660 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a pass-tall slice of W's tile (then U's) ----
-#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 664 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
-#line 647 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 664 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2549 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2561 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 650 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 667 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2556,7 +2568,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 663 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 680 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay;                               // one decay per token: the sum over its channels
       {
         float x = 0.f;
@@ -2564,9 +2576,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         for (int e = 0; e < KPT; ++e) x += s_dgc[i * LDT + d0 + e];
         seed_decay = row_sum(x);
       }
-#line 671 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 688 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2570 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2582 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2629,52 +2641,52 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         const float d_A_log = n_grad_A_log;
         if (valid && rl == 0) store_f32(grad_in_g + tok * HV + h, d_g);
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 680 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 697 "templates/wgmma64/prepare_bwd.cu.j2"
         part_dt_bias += valid ? d_dt_bias : 0.f;   // a per-token scalar: equal on every lane
-#line 680 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 697 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 683 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 700 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 686 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 703 "templates/wgmma64/prepare_bwd.cu.j2"
     static_assert(2 <= 2 * 2, "head parameters: a slice of the two factor "
                   "tiles each (the plan's max_head_params)");
     // each parameter's row partials into a pass-tall slice of the factor tiles, W's then U's
     // (free since branch_grads)
-#line 691 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 708 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_dt_bias =
         s_W + 0 * ROWS * LDT;
-#line 691 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 708 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_A_log =
         s_W + 1 * ROWS * LDT;
-#line 699 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 716 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) rows_dt_bias[(tid / LPR) * LDT] = part_dt_bias;
-#line 699 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 716 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) rows_A_log[(tid / LPR) * LDT] = part_A_log;
-#line 702 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 719 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's row partials (a pass's rows) added in row order: the chunk's partial ----
-#line 712 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 729 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_dt_bias[r * LDT];
       ws_part_dt_bias[ws] = acc;
     }
-#line 712 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 729 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_A_log[r * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 720 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 737 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and W ----
-#line 723 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 740 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and W tiles is done
-#line 725 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 742 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2685,13 +2697,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_W[at] = dk_sum[I][nt].x[e];
       }
-#line 746 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 763 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 749 "templates/wgmma64/prepare_bwd.cu.j2"
-#pragma unroll 1
+#line 2706 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#pragma unroll 2
+#line 767 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2702,7 +2715,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2706 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2719 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2817,7 +2830,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
     if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
     if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 763 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 780 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2830,7 +2843,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2834 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2847 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2839,7 +2852,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2843 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2856 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

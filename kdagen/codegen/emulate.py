@@ -29,7 +29,7 @@ from ..paths import templates_dir
 from ..plan.model import Plan, param_ctype
 from ..runtime import env as runtime_env
 from ..runtime.launch import pack_args
-from ..runtime.tensormap import TensorMap, tiled_layout
+from ..runtime.tensormap import TensorMap, TiledLayout, tiled_layout
 from .render import header_files, render_kernel
 
 # The emulator's tensor map (templates/emulate/sm90_ptx.cuh, TensorMapEmulated): magic, rank, address,
@@ -190,7 +190,11 @@ def encode_tiled(tensor: torch.Tensor, box, swizzle: int = 0, dims=None, strides
     and checks)."""
     if isinstance(tensor, torch.Tensor) and tensor.device.type != "cpu":
         raise ValueError(f"tensor is on {tensor.device}; emulated kernels read CPU tensors")
-    t = tiled_layout(tensor, box, swizzle, dims, strides)
+    return encode_layout(tiled_layout(tensor, box, swizzle, dims, strides))
+
+
+def encode_layout(t: TiledLayout) -> TensorMap:
+    """The emulator's encoding of a checked layout (kdagen.runtime.tensormap's `_encode` of the driver's)."""
     pad = 5 - len(t.dims)
     return TensorMap(_TENSOR_MAP.pack(b"KDGT", len(t.dims), t.address, *t.dims, *[1] * pad,
                                       t.elem_bytes, *t.strides, *[0] * pad, *t.box, *[1] * pad,

@@ -26,7 +26,7 @@ from . import config as ops_config
 TORCH_DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32, "i32": torch.int32, "i64": torch.int64}
 _LAYOUT = ("cu_seqlens", "chunk_offsets")      # the kernel arguments chunk_layout makes on the device
 _AS_IS = ("ptr", "i32")                         # parameter kinds passed as their value (tensor or None, int)
-_SLOTS = ("ptr", "f32")                         # parameter kinds a prepared launch takes per call
+_SLOTS = ("ptr", "f32")                         # parameter kinds a prepared launch takes per call as they come
 _SIZES = {"i32": int, "i64": i64}              # parameter kinds a prepared launch fixes from the launch sizes
 _CARVE_ALIGN = 256                              # bytes: where each carved workspace starts (a CUDA allocation's too)
 
@@ -75,8 +75,8 @@ def _input_shape(kind: str, row: bool, B: int, T: int, H: int, HV: int, K: int, 
 
 
 def _tensor_map_layout(spec, sizes: dict) -> tuple:
-    """(tensor name, box, swizzle, dims, strides) of a plan's TensorMapSpec at these launch sizes."""
-    return (spec.tensor, spec.box, spec.swizzle, [evaluate(d, sizes) for d in spec.dims],
+    """(tensor name, torch dtype, box, swizzle, dims, strides) of a plan's TensorMapSpec at these launch sizes."""
+    return (spec.tensor, TORCH_DTYPES[spec.dtype], spec.box, spec.swizzle, [evaluate(d, sizes) for d in spec.dims],
             [evaluate(s, sizes) for s in spec.strides])
 
 
@@ -112,13 +112,14 @@ class Sized:
             self.launches.append((kernel.name, grid, (kernel.threads,),
                                   kernel.smem_bytes if kernel.smem_dynamic else 0, params))
         self.carved = carve(self.unkept)
-        self.bindable = bindable(self.launches, self.scalars)
+        self.extents = extents(self, schedule)
+        self.bindable = bindable(self.launches, self.scalars, self.extents)
         self._bound: dict[tuple, Bound] = {}
 
     def bound(self, module, device: torch.device, direction: str):
         """The launches prepared on `module` (a runtime Module: one with `prepare`) and the device, made once;
         None for another module (the CPU emulator, a test's recorder) or launches a prepared block cannot take
-        (a tensor map, a size the plan does not give)."""
+        (a size the plan does not give, a tensor map of a tensor whose size the call does not fix)."""
         if not self.bindable or not hasattr(module, "prepare"):
             return None
         key = (module, device.index)
@@ -143,6 +144,8 @@ class Schedule:
         self.fit = (p["K"], p["V"], p["gva_ratio"])
         self.kernels = plan.direction(direction)
         dtypes = {prm.name: TORCH_DTYPES[prm.dtype] for k in self.kernels for prm in k.params if prm.kind == "ptr"}
+        for prm in (prm for k in self.kernels for prm in k.params if prm.kind == "tensor_map"):
+            dtypes.setdefault(prm.tensor_map.tensor, TORCH_DTYPES[prm.tensor_map.dtype])   # read by a map only
         nodes = recurrence.graph.nodes
         kinds = [(self.value, "v", "value")]            # the kernels take the value operand as v
         kinds += [(n, input_param(n), "H" if n in self.qk else "HV") for n in recurrence.token_inputs
@@ -274,9 +277,11 @@ def grad_values(grads: dict) -> dict:
 def tensor_map(layout: tuple, tensor: torch.Tensor):
     """The tensor map of `tensor` with a `_tensor_map_layout`, in the encoding of the device it lives on (the
     driver's on a GPU, the CPU emulator's otherwise)."""
-    name, box, swizzle, dims, strides = layout
+    name, dtype, box, swizzle, dims, strides = layout
     if tensor is None:
         raise ValueError(f"tensor map of {name!r}: the tensor is absent")
+    if tensor.dtype != dtype:
+        raise TypeError(f"tensor map of {name!r}: the tensor has dtype {tensor.dtype}, the plan's map reads {dtype}")
     if tensor.is_cuda:
         from ..runtime.tensormap import encode_tiled
     else:
@@ -321,7 +326,8 @@ def launch_sized(sized: Sized, module, device, tensors: dict, workspaces: "Works
                  direction: str) -> None:
     """Launch a Sized's kernels with their arguments by parameter name: `tensors` (tensors or None), the
     workspaces, and the kernels' scalars (sc_<name>) and sizes. On a runtime module, through its prepared
-    launches (`Sized.bound`), which take addresses; elsewhere through module.launch, which takes tensors."""
+    launches (`Sized.bound`), which take addresses (tensor maps too: encoded per address); elsewhere through
+    module.launch, which takes tensors."""
     bound = sized.bound(module, device, direction)
     if bound is None:
         run_kernels(sized.launches, module, {**tensors, **workspaces.tensors(), **scalars, **sized.scalars}, direction)
@@ -330,12 +336,26 @@ def launch_sized(sized: Sized, module, device, tensors: dict, workspaces: "Works
            **workspaces.addresses(), **scalars})
 
 
-def bindable(launches, sizes: dict) -> bool:
+def bindable(launches, sizes: dict, extents: dict) -> bool:
     """Whether a prepared argument block can take every parameter of these launches: pointers and float scalars
-    as its slots, the launch sizes (T, N, ...) fixed. A tensor map is encoded from its tensor at each launch, so a
-    kernel taking one goes through module.launch."""
+    as its slots, the launch sizes (T, N, ...) fixed, and tensor maps of tensors whose dtype and size the call
+    fixes (`extents`) as slots of their own, encoded per address."""
     return all(kind in _SLOTS or kind in _SIZES and key in sizes
-               for *_, params in launches for kind, key, _, _ in params)
+               or kind == "tensor_map" and extents.get(key, (None,))[0] == layout[1]
+               for *_, params in launches for kind, key, _, layout in params)
+
+
+def extents(sized: Sized, schedule: "Schedule") -> dict:
+    """(dtype, bytes) by kernel parameter name of every tensor whose dtype and shape a call at these sizes fixes:
+    the workspaces, the saved ones, the checked inputs (the value also as v, and o and do, which have its shape)."""
+    out = {name: (dtype, math.prod(shape) * dtype.itemsize) for name, shape, dtype in (*sized.workspaces, *sized.saved)}
+    for name, _, dtype, shape in sized.inputs:
+        if dtype is not None:
+            out[input_param(name)] = (dtype, math.prod(shape) * dtype.itemsize)
+    value = out.get(input_param(schedule.value))
+    if value is not None:
+        out.update(v=value, o=value, dout=value)
+    return out
 
 
 def _picker(keys: list):
@@ -348,22 +368,38 @@ def _picker(keys: list):
 
 class Bound:
     """A Sized's launches prepared on one runtime module and device (kdagen.runtime.Module.prepare): the sizes
-    (T, N, H, ...) fixed in each kernel's argument block, its pointers and float scalars slots that a call fills
-    from a dict of addresses and scalars by parameter name."""
+    (T, N, H, ...) fixed in each kernel's argument block, its pointers, float scalars and tensor maps slots that a
+    call fills from a dict of addresses and scalars by parameter name (a map's from its tensor's address: its layout
+    is checked here once against the tensor's extent, and each address encoded once: runtime.AddressedMap)."""
 
     def __init__(self, sized: Sized, module, device_index, direction: str):
+        from ..runtime.tensormap import AddressedMap, map_layout
         self.direction, self.launches = direction, []
         for name, grid, block, smem, params in sized.launches:
-            args = [Slot(kind) if kind in _SLOTS else _SIZES[kind](sized.scalars[key]) for kind, key, _, _ in params]
-            keys = [key for kind, key, _, _ in params if kind in _SLOTS]
-            self.launches.append((name, module.prepare(name, grid, block, args, smem, device_index), _picker(keys)))
+            args, keys, maps = [], [], []
+            for kind, key, _, layout in params:
+                if kind in _SIZES:
+                    args.append(_SIZES[kind](sized.scalars[key]))
+                    continue
+                if kind == "tensor_map":
+                    _, dtype, box, swizzle, dims, strides = layout
+                    layout = map_layout(dtype, sized.extents[key][1], box, swizzle, dims, strides)
+                    maps.append((len(keys), AddressedMap(layout, device_index)))
+                args.append(Slot("tmap" if kind == "tensor_map" else kind))
+                keys.append(key)
+            self.launches.append((name, module.prepare(name, grid, block, args, smem, device_index), _picker(keys),
+                                  tuple(maps)))
 
     def __call__(self, values: dict) -> None:
-        for name, launch, pick in self.launches:
+        for name, launch, pick, maps in self.launches:
             try:
                 args = pick(values)
             except KeyError as e:
                 raise KeyError(f"{self.direction}: no value for parameter {e.args[0]!r} of kernel {name}") from None
+            if maps:
+                args = list(args)
+                for at, encode in maps:
+                    args[at] = encode(args[at])
             launch(args)
 
 

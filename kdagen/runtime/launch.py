@@ -5,7 +5,7 @@ CuPy's launcher does no type checking: a Python int would silently become a 64-b
 kernel reads 32 bits. The CPU emulator (kdagen.codegen.emulate) packs through the same `pack_args`.
 
 `Module.launch` packs every argument afresh (a ctypes object each). A launch repeated with only its
-pointers and float scalars changing — the ops' per-call path — is prepared once instead
+pointers, float scalars and tensor maps changing — the ops' per-call path — is prepared once instead
 (`Module.prepare`): its fixed arguments are checked and packed when it is made, and each launch writes the
 changing ones into the prebuilt argument block with one `struct.pack_into`.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .tensormap import TensorMap
+from .tensormap import TENSOR_MAP_BYTES, TensorMap
 
 _INT32 = (-(2 ** 31), 2 ** 31 - 1)
 _SMEM_DEFAULT_LIMIT = 48 * 1024     # above this the kernel must opt in to dynamic shared memory
@@ -72,7 +72,7 @@ def c_value(arg, position: int, pointer=device_pointer):
 @dataclass(frozen=True)
 class Slot:
     """A parameter of a prepared launch whose value each launch supplies: "ptr" (a device address as an int,
-    0 for nullptr) or "f32" (a float)."""
+    0 for nullptr), "f32" (a float) or "tmap" (a tensor map's 128 bytes, passed by value)."""
     kind: str
 
     def __post_init__(self):
@@ -80,8 +80,9 @@ class Slot:
             raise ValueError(f"a launch slot is one of {sorted(_SLOT_FORMATS)}, got {self.kind!r}")
 
 
-_SLOT_FORMATS = {"ptr": "Q", "f32": "f4x"}     # struct codes, 8 bytes each (the pad keeps every slot 8-aligned)
-_SLOT_BYTES = 8
+# struct codes of the slots, each a multiple of 8 bytes (the pad keeps every slot 8-aligned)
+_SLOT_FORMATS = {"ptr": "Q", "f32": "f4x", "tmap": f"{TENSOR_MAP_BYTES}s"}
+_ALIGN = 8
 
 
 def pack_args(args, pointer=device_pointer) -> tuple[ctypes.Array, list]:
@@ -236,11 +237,11 @@ class PreparedLaunch:
     laid out once. The fixed arguments are checked (as `pack_args` checks them: int32 range, f32 and i64
     wrappers, no bools) and packed when it is made; a launch, `prepared(values)`, writes the slots' values
     (in parameter order) into the block with one struct.pack_into and calls the driver. Slots come first in
-    the block, 8 bytes each, the fixed arguments after them; the driver's void*[] points into it.
+    the block (8 bytes each, a tensor map's 128), the fixed arguments after them; the driver's void*[] points into
+    it.
 
     The block is per thread: the driver reads it during cuLaunchKernel, which runs without the GIL, while
-    another thread may be launching the same kernel. Tensor maps are not slots (they are encoded from their
-    tensor at each launch): a kernel taking one goes through `Module.launch`."""
+    another thread may be launching the same kernel."""
 
     def __init__(self, module: Module, kernel_name: str, grid, block, params, smem_bytes: int, device_index: int):
         self.kernel_name, self.grid, self.block = kernel_name, dim3(grid, "grid"), dim3(block, "block")
@@ -252,11 +253,11 @@ class PreparedLaunch:
         for i, p in enumerate(params):          # the slots first, then each fixed argument, 8-aligned
             if isinstance(p, Slot):
                 self.offsets.append(slot)
-                slot += _SLOT_BYTES
+                slot += struct.calcsize(_SLOT_FORMATS[p.kind])
             else:
                 self.offsets.append(len(template))
                 data = bytes(c_value(p, i, _no_tensor))
-                template += data.ljust(-(-len(data) // _SLOT_BYTES) * _SLOT_BYTES, b"\0")
+                template += data.ljust(-(-len(data) // _ALIGN) * _ALIGN, b"\0")
         self.template = bytes(template or b"\0")
         self.fn = module._launchable(kernel_name, device_index, smem_bytes)
         self._local = threading.local()

@@ -10,6 +10,7 @@ the arguments against the driver's rules first, naming the one at fault; the CPU
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -64,12 +65,22 @@ def tiled_layout(tensor: torch.Tensor, box, swizzle: int = 0, dims=None, strides
         raise TypeError(f"tensor must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype not in DTYPES:
         raise TypeError(f"tensor dtype {tensor.dtype} has no tensor-map type; use one of {sorted(map(str, DTYPES))}")
-    code, esize = DTYPES[tensor.dtype]
     if dims is None:
         if tensor.dim() == 0 or tensor.stride(-1) != 1:
             raise ValueError("dims: the tensor's innermost dimension must be contiguous to take its shape; pass dims "
                              "and strides")
         dims, strides = tensor.shape[::-1], tensor.stride()[::-1][1:]
+    available = tensor.untyped_storage().nbytes() - tensor.storage_offset() * tensor.element_size()
+    return at_address(map_layout(tensor.dtype, available, box, swizzle, dims, strides), tensor.data_ptr())
+
+
+def map_layout(dtype: torch.dtype, available: int, box, swizzle: int = 0, dims=(), strides=None) -> TiledLayout:
+    """The address-free part of `tiled_layout`: dims, strides, box and swizzle checked against the driver's rules
+    and against `available`, the bytes from the tensor's start that the map may reach. Its address is 0 until
+    `at_address` gives one."""
+    if dtype not in DTYPES:
+        raise TypeError(f"tensor dtype {dtype} has no tensor-map type; use one of {sorted(map(str, DTYPES))}")
+    code, esize = DTYPES[dtype]
     dims, box = _ints(dims, "dims"), _ints(box, "box")
     strides = _ints(() if strides is None else strides, "strides")
     rank = len(dims)
@@ -80,8 +91,6 @@ def tiled_layout(tensor: torch.Tensor, box, swizzle: int = 0, dims=None, strides
                          f"{len(strides)}")
     if swizzle not in SWIZZLES:
         raise ValueError(f"swizzle must be one of {sorted(SWIZZLES)} bytes, got {swizzle!r}")
-    if tensor.data_ptr() % 16:
-        raise ValueError(f"tensor: the global address 0x{tensor.data_ptr():x} is not 16-byte aligned")
     for i, d in enumerate(dims):
         if not 1 <= d <= _MAX_DIM:
             raise ValueError(f"dims[{i}] = {d} outside 1..2^32")
@@ -99,11 +108,17 @@ def tiled_layout(tensor: torch.Tensor, box, swizzle: int = 0, dims=None, strides
     if swizzle and inner > swizzle:
         raise ValueError(f"box[0] = {box[0]} elements = {inner} bytes exceeds the {swizzle}-byte swizzle span")
     reach = esize * (dims[0] - 1) + sum((d - 1) * s for d, s in zip(dims[1:], byte_strides)) + esize
-    available = tensor.untyped_storage().nbytes() - tensor.storage_offset() * esize
     if reach > available:
         raise ValueError(f"dims {dims} with strides {strides} reach {reach} bytes past the tensor's start; its storage "
                          f"holds {available}")
-    return TiledLayout(tensor.data_ptr(), code, esize, dims, byte_strides, box, swizzle)
+    return TiledLayout(0, code, esize, dims, byte_strides, box, swizzle)
+
+
+def at_address(layout: TiledLayout, address: int) -> TiledLayout:
+    """A checked layout at a global address (which the driver wants 16-byte aligned)."""
+    if address % 16:
+        raise ValueError(f"tensor: the global address 0x{address:x} is not 16-byte aligned")
+    return dataclasses.replace(layout, address=address)
 
 
 @functools.cache
@@ -151,6 +166,30 @@ def encode_tiled(tensor: torch.Tensor, box, swizzle: int = 0, dims=None, strides
                 _ENCODED.clear()
             _ENCODED[key] = encoded
     return encoded
+
+
+class AddressedMap:
+    """The tensor maps of one layout at any address: a prepared launch's tensor-map slot. The layout (a `map_layout`,
+    checked once against the bytes its tensor holds) is fixed by the launch sizes; a launch supplies the address, and
+    each address is encoded once (the caching allocator hands the same ones back). Address 0 gives 128 zero bytes:
+    a kept-only workspace of a call that keeps none, which the kernel never reads."""
+
+    LIMIT = 64
+
+    def __init__(self, layout: TiledLayout, device_index: int):
+        self.layout, self.device_index, self._encoded = layout, device_index, {0: bytes(TENSOR_MAP_BYTES)}
+
+    def __call__(self, address: int) -> bytes:
+        data = self._encoded.get(address)
+        if data is None:
+            from .launch import on_device          # (launch imports this module)
+            layout = at_address(self.layout, address)
+            with on_device(self.device_index):
+                data = _encode(layout).data
+            if len(self._encoded) >= self.LIMIT:
+                self._encoded = {0: bytes(TENSOR_MAP_BYTES)}
+            self._encoded[address] = data
+        return data
 
 
 def _encoding_key(tensor, box, swizzle, dims, strides) -> tuple | None:

@@ -197,17 +197,31 @@ inline dim3 gridDim, blockDim;
 inline void __syncthreads() { kdg_emu::block->cta.arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { kdg_emu::warp().bar.arrive_and_wait(); }
 
+namespace kdg_emu {
+// A full-warp shuffle: every lane offers x and reads the value of lane `from` (its own where `from` is outside the
+// warp). Only full-warp masks and width 32 are modelled; the kernels use no other.
 template <class T>
-inline T __shfl_xor_sync(unsigned, T x, int lane_mask, int = 32) {
+inline T shuffle(T x, int from) {
   static_assert(sizeof(T) <= 8, "shuffle of a register-sized value");
-  kdg_emu::Warp& w = kdg_emu::warp();
-  std::memcpy(&w.slot[kdg_emu::lane_id][0], &x, sizeof(T));
+  Warp& w = warp();
+  std::memcpy(&w.slot[lane_id][0], &x, sizeof(T));
   w.bar.arrive_and_wait();
-  T y;
-  std::memcpy(&y, &w.slot[kdg_emu::lane_id ^ lane_mask][0], sizeof(T));
+  T y = x;
+  if (from >= 0 && from < 32) std::memcpy(&y, &w.slot[from][0], sizeof(T));
   w.bar.arrive_and_wait();
   return y;
 }
+}  // namespace kdg_emu
+
+template <class T>
+inline T __shfl_xor_sync(unsigned, T x, int lane_mask, int = 32) { return kdg_emu::shuffle(x, kdg_emu::lane_id ^ lane_mask); }
+// shfl.sync.up: lane l reads lane l − delta; the lanes below delta keep their own value
+template <class T>
+inline T __shfl_up_sync(unsigned, T x, unsigned delta, int = 32) {
+  return kdg_emu::shuffle(x, static_cast<int>(kdg_emu::lane_id) - static_cast<int>(delta));
+}
+template <class T>
+inline T __shfl_sync(unsigned, T x, int src_lane, int = 32) { return kdg_emu::shuffle(x, src_lane & 31); }
 
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 inline unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }

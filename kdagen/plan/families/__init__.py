@@ -29,10 +29,13 @@ ENV = "KDAGEN_FAMILY"
 # led up to 64 and trailed at 256 (1.49 against 1.38) until its recurrence took q and k as loaded (session 21, run 2:
 # 1.158 against 1.378 ms at 256 pairs), so at every count now where it can ("scalar"; "scalar_split", a per-head
 # decay whose query or key is not a bf16 input or its l2norm, keeps the decayed form and the old limit: rank_kind).
-# At K = 64 only 64 pairs were timed (session 17, run 4: kernels 0.273 against 0.292 ms, lb; the calls with their
-# host paths 0.631 against 0.457; session 21, run 3, alike), too little to move session 8's limit of 16, which every
-# other pair takes (UNMEASURED_FEW_PAIRS).
-FEW_PAIRS = {("vector", 128): None, ("scalar", 128): None, ("scalar_split", 128): 64}
+# At K = 64 (session 22, run 1: family_timing at 4×4096×16×64 and 8×4096×32×64) wgmma64's kernels lead at 64 pairs
+# (softplus 0.335 against 0.411 ms, lb 0.232 against 0.290, GDN 0.222 against 0.265) and trail at 256 (lb 0.760
+# against 0.678, GDN 0.701 against 0.589), and since its calls' tensor maps are slots of the prepared launches its
+# calls with their host paths lead at 64 too (GDN 0.461 against 0.507 ms, lb 0.474 against 0.538; before, 0.663
+# against 0.498): so 64 for the measured kinds. Every other pair keeps session 8's limit of 16 (UNMEASURED_FEW_PAIRS).
+FEW_PAIRS = {("vector", 128): None, ("scalar", 128): None, ("scalar_split", 128): 64, ("vector", 64): 64,
+             ("scalar", 64): 64}
 UNMEASURED_FEW_PAIRS = 16
 # The fewest (sequence, value head) pairs a training call needs to rank as "training", by head dim. Measured on the
 # H200 (benchmarks/NOTES.md, sessions 13 and 15): wgmma64's step is 1.6–1.8× shorter than mma16's at 16 and 64

@@ -292,7 +292,8 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
         buffers += [Buffer(n, (C, C), "bf16", ld=C + SPLIT_PAD) for n in ("dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo")]
         buffers += [Buffer("kbr_total", (K,), "f32")]
         # factored: Γm(I), Γm(I) − Γm(I−1), Γl − Γm(I) per block and channel (the last two from sums within blocks)
-        buffers += [Buffer("Gm", (3 * NB, K), "f32")] if factored else [Buffer("gamma", (C,), "f32")]
+        # per-head: Γ, e^Γ and e^(Γl−Γ) per row
+        buffers += [Buffer("Gm", (3 * NB, K), "f32")] if factored else [Buffer("gamma", (3, C), "f32")]
     else:
         buffers += [Buffer("dMqk", (C, C), "f32", ld=C + PAIR_PAD), Buffer("dMkk", (C, C), "f32", ld=C + PAIR_PAD),
                     Buffer("T", (NB, K), "f32"), Buffer("block_dgc", (NB, K), "f32"),
@@ -315,11 +316,14 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
     if mma:
         factors = ("U_i = e^(Γi−Γm(I)), W_i = e^(Γm(I)−Γi) about row m(I) = 16I + " + str(MID) + " of each block "
                    "(sums within the block); Gm: per block Γm(I), Γm(I)−Γm(I−1) and Γl−Γm(I)" if factored
-                   else "U_i = e^Γi, W_i = e^(Γl−Γi); Γ, the per-head decay's cumsum, into gamma")
+                   else "one warp scans Γ, the per-head decay's cumsum, down the chunk (a shuffle scan, two rows per "
+                        "lane) into gamma with each row's e^Γi and e^(Γl−Γi); then every thread copies them into U's "
+                        "and W's tiles (U_i = e^Γi, W_i = e^(Γl−Γi) in every channel)")
         steps += [
             prologue_v,
-            Step("block_factors", "all", "column", reads=["U"], writes=["U", "W", "Gm" if factored else "gamma"],
-                 waits=["sync"], loop=True, note="a thread per channel down the chunk: " + factors),
+            Step("block_factors", "all", "column" if factored else "thread", reads=["U"],
+                 writes=["U", "W", "Gm" if factored else "gamma"], waits=["sync"], loop=True,
+                 note=("a thread per channel down the chunk: " if factored else "") + factors),
             Step("load_grads", "all", "thread", reads=[] if factored else ["gamma"],
                  writes=["dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo"], waits=["sync"], loop=True,
                  global_reads=["ws_dMqk", "ws_dMkk"],
