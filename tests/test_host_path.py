@@ -417,12 +417,14 @@ def test_only_plain_tensors_go_past_the_dispatcher():
     assert not library.plain([t, torch.zeros(2, device="meta")])
 
 
-@pytest.mark.parametrize("family", ["mma16", "wgmma64"])
-def test_prepared_launches_pass_module_launchs_arguments(family, monkeypatch):
+@pytest.mark.parametrize("family, op, keep", [("mma16", "kda", True), ("wgmma64", "kda", True),
+                                              ("wgmma64", "gdn", True), ("wgmma64", "gdn", False)])
+def test_prepared_launches_pass_module_launchs_arguments(family, op, keep, monkeypatch):
     """A Sized's launches on a runtime module (prepared: addresses, sizes fixed, tensor maps encoded per address) give
     the driver the bytes that module.launch would pack for the same tensors, workspaces and scalars: every
-    launch_sized of a forward and its backward replayed both ways (the driver's encodings of the maps replaced by
-    the emulator's, which module.launch makes of CPU tensors)."""
+    launch_sized of a forward and its backward (or of an inference forward, whose kept-only workspaces get the zero
+    map) replayed both ways (the driver's encodings of the maps replaced by the emulator's, which module.launch makes
+    of CPU tensors)."""
     from kdagen.runtime import tensormap
     from test_runtime import install_fake_driver, packed
     monkeypatch.setenv("KDAGEN_FAMILY", family)
@@ -432,10 +434,13 @@ def test_prepared_launches_pass_module_launchs_arguments(family, monkeypatch):
     monkeypatch.setattr(launcher, "launch_sized", lambda *a: calls.append(a) or real(*a))
     for module in (fw, bw):
         monkeypatch.setattr(module, "launch_sized", launcher.launch_sized)
-    x, call = call_of(LB, cu_seqlens=[0, 9, 30], H=8)
-    o, ht, saved = fw.forward(x, call, keep=True, loader=lambda config, device, direction: Recorder())
-    bw.backward(saved, torch.ones_like(o), torch.ones_like(ht), loader=lambda config, device, direction: Recorder())
-    assert [a[-1] for a in calls] == ["forward", "backward"]
+    x, call = call_of(GDN if op == "gdn" else LB, cu_seqlens=[0, 9, 30], H=8, op=op)
+    o, ht, saved = fw.forward(x, call, keep=keep, loader=lambda config, device, direction: Recorder())
+    if keep:
+        bw.backward(saved, torch.ones_like(o), torch.ones_like(ht), loader=lambda config, device, direction: Recorder())
+    assert [a[-1] for a in calls] == ["forward", "backward"][:1 + keep]
+    if family == "wgmma64" and not keep:
+        assert calls[0][0].kept_only                # kept-only workspaces: their zero maps are replayed too
     maps = 0
 
     def recorded(name, grid, block, args, smem_bytes):
@@ -476,6 +481,16 @@ def test_carved_workspaces_are_aligned_apart_and_kept_ones_separate(monkeypatch)
     assert "ws_state_blocks" in kept.tensors()
     own = launcher.Workspaces(sized, "cpu", lambda shape, dtype, device: torch.zeros(shape, dtype=dtype), False)
     assert own.buffer is None and all(t.count_nonzero() == 0 for t in own.tensors().values())
+
+
+def test_a_tensor_map_reads_its_tensor_in_the_plans_dtype():
+    """A map's element type is the plan's: a tensor of another dtype would be copied as garbage, so the generic path
+    refuses it (the prepared path checks the call's dtypes against the same plan once, `Sized.extents`)."""
+    layout = ("ws_A", torch.bfloat16, [64, 64], 128, [64, 64], [64])
+    with pytest.raises(TypeError, match="tensor map of 'ws_A': the tensor has dtype torch.float32, the plan's map "
+                                        "reads torch.bfloat16"):
+        launcher.tensor_map(layout, torch.zeros(64, 64))
+    assert launcher.tensor_map(layout, torch.zeros(64, 64, dtype=torch.bfloat16)).data
 
 
 def test_only_pointers_floats_sizes_and_fixed_size_maps_are_prepared():

@@ -1,13 +1,13 @@
 """The Python part of kdagen's host path, on any machine: `python benchmarks/probe/host_path.py [kda|kda_lb|gdn]`.
 
-Calls `chunk_kda` / `chunk_gated_delta_rule` as a user does, on CPU tensors (the call marked emulated, so the
-checks accept the CPU), and runs everything an eager call runs up to the CUDA driver: option resolution, the
-argument checks, the custom op (directly where no gradient is asked for, else through the dispatcher and its
-autograd formula), the Config and plan lookups, the module lookup (kdagen.runtime.load_module's memo), the
-allocations, and every launch through the runtime's Module with its real argument packing. Stubbed: the
-driver (cupy's launchKernel and context query), the compile (an empty image), the kernels' function handles,
-the current stream's handle, the CUDA device index and the device switch. Left out, as they need a GPU: the
-driver's own launch cost and the CUDA caching allocator (CPU allocations stand in);
+Calls `chunk_kda` / `chunk_gated_delta_rule` as a user does, on CPU tensors (the call marked emulated, so the checks
+accept the CPU), and runs everything an eager call runs up to the CUDA driver: option resolution, the argument
+checks, the custom op (directly where no gradient is asked for, else through the dispatcher and its autograd
+formula), the Config and plan lookups, the module lookup (kdagen.runtime.load_module's memo), the allocations, and
+every launch through the runtime's Module with its real argument packing. Stubbed: the driver (cupy's launchKernel
+and context query, the tensor maps' encoding), the compile (an empty image), the kernels' function handles, the
+current stream's handle, the CUDA device index and the device switch. Left out, as they need a GPU: the driver's own
+launch cost and the CUDA caching allocator (CPU allocations stand in);
 `benchmarks/probe/host_profile.py` measures the whole on a GPU. Prints µs per call (the median of REPEATS means
 of CALLS calls) of an inference forward (no grad), a training forward (inputs require grad) and its backward
 alone, then the top of a cProfile of each. Shape: B=1 T=256 H=4 D=128.
@@ -30,7 +30,7 @@ import kdagen  # noqa: E402
 from kdagen.bench.cases import VARIANTS, Shape  # noqa: E402
 from kdagen.bench.inputs import make_set  # noqa: E402
 from kdagen.ops import config, run  # noqa: E402
-from kdagen.runtime import launch, loader  # noqa: E402
+from kdagen.runtime import launch, loader, tensormap  # noqa: E402
 
 CALLS, REPEATS = 200, 7
 CUDA_0 = torch.device("cuda", 0)
@@ -57,7 +57,8 @@ def stub_the_gpu() -> None:
     """Everything below the CUDA driver's calls runs as on a GPU; the calls themselves do nothing."""
     launch._driver = lambda: Driver
     launch._raw_stream = lambda index: 0
-    launch._on_device = lambda index: contextlib.nullcontext()   # a device switch (none once the context is current)
+    launch.on_device = lambda index: contextlib.nullcontext()    # a device switch (none once the context is current)
+    tensormap._encode = lambda layout: tensormap.TensorMap(bytes(tensormap.TENSOR_MAP_BYTES))   # the driver's encoding
     launch._CONTEXTS[0] = Driver.ctxGetCurrent()          # device 0's context is this thread's current one
     launch.Module.function = lambda self, name, device_index: types.SimpleNamespace(ptr=0)
     loader.fetch_image = lambda uri, source, arch, kind, options=(): (b"", "built", None)

@@ -4,10 +4,10 @@
 call, which runs forward and backward so that a backward kernel such as prepare_bwd can be timed; KDAGEN_FAMILY
 picks another).
 
-The static counts of ptx_steps.py cannot weigh loops or latency; this probe times them. It renders the op's
-forward unit as the runtime does, inserts a clock mark (`clock64()`) at every plan-step
-comment (`// ---- step NAME`) of the kernel and one at its end (made by one thread of each CTA, --thread), compiles that copy under its own URI, runs the
-forward through the ops with it, and prints the mean cycles per step over the first CTAS CTAs. Meaningful for
+The static counts of ptx_steps.py cannot weigh loops or latency; this probe times them. It renders the unit that
+holds the kernel as the runtime does, inserts a clock mark (`clock64()`) at every plan-step comment (`// ---- step
+NAME`) of the kernel and one at its end (made by one thread of each CTA, --thread), compiles that copy under its own
+URI, runs the call through the ops with it, and prints the mean cycles per step over the first CTAS CTAs. Meaningful for
 kernels whose steps are separated by block-wide barriers (the prepare kernels): thread 0's clock then measures
 the whole block's step, at the occupancy the real launch has.
 
@@ -98,6 +98,9 @@ def run(key: str, shape: Shape, kernel: str, thread: int, train: bool = False) -
         torch.cuda.synchronize()
     finally:
         ops_config.load = saved
+    if "module" not in holder:
+        sys.exit(f"step_clocks: no unit of this call has a kernel named {kernel!r}"
+                 + ("" if train else " (a backward kernel needs --train)"))
     import cupy
     module, steps = holder["module"], holder["steps"]
     index = torch.cuda.current_device()

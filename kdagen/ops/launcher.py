@@ -2,11 +2,11 @@
 arguments by parameter name, grids from the plan. Shared by the forward and the backward; nothing here
 knows a kernel by name — the plan says what each kernel takes.
 
-What depends on the plan alone is read from it once (`Schedule`, cached per Config by `scheduled`), what
-depends on the launch sizes once per shape (`Sized`, cached in its Schedule): an eager call of a shape seen
-before only checks its tensors, allocates, and packs arguments. On a runtime module, a Sized's launches are
-prepared once per module and device (`Bound`): a call writes only its pointers and float scalars into each
-kernel's prebuilt argument block. The workspaces a call does not keep are carved from one allocation
+What depends on the plan alone is read from it once (`Schedule`, cached per Config by `scheduled`), what depends on
+the launch sizes once per shape (`Sized`, cached in its Schedule): an eager call of a shape seen before only checks
+its tensors, allocates, and packs arguments. On a runtime module, a Sized's launches are prepared once per module
+and device (`Bound`): a call writes only its pointers, float scalars and tensor maps (each address's encoded once)
+into each kernel's prebuilt argument block. The workspaces a call does not keep are carved from one allocation
 (`Workspaces`).
 """
 from __future__ import annotations
@@ -347,7 +347,8 @@ def bindable(launches, sizes: dict, extents: dict) -> bool:
 
 def extents(sized: Sized, schedule: "Schedule") -> dict:
     """(dtype, bytes) by kernel parameter name of every tensor whose dtype and shape a call at these sizes fixes:
-    the workspaces, the saved ones, the checked inputs (the value also as v, and o and do, which have its shape)."""
+    the workspaces, the saved ones, the checked inputs (the value also as v, and o and dout, which have its shape
+    and dtype: the forward allocates o so, the backward checks dout so)."""
     out = {name: (dtype, math.prod(shape) * dtype.itemsize) for name, shape, dtype in (*sized.workspaces, *sized.saved)}
     for name, _, dtype, shape in sized.inputs:
         if dtype is not None:
@@ -370,7 +371,8 @@ class Bound:
     """A Sized's launches prepared on one runtime module and device (kdagen.runtime.Module.prepare): the sizes
     (T, N, H, ...) fixed in each kernel's argument block, its pointers, float scalars and tensor maps slots that a
     call fills from a dict of addresses and scalars by parameter name (a map's from its tensor's address: its layout
-    is checked here once against the tensor's extent, and each address encoded once: runtime.AddressedMap)."""
+    is checked here once against the tensor's extent, and each address encoded once: runtime.tensormap.AddressedMap;
+    address 0, a kept-only workspace the call does not keep, gives the zero map the generic path passes too)."""
 
     def __init__(self, sized: Sized, module, device_index, direction: str):
         from ..runtime.tensormap import AddressedMap, map_layout
@@ -383,8 +385,12 @@ class Bound:
                     continue
                 if kind == "tensor_map":
                     _, dtype, box, swizzle, dims, strides = layout
-                    layout = map_layout(dtype, sized.extents[key][1], box, swizzle, dims, strides)
-                    maps.append((len(keys), AddressedMap(layout, device_index)))
+                    try:
+                        layout = map_layout(dtype, sized.extents[key][1], box, swizzle, dims, strides)
+                    except ValueError as e:
+                        raise ValueError(f"{direction}: kernel {name}'s tensor map of {key!r} at these sizes does "
+                                         f"not fit its tensor: {e}") from None
+                    maps.append((len(keys), AddressedMap(layout, device_index, key, key in sized.kept_only)))
                 args.append(Slot("tmap" if kind == "tensor_map" else kind))
                 keys.append(key)
             self.launches.append((name, module.prepare(name, grid, block, args, smem, device_index), _picker(keys),

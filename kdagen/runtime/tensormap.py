@@ -171,23 +171,27 @@ def encode_tiled(tensor: torch.Tensor, box, swizzle: int = 0, dims=None, strides
 class AddressedMap:
     """The tensor maps of one layout at any address: a prepared launch's tensor-map slot. The layout (a `map_layout`,
     checked once against the bytes its tensor holds) is fixed by the launch sizes; a launch supplies the address, and
-    each address is encoded once (the caching allocator hands the same ones back). Address 0 gives 128 zero bytes:
-    a kept-only workspace of a call that keeps none, which the kernel never reads."""
+    each address is encoded once (the caching allocator hands the same ones back; past LIMIT addresses the oldest
+    is dropped). Address 0 gives 128 zero bytes where `absent_ok` (a kept-only workspace of a call that keeps none,
+    which the kernel never reads) and is refused elsewhere: a kernel would copy through a zero descriptor."""
 
-    LIMIT = 64
+    LIMIT = 1024
 
-    def __init__(self, layout: TiledLayout, device_index: int):
-        self.layout, self.device_index, self._encoded = layout, device_index, {0: bytes(TENSOR_MAP_BYTES)}
+    def __init__(self, layout: TiledLayout, device_index: int, name: str, absent_ok: bool = False):
+        self.layout, self.device_index, self.name = layout, device_index, name
+        self._encoded = {0: bytes(TENSOR_MAP_BYTES)} if absent_ok else {}
 
     def __call__(self, address: int) -> bytes:
         data = self._encoded.get(address)
         if data is None:
+            if not address:
+                raise ValueError(f"tensor map of {self.name!r}: the tensor is absent")
             from .launch import on_device          # (launch imports this module)
             layout = at_address(self.layout, address)
             with on_device(self.device_index):
                 data = _encode(layout).data
             if len(self._encoded) >= self.LIMIT:
-                self._encoded = {0: bytes(TENSOR_MAP_BYTES)}
+                del self._encoded[next(a for a in self._encoded if a)]     # the oldest address (0 stays)
             self._encoded[address] = data
         return data
 

@@ -213,12 +213,15 @@ inline T shuffle(T x, int from) {
 }
 }  // namespace kdg_emu
 
+// The lane operand is taken modulo 32, as shfl.sync reads its five low bits.
 template <class T>
-inline T __shfl_xor_sync(unsigned, T x, int lane_mask, int = 32) { return kdg_emu::shuffle(x, kdg_emu::lane_id ^ lane_mask); }
+inline T __shfl_xor_sync(unsigned, T x, int lane_mask, int = 32) {
+  return kdg_emu::shuffle(x, kdg_emu::lane_id ^ (lane_mask & 31));
+}
 // shfl.sync.up: lane l reads lane l − delta; the lanes below delta keep their own value
 template <class T>
 inline T __shfl_up_sync(unsigned, T x, unsigned delta, int = 32) {
-  return kdg_emu::shuffle(x, static_cast<int>(kdg_emu::lane_id) - static_cast<int>(delta));
+  return kdg_emu::shuffle(x, static_cast<int>(kdg_emu::lane_id) - static_cast<int>(delta & 31));
 }
 template <class T>
 inline T __shfl_sync(unsigned, T x, int src_lane, int = 32) { return kdg_emu::shuffle(x, src_lane & 31); }

@@ -55,3 +55,14 @@ def test_a_thread_that_has_run_no_cuda_work_can_encode(encodes):
     thread.start()
     thread.join()
     assert len(got) == 1 and len(encodes) == 1
+
+
+def test_a_prepared_launchs_map_is_the_tensors_own_encoding(encodes):
+    """AddressedMap (the prepared launches' slot) encodes from a layout checked without the tensor and an address:
+    the driver must give the bytes encode_tiled gives from the tensor itself."""
+    t = torch.zeros(4, 64, 64, dtype=torch.bfloat16, device="cuda")
+    layout = tensormap.map_layout(t.dtype, t.numel() * t.element_size(), (64, 64, 1), 128, [64, 64, 4],
+                                  [64, 64 * 64])
+    slot = tensormap.AddressedMap(layout, t.device.index, "t")
+    assert slot(t.data_ptr()) == tensormap.encode_tiled(t, (64, 64, 1), 128).data
+    assert slot(t[1:].data_ptr()) != slot(t.data_ptr())

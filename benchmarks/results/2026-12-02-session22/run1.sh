@@ -12,7 +12,7 @@ echo "suite rc=$?"; grep -E "[0-9]+ (passed|failed)|^(FAILED|ERROR)" $OUT/suite.
 for tree in ab/main . ; do
   echo "== $tree"
   timeout 150 python3 $tree/benchmarks/probe/family_timing.py 4x4096x16x64 8x4096x32x64 1x8192x64x128 2>&1 | grep "^|"
-done | tee $OUT/family_timing.md
+done | tee $OUT/family_timing.md   # (family_timing.py rewrites this file itself: see run1-family_timing.md)
 timeout 150 python3 benchmarks/probe/step_clocks.py --train --kernel prepare_bwd --ops kda_lb,kda,gdn \
   --shape 1x8192x64x128 > $OUT/steps-prepare_bwd.log 2>&1
 cat $OUT/steps-prepare_bwd.log | grep -v "^\s*$" | head -60

@@ -321,7 +321,8 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
                         "and W's tiles (U_i = e^Γi, W_i = e^(Γl−Γi) in every channel)")
         steps += [
             prologue_v,
-            Step("block_factors", "all", "column" if factored else "thread", reads=["U"],
+            Step("block_factors", "all", "column" if factored else "scan_then_thread",
+                 reads=["U"] if factored else ["U", "gamma"],
                  writes=["U", "W", "Gm" if factored else "gamma"], waits=["sync"], loop=True,
                  note=("a thread per channel down the chunk: " if factored else "") + factors),
             Step("load_grads", "all", "thread", reads=[] if factored else ["gamma"],
