@@ -417,7 +417,7 @@ def test_only_plain_tensors_go_past_the_dispatcher():
     assert not library.plain([t, torch.zeros(2, device="meta")])
 
 
-@pytest.mark.parametrize("family, op, keep", [("mma16", "kda", True), ("wgmma64", "kda", True),
+@pytest.mark.parametrize("family, op, keep", [("mma16", "kda", True), ("wgmma64", "kda", True), ("wgmma64", "kda", False),
                                               ("wgmma64", "gdn", True), ("wgmma64", "gdn", False)])
 def test_prepared_launches_pass_module_launchs_arguments(family, op, keep, monkeypatch):
     """A Sized's launches on a runtime module (prepared: addresses, sizes fixed, tensor maps encoded per address) give
