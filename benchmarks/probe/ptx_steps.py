@@ -1,7 +1,8 @@
 """Where a kernel's instructions go, step by step, without a GPU:
 `python benchmarks/probe/ptx_steps.py [--op kda] [--softplus] [--head-dim 128] [--family wgmma64] [--kernel prepare]`.
 
-Renders the forward unit of the op's default problem, compiles it to PTX with `-lineinfo` (the unit's #line
+Renders the unit holding the kernel (forward, or backward for prepare_bwd and the like) of the op's default
+problem, compiles it to PTX with `-lineinfo` (the unit's #line
 directives name template lines), and counts the kernel's PTX instructions by the template step (`sk.step`
 marker) their line falls in; an instruction inlined from a header counts for the template line that called it.
 Counts are static, per thread: a step inside a loop that is not unrolled runs its count once per iteration.
@@ -71,9 +72,12 @@ def main() -> None:
         problem = problem_from_options(Options(op=a.op, **options), K=a.head_dim, V=a.head_dim, arch="sm_90a")
     else:
         problem = default_problem(a.op, head_dim=a.head_dim)
-    plan = verify(make_plan(problem, family=a.family, directions=("forward",)))
+    plan = verify(make_plan(problem, family=a.family, directions=("forward", "backward")))
+    direction = next((d for d in ("forward", "backward") if any(k.name == a.kernel for k in plan.direction(d))), None)
+    if direction is None:
+        sys.exit(f"ptx_steps: {plan.uri} has no kernel named {a.kernel!r}")
     template = plan.kernel(a.kernel).template
-    text = ptx(render_unit(plan, problem.recurrence, "forward"), "sm_90a", ("-lineinfo",))
+    text = ptx(render_unit(plan, problem.recurrence, direction), "sm_90a", ("-lineinfo",))
     per_step = count(text, a.kernel, template, step_lines(ROOT / "templates" / template))
     total = sum(sum(c.values()) for c in per_step.values())
     print(f"{plan.uri} / {a.kernel} ({plan.kernel(a.kernel).threads} threads): {total} PTX instructions per thread")
