@@ -157,10 +157,7 @@ def encode_tiled(tensor: torch.Tensor, box, swizzle: int = 0, dims=None, strides
     key = _encoding_key(tensor, box, swizzle, dims, strides)
     encoded = _ENCODED.get(key) if key is not None else None
     if encoded is None:
-        from .launch import on_device          # (launch imports this module)
-        layout = tiled_layout(tensor, box, swizzle, dims, strides)
-        with on_device(tensor.device.index):   # the driver wants a current context: the autograd thread may have none
-            encoded = _encode(layout)
+        encoded = _encode_on(tiled_layout(tensor, box, swizzle, dims, strides), tensor.device.index)
         if key is not None:
             if len(_ENCODED) >= _ENCODED_LIMIT:
                 _ENCODED.clear()
@@ -186,14 +183,18 @@ class AddressedMap:
         if data is None:
             if not address:
                 raise ValueError(f"tensor map of {self.name!r}: the tensor is absent")
-            from .launch import on_device          # (launch imports this module)
-            layout = at_address(self.layout, address)
-            with on_device(self.device_index):
-                data = _encode(layout).data
+            data = _encode_on(at_address(self.layout, address), self.device_index).data
             if len(self._encoded) >= self.LIMIT:
                 del self._encoded[next(a for a in self._encoded if a)]     # the oldest address (0 stays)
             self._encoded[address] = data
         return data
+
+
+def _encode_on(layout: TiledLayout, device_index: int) -> TensorMap:
+    """_encode with the device's context current: the driver wants one, and the autograd thread may have none."""
+    from .launch import on_device          # (launch imports this module)
+    with on_device(device_index):
+        return _encode(layout)
 
 
 def _encoding_key(tensor, box, swizzle, dims, strides) -> tuple | None:
