@@ -167,18 +167,23 @@ def test_precompile_at_import_compiles_only_what_is_missing(fake_kernels, monkey
 
 
 def test_compile_takes_forward_and_backward_units_for_the_given_arch(monkeypatch):
-    """The real providers: a configuration's modules are both directions' units, planned for --arch, then what only a
-    training call cut into segments loads: the backward's entries unit (the C pass) and the chain for its D."""
+    """The real providers: a configuration's modules are the forward's unit and the backward's kernels as a unit each
+    (kdagen.ops.config.PER_KERNEL), planned for --arch, then what only a training call cut into segments loads: the
+    backward's entries unit (the C pass) and the chain for its D."""
     monkeypatch.setenv("KDAGEN_ARCH", "sm_90a")                              # not what --arch asks for
     config = parse_config("--op gdn --head-dim 64 --use-gate-in-kernel --gva 2 --arch sm_80")
     sources = precompile.sources(config)
     uri = "gdn_sp_k64v64_bf16_gbf16_bbf16_gva2_mma16_sm80"
-    assert [u for u, _ in sources] == [f"{uri}_forward", f"{uri}_backward", f"{uri}_backward_entries",
-                                       "segment_chain_d64"]
-    forward, backward, entries, _ = (src for _, src in sources)
+    kernels = [k.name for k in config.config().planned()[0].direction("backward")]
+    assert [u for u, _ in sources] == [f"{uri}_forward", *[f"{uri}_backward_{k}" for k in kernels],
+                                       f"{uri}_backward_entries", "segment_chain_d64"]
+    forward, *backward, entries, _ = (src for _, src in sources)
     assert " dstate_starts(" in entries and " dstate_pass(" not in entries
-    assert f"{uri} (forward)" in forward.splitlines()[0] and f"{uri} (backward)" in backward.splitlines()[0]
-    assert " prepare(" in forward and all(f" {k}(" in backward for k in ("states", "recurrence_bwd", "prepare_bwd"))
+    assert f"{uri} (forward)" in forward.splitlines()[0] and " prepare(" in forward
+    assert {"states", "recurrence_bwd", "prepare_bwd"} <= set(kernels)
+    for k, src in zip(kernels, backward):          # each the unit's headers and its one kernel
+        entries = [line for line in src.splitlines() if line.startswith('extern "C" __global__')]
+        assert f"{uri} (backward)" in src.splitlines()[0] and len(entries) == 1 and f" {k}(" in entries[0]
 
 
 @pytest.mark.parametrize("text, message", [

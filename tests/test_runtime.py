@@ -248,7 +248,10 @@ def test_a_training_forward_starts_its_backward_compile(cache_root, monkeypatch)
     assert config_mod._AHEAD == {}
     forward = config_mod.load(training, None, "forward")
     ahead = config_mod._AHEAD[(training, None)].result(timeout=300)
-    assert ahead.uri.endswith("_backward") and forward.uri.endswith("_forward")
+    plan, _ = training.planned()
+    assert forward.uri.endswith("_forward") and isinstance(ahead, runtime.KernelModules)   # a module per kernel
+    assert {k: m.uri for k, m in ahead.modules.items()} == {k.name: f"{plan.uri}_backward_{k.name}"
+                                                            for k in plan.direction("backward")}
     assert config_mod.load(training, None, "backward") is ahead
 
 

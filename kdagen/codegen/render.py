@@ -130,10 +130,10 @@ def render_kernel(plan: Plan, kernel: Kernel, recurrence, entries: bool | str = 
     return lines.resolve(_marked_kernel(plan, kernel, recurrence, entries), f"{plan.uri}/{kernel.name}")
 
 
-def header(plan: Plan, direction: str, entries: bool = False) -> str:
+def header(plan: Plan, direction: str, entries: bool = False, kernel: str | None = None) -> str:
     p = plan.problem
     rec = p["recurrence"]
-    kernels = [k for k in plan.direction(direction) if k.entries or not entries]
+    kernels = [k for k in plan.direction(direction) if (k.entries or not entries) and kernel in (None, k.name)]
     names = (lambda k: ", ".join(k.entries) + " (their launches set the grid)") if entries else (lambda k: k.name)
     lines = [
         f"kdagen {__version__} generated CUDA: {plan.uri} ({direction}{', further entry points' if entries else ''})",
@@ -160,18 +160,20 @@ def has_entries(plan: Plan, direction: str) -> bool:
     return any(k.entries for k in plan.direction(direction))
 
 
-def render_unit(plan: Plan, recurrence, direction: str, entries: bool = False) -> str:
+def render_unit(plan: Plan, recurrence, direction: str, entries: bool = False, kernel: str | None = None) -> str:
     """One self-contained translation unit with every kernel of `direction`, or (`entries`) the further entry
-    points of those that have some."""
+    points of those that have some; with `kernel`, that kernel of the direction alone (a unit compiled beside its
+    siblings: kdagen.ops.config.PER_KERNEL)."""
     if direction not in DIRECTIONS:
         raise CodegenError(f"direction {direction!r}: one of {DIRECTIONS}")
-    chosen = [k for k in plan.direction(direction) if k.entries or not entries]
+    chosen = [k for k in plan.direction(direction) if (k.entries or not entries) and kernel in (None, k.name)]
     if not chosen:
-        raise CodegenError(f"{plan.uri}: no {direction} kernel has further entry points")
+        raise CodegenError(f"{plan.uri}: no {direction} kernel " + (f"named {kernel!r}" if kernel else
+                                                                     "has further entry points"))
     kernels = [_marked_kernel(plan, k, recurrence, entries) for k in chosen]
     common = [(path, lines.mark_text(text, f"templates/{path}")) for path, text in header_sources(plan.headers)]
-    text = environment().get_template("unit.cu.j2").render(header=header(plan, direction, entries), common=common,
-                                                           kernels=kernels)
+    text = environment().get_template("unit.cu.j2").render(header=header(plan, direction, entries, kernel),
+                                                           common=common, kernels=kernels)
     return lines.resolve(text, f"{plan.uri}/{unit_name(direction, entries)}")
 
 

@@ -155,9 +155,10 @@ class Config:
         """(verified plan, recurrence), once per process."""
         return _planned(self)
 
-    def source(self, direction: str = "forward", entries: bool = False) -> str:
-        """The rendered unit of a direction ("forward", "backward"), or its entries unit, once per process."""
-        return _source(self, direction, entries)
+    def source(self, direction: str = "forward", entries: bool = False, kernel: str | None = None) -> str:
+        """The rendered unit of a direction ("forward", "backward"), or its entries unit, or one kernel of the
+        direction alone, once per process."""
+        return _source(self, direction, entries, kernel)
 
 
 @functools.lru_cache(maxsize=64)
@@ -168,9 +169,9 @@ def _planned(config: Config):
 
 
 @functools.lru_cache(maxsize=64)
-def _source(config: Config, direction: str, entries: bool) -> str:
+def _source(config: Config, direction: str, entries: bool, kernel: str | None = None) -> str:
     plan, recurrence = config.planned()
-    return render_unit(plan, recurrence, direction, entries)
+    return render_unit(plan, recurrence, direction, entries, kernel)
 
 
 def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, arch: str, *,
@@ -190,8 +191,24 @@ def config_for(spec: Spec, K: int, V: int, G: int, varlen: bool, dtypes: dict, a
                   family, "default" if family is not None else rank or ranking(directions, pairs, K, spec.rank_kind))
 
 
-def module_uri(plan: Plan, direction: str, entries: bool = False) -> str:
-    return f"{plan.uri}_{direction}{'_entries' if entries else ''}"
+# The directions whose kernels compile as one NVRTC program each, side by side, rather than as one unit: NVVM's
+# optimizer runs over a whole unit in one thread (NVRTC's --split-compile parallelises only the code generation
+# after it), so a unit takes about the sum of its kernels' optimisation and the largest one's code generation,
+# where separate programs in parallel threads take about the largest kernel's whole compile. On the CPU
+# (benchmarks/NOTES.md, session 22) the backward's chunk_bwd alone took 1.77 s against the unit's 2.50; the
+# forward's prepare alone takes its unit's time, so the forward stays one unit.
+PER_KERNEL = ("backward",)
+
+
+def module_uri(plan: Plan, direction: str, entries: bool = False, kernel: str | None = None) -> str:
+    return f"{plan.uri}_{direction}{'_entries' if entries else ''}{f'_{kernel}' if kernel else ''}"
+
+
+def unit_kernels(plan: Plan, direction: str, entries: bool) -> list:
+    """The kernels compiled as programs of their own for a direction's unit ([None]: the unit whole)."""
+    if entries or direction not in PER_KERNEL:
+        return [None]
+    return [k.name for k in plan.direction(direction)]
 
 
 def kernel_sources(config: Config) -> list[tuple[str, str]]:
@@ -200,8 +217,8 @@ def kernel_sources(config: Config) -> list[tuple[str, str]]:
     kernel for a configuration with K = V (kdagen.ops.segmented: a call may be cut)."""
     from . import segmented
     plan, _ = config.planned()
-    found = [(module_uri(plan, d, e), config.source(d, e)) for d in config.directions if plan.direction(d)
-             for e in (False, True) if not e or has_entries(plan, d)]
+    found = [(module_uri(plan, d, e, k), config.source(d, e, k)) for d in config.directions if plan.direction(d)
+             for e in (False, True) if not e or has_entries(plan, d) for k in unit_kernels(plan, d, e)]
     if config.K == config.V and config.K in segmented.CHAIN_DIMS:
         found.append((segmented.chain_uri(config.K), segmented.chain_source(config.K)))
     return found
@@ -215,8 +232,13 @@ def load(config: Config, device, direction: str, entries: bool = False):
     plan, _ = config.planned()
     if direction == "forward" and not entries and "backward" in config.directions:
         compile_backward_ahead(config, device)
-    return runtime.load_module(module_uri(plan, direction, entries), config.source(direction, entries), config.arch,
-                               device=device)
+    kernels = unit_kernels(plan, direction, entries)
+    if kernels == [None]:
+        return runtime.load_module(module_uri(plan, direction, entries), config.source(direction, entries),
+                                   config.arch, device=device)
+    return runtime.load_kernel_modules(tuple((k, module_uri(plan, direction, entries, k),
+                                              config.source(direction, entries, k)) for k in kernels),
+                                       config.arch, device=device)
 
 
 _AHEAD: dict[tuple, object] = {}     # (Config, device) -> the background load of its backward (a Future)

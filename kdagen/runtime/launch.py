@@ -285,3 +285,33 @@ class PreparedLaunch:
 
 def _no_tensor(tensor, position: int) -> int:
     raise TypeError(f"kernel argument {position} is a tensor: a prepared launch takes its address through a Slot")
+
+
+class KernelModules:
+    """A direction's kernels compiled as one module each (kdagen.ops.config.PER_KERNEL), behind the interface of one
+    Module: a launch, a prepared launch or a function finds its kernel's module by the kernel's name."""
+
+    def __init__(self, modules: dict):
+        self.modules = dict(modules)
+
+    def __repr__(self):
+        return f"KernelModules({sorted(self.modules)})"
+
+    def _of(self, kernel_name: str) -> Module:
+        try:
+            return self.modules[kernel_name]
+        except KeyError:
+            raise KeyError(f"kernel {kernel_name!r} is in none of the modules {sorted(self.modules)}") from None
+
+    def function(self, name: str, device_index: int):
+        return self._of(name).function(name, device_index)
+
+    def launch(self, kernel_name: str, grid, block, args, smem_bytes: int = 0) -> None:
+        self._of(kernel_name).launch(kernel_name, grid, block, args, smem_bytes)
+
+    def prepare(self, kernel_name: str, grid, block, params, smem_bytes: int = 0,
+                device_index: int | None = None) -> PreparedLaunch:
+        return self._of(kernel_name).prepare(kernel_name, grid, block, params, smem_bytes, device_index)
+
+    def attributes(self, kernel_name: str, device_index: int | None = None) -> dict:
+        return self._of(kernel_name).attributes(kernel_name, device_index)

@@ -10,7 +10,7 @@ import torch
 
 from . import cache, env
 from .arch import capability, detect_arch, image_kind, normalize_arch
-from .launch import Module
+from .launch import KernelModules, Module
 from .nvrtc import compile_source, compiler_version, cupy_version
 
 _URI = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -97,6 +97,38 @@ def load_module(uri: str, source: str, arch: str | None = None, *, options=(), d
     return module
 
 
+_grouped: dict[tuple, KernelModules] = {}
+
+
+def load_kernel_modules(units: tuple, arch: str, *, device=None) -> KernelModules:
+    """The modules of `units` ((kernel name, uri, source) each: one kernel's program) behind one KernelModules,
+    memoised like load_module; on a cold start their compiles run side by side, NVRTC releasing the GIL."""
+    key = (units, arch, device)
+    modules = _grouped.get(key)
+    if modules is None:
+        loaded: list = [None] * len(units)
+
+        def load(i: int) -> None:
+            try:
+                loaded[i] = load_module(units[i][1], units[i][2], arch, device=device)
+            except BaseException as e:      # noqa: BLE001 — raised below, in the caller's thread
+                loaded[i] = e
+        # daemon threads, joined here: a process ending during a compile that hangs is not held by them (the ops'
+        # backward compiled ahead has its own bounded wait at exit: kdagen.ops.config._finish_ahead)
+        threads = [threading.Thread(target=load, args=(i,), name="kdagen-compile", daemon=True)
+                   for i in range(len(units))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        failed = next((e for e in loaded if isinstance(e, BaseException)), None)
+        if failed is not None:
+            raise failed
+        with _memo_lock:
+            modules = _grouped.setdefault(key, KernelModules({unit[0]: m for unit, m in zip(units, loaded)}))
+    return modules
+
+
 def _indexed(device) -> bool:
     """A device that names one GPU for good (not None, nor 'cuda' meaning whichever is current)."""
     return isinstance(device, torch.device) and device.index is not None or isinstance(device, int)
@@ -107,3 +139,4 @@ def forget_modules() -> None:
     with _memo_lock:
         _memo.clear()
         _loaded.clear()
+        _grouped.clear()
