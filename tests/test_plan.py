@@ -262,6 +262,23 @@ BROKEN = [
 ]
 
 
+def test_wgmma64_prepare_bwd_two_ctas_per_sm_at_head_dim_64():
+    """At K = 64 the tensor-core prepare_bwd (8 warps) runs two CTAs per SM, dgc over the split dM tiles after a
+    barrier; verify refuses the plan without that barrier, and with tiles that no longer fit twice. The CUDA-core form
+    (softplus gate) and K = 128 stay at one."""
+    for op, head_dim, ctas in (("kda", 64, 2), ("gdn", 64, 2), ("kda", 128, 1)):
+        plan = verify(make_plan(default_problem(op, head_dim=head_dim, arch="sm_90a"), family="wgmma64"))
+        k = plan.kernel("prepare_bwd")
+        assert (k.min_ctas_per_sm, k.max_regs) == (ctas, 128), (op, head_dim)
+        assert k.buffer("dgc").alias == k.buffer("dM").alias == ("dM_then_dgc" if ctas == 2 else None)
+    plan = make_plan(default_problem("kda", head_dim=64, arch="sm_90a"), family="wgmma64")
+    elements = lambda p: next(s for s in _k(p, "prepare_bwd").steps if s.name == "branch_elements")  # noqa: E731
+    assert_refused(plan, "no barrier before dgc", lambda p: elements(p).waits.clear(),
+                   "buffer 'dgc' takes the place of the other in alias group 'dM_then_dgc' with no barrier")
+    assert_refused(plan, "tiles too big for two", lambda p: setattr(_k(p, "prepare_bwd"), "smem_bytes", 120 * 1024),
+                   "2 CTAs/SM asked for by its launch bounds, but 122880 B of shared memory each")
+
+
 @pytest.mark.parametrize("name, breaks, message", BROKEN, ids=[b[0] for b in BROKEN])
 def test_broken_plans_are_rejected(kda_plan, name, breaks, message):
     assert_refused(kda_plan, name, breaks, message)

@@ -2093,21 +2093,21 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 373 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 62 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 63 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
 // grid (chunks upper bound, H q/k heads), 512 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
-#line 70 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 71 "templates/wgmma64/prepare_bwd.cu.j2"
 //   scan_then_thread  one warp scans the per-head decay's Γ, two rows per lane, then every thread (block_factors);
-#line 72 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 73 "templates/wgmma64/prepare_bwd.cu.j2"
 //   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma"): every 16-row block pair
 //           is a bf16 hi + lo mma.m16n8k16 product, dMqk and dMkk split once into tiles read by ldmatrix,
-#line 79 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 80 "templates/wgmma64/prepare_bwd.cu.j2"
 //           the per-head decay's pair factors e^(Γi−Γj) ≤ 1 in them: the other side is raw q̂, k̂.
-#line 85 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 86 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
-#line 94 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 95 "templates/wgmma64/prepare_bwd.cu.j2"
 namespace kdg_prepare_bwd {
 using namespace kdg;
 
@@ -2117,12 +2117,12 @@ constexpr int PARTS = 4, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
-#line 104 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 105 "templates/wgmma64/prepare_bwd.cu.j2"
 constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
 constexpr int MID = 7;                           // the row of a block its factors are taken about
 static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 109 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 110 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2152,7 +2152,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 116 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 117 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
 #line 2158 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 211456 B, dynamic (above the static limit)
@@ -2170,36 +2170,34 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 168960);  // beta [64] f32, ld 64
   float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 169216);  // kR_part [64 x 16] f32, ld 16
   [[maybe_unused]] constexpr int ld_kR_part = 16;
-  bf16* const s_dMqk_hi = reinterpret_cast<bf16*>(smem_raw + 173312);  // dMqk_hi [64 x 64] bf16, ld 72
-  [[maybe_unused]] constexpr int ld_dMqk_hi = 72;
-  bf16* const s_dMqk_lo = reinterpret_cast<bf16*>(smem_raw + 182528);  // dMqk_lo [64 x 64] bf16, ld 72
-  [[maybe_unused]] constexpr int ld_dMqk_lo = 72;
-  bf16* const s_dMkk_hi = reinterpret_cast<bf16*>(smem_raw + 191744);  // dMkk_hi [64 x 64] bf16, ld 72
-  [[maybe_unused]] constexpr int ld_dMkk_hi = 72;
-  bf16* const s_dMkk_lo = reinterpret_cast<bf16*>(smem_raw + 200960);  // dMkk_lo [64 x 64] bf16, ld 72
-  [[maybe_unused]] constexpr int ld_dMkk_lo = 72;
+  bf16* const s_dM = reinterpret_cast<bf16*>(smem_raw + 173312);  // dM [4 x 64 x 64] bf16, ld 72
+  [[maybe_unused]] constexpr int ld_dM = 72;
   float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 210176);  // kbr_total [128] f32, ld 128
   float* const s_gamma = reinterpret_cast<float*>(smem_raw + 210688);  // gamma [3 x 64] f32, ld 64
   [[maybe_unused]] constexpr int ld_gamma = 64;
-#line 119 "templates/wgmma64/prepare_bwd.cu.j2"
-  constexpr int LDT = ld_q_hat, LDM = ld_dMqk_hi, KRP = ld_kR_part;  // [C][K], [C][C] row pitches; kR partials
-  static_assert(ld_k_hat == LDT && ld_U == LDT && ld_W == LDT && ld_dgc == LDT && ld_dMqk_lo == LDM &&
-                ld_dMkk_hi == LDM && ld_dMkk_lo == LDM && LDM % 8 == 0, "one pitch per tile shape; 16-byte rows");
-#line 127 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
+  constexpr int LDT = ld_q_hat, LDM = ld_dM, KRP = ld_kR_part;  // [C][K], [C][C] row pitches; kR partials
+  static_assert(ld_k_hat == LDT && ld_U == LDT && ld_W == LDT && ld_dgc == LDT && LDM % 8 == 0,
+                "one pitch per tile shape; 16-byte rows");
+  bf16* const s_dMqk_hi = s_dM;                      // the split tiles, one after the other
+  bf16* const s_dMqk_lo = s_dM + C * LDM;
+  bf16* const s_dMkk_hi = s_dM + 2 * C * LDM;
+  bf16* const s_dMkk_lo = s_dM + 3 * C * LDM;
+#line 132 "templates/wgmma64/prepare_bwd.cu.j2"
   const int c = blockIdx.x, jh = blockIdx.y, H = gridDim.y, HV = H * G;  // jh: the q/k head
   ChunkAt at;                                        // the grid is an upper bound on the chunk count
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
-#line 135 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 140 "templates/wgmma64/prepare_bwd.cu.j2"
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
-#line 137 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 142 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 142 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 147 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2213,14 +2211,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2217 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2215 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
-#line 155 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 160 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2224 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2222 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2255,14 +2253,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_6[j];
-#line 161 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 166 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 168 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 173 "templates/wgmma64/prepare_bwd.cu.j2"
   kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
 #pragma unroll
   for (int I = 0; I < NB; ++I)
@@ -2272,7 +2270,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::frag_zero(dk_sum[I][nt]);
     }
 
-#line 180 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 185 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
@@ -2284,14 +2282,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2288 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2286 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 205 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 210 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2295 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2293 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h;
@@ -2318,18 +2316,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       const float n_neg_4 = (-n_mul_3);
       const float a_out = n_neg_4;
       const float beta_out = n_sigmoid_7;
-#line 211 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 216 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_U[i * LDT + d0 + e] = valid ? a_out : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
     }
-#line 217 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 222 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": a and β written
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, scan_then_thread): one warp scans Γ, the per-head decay's cumsum, down the chunk (a shuffle scan, two rows per lane) into gamma with each row's e^Γi and e^(Γl−Γi); then every thread copies them into U's and W's tiles (U_i = e^Γi, W_i = e^(Γl−Γi) in every channel) ----
-#line 249 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 254 "templates/wgmma64/prepare_bwd.cu.j2"
     static_assert(C == 64 && LDT % 4 == 0, "block_factors: two rows per lane of one warp; 16-byte tile stores");
     if (tid < 32) {                                 // the per-head decay, a row's a in every channel alike: one warp
       // scans Γ down the chunk, two rows per lane, and forms each row's two factors once
@@ -2358,12 +2356,12 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       *reinterpret_cast<float4*>(&s_U[i * LDT + j]) = make_float4(e, e, e, e);
       *reinterpret_cast<float4*>(&s_W[i * LDT + j]) = make_float4(w, w, w, w);
     }
-#line 278 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 283 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁, × e^(Γi−Γj) ≤ 1 (the per-head decay's pair factors), split once into bf16 hi + lo ----
-#line 29 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 30 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2372,13 +2370,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       float* k4 = &mk.x;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {                 // masked to tril₀ and tril₋₁
-#line 38 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 39 "templates/wgmma64/prepare_bwd.cu.j2"
         const float F = j + u <= i ? expf(s_gamma[i] - s_gamma[j + u]) : 0.f;   // the pair factor e^(Γi−Γj) ≤ 1
         q4[u] = j + u <= i ? q4[u] * F : 0.f;
         k4[u] = j + u < i ? k4[u] * F : 0.f;
-#line 45 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 46 "templates/wgmma64/prepare_bwd.cu.j2"
       }
-#line 47 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 48 "templates/wgmma64/prepare_bwd.cu.j2"
       uint2 qh, ql, kh, kl;                         // split once: bf16 hi + lo
       kdg::split_bf16(q4[0], q4[1], qh.x, ql.x);
       kdg::split_bf16(q4[2], q4[3], qh.y, ql.y);
@@ -2388,14 +2386,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       *reinterpret_cast<uint2*>(&s_dMqk_lo[i * LDM + j]) = ql;
       *reinterpret_cast<uint2*>(&s_dMkk_hi[i * LDM + j]) = kh;
       *reinterpret_cast<uint2*>(&s_dMkk_lo[i * LDM + j]) = kl;
-#line 60 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 61 "templates/wgmma64/prepare_bwd.cu.j2"
     }
-#line 306 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 311 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step branch_grads (all, warp_channels): warp w, channels [8w, 8w + 8) of every row: b_q and R, then b_ki, as bf16 hi + lo mma.m16n8k16 products, every row block's sums live, each block's operand built once: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers (raw k̂; scale·q̂, β·k̂); then each block's elements, its loaded gradients asked for a block ahead: b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 310 "templates/wgmma64/prepare_bwd.cu.j2"
+    // ---- step branch_grads (all, warp_channels): warp w, channels [8w, 8w + 8) of every row: b_q and R, then b_ki, as bf16 hi + lo mma.m16n8k16 products, every row block's sums live, each block's operand built once: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers (raw k̂; scale·q̂, β·k̂); every block's chunk gradients asked for before the products ----
+#line 315 "templates/wgmma64/prepare_bwd.cu.j2"
     // B fragment (K: 16 token rows from r0, N: 8 channels from ch) of mul·X·rs[row], split bf16
     // hi + lo
     auto frag_b = [&](const float* X, const float* S, const float* rs, float mul, int r0, int ch, kdg::FragB& hi,
@@ -2409,7 +2407,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::split_bf16(v[0], v[1], hi.x[0], lo.x[0]);
       kdg::split_bf16(v[2], v[3], hi.x[1], lo.x[1]);
     };
-#line 344 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 349 "templates/wgmma64/prepare_bwd.cu.j2"
     // Every row block's sums at once, so that each block's operand is built once per value head: the source blocks
     // in the outer loops, the accumulators of every target block live (unrolled: every register index a constant).
     kdg::FragC bq[NB][NT], R[NB][NT], bki[NB][NT];
@@ -2443,10 +2441,10 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
         frag_b(s_k_hat, nullptr, nullptr, 1.f, J * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
-#line 381 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 386 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = J; I < NB; ++I) {
-#line 389 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 394 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I * B * LDM + J * B;         // dM[I, J]
         const kdg::FragA aqh = kdg::load_frag_a(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a(s_dMqk_lo + at, LDM, lane);
@@ -2469,10 +2467,10 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         frag_b(s_q_hat, nullptr, nullptr, core_scale, I2 * B, ch0 + 8 * nt + g, qh[nt], ql[nt]);
         frag_b(s_k_hat, nullptr, s_beta, 1.f, I2 * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
       }
-#line 415 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 420 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = 0; I <= I2; ++I) {
-#line 420 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 425 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
         const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
@@ -2485,6 +2483,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         }
       }
     }
+#line 15 "templates/skeleton.j2"
+    // ---- step branch_elements (all, warp_channels): each block's elements from the products' sums and the chunk gradients: b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
+#line 441 "templates/wgmma64/prepare_bwd.cu.j2"
     // the elements of every block: b_q, b_kd, b_ki, b_kr; dq̂, dk̂ sums; dgc; Σ_rows k̂⊙b_kr and Σ_channels k̂⊙R
     // partials
     float kbr[NT][2] = {};
@@ -2493,17 +2494,17 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-#line 449 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 458 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
           const float u = s_U[i * LDT + ch], w = s_W[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 459 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 468 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = bq[I][nt].x[e], R_i = R[I][nt].x[e], bki_i = bki[I][nt].x[e];
           const float E = u, Rend = w;
-#line 462 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 471 "templates/wgmma64/prepare_bwd.cu.j2"
           const float g_qd = kdg::widen_bf16(w_qd[I][nt][e >> 1], e & 1);
           const float g_kd = kdg::widen_bf16(w_kd[I][nt][e >> 1], e & 1);
           const float g_kr = kdg::widen_bf16(w_kr[I][nt][e >> 1], e & 1);
@@ -2540,7 +2541,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel 8w + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 497 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 506 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2550,18 +2551,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 665 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 674 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a pass-tall slice of W's tile (then U's) ----
-#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 678 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias = 0.f;  // this thread's rows of ddt_bias
-#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 678 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2563 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2564 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 672 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 681 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2570,7 +2571,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 685 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 694 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay;                               // one decay per token: the sum over its channels
       {
         float x = 0.f;
@@ -2578,9 +2579,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         for (int e = 0; e < KPT; ++e) x += s_dgc[i * LDT + d0 + e];
         seed_decay = row_sum(x);
       }
-#line 693 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 702 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2584 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2585 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h;
@@ -2643,52 +2644,52 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         const float d_A_log = n_grad_A_log;
         if (valid && rl == 0) store_f32(grad_in_g + tok * HV + h, d_g);
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 702 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 711 "templates/wgmma64/prepare_bwd.cu.j2"
         part_dt_bias += valid ? d_dt_bias : 0.f;   // a per-token scalar: equal on every lane
-#line 702 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 711 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 705 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 714 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 708 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 717 "templates/wgmma64/prepare_bwd.cu.j2"
     static_assert(2 <= 2 * 2, "head parameters: a slice of the two factor "
                   "tiles each (the plan's max_head_params)");
     // each parameter's row partials into a pass-tall slice of the factor tiles, W's then U's
     // (free since branch_grads)
-#line 713 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 722 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_dt_bias =
         s_W + 0 * ROWS * LDT;
-#line 713 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 722 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_A_log =
         s_W + 1 * ROWS * LDT;
-#line 721 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 730 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) rows_dt_bias[(tid / LPR) * LDT] = part_dt_bias;
-#line 721 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 730 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) rows_A_log[(tid / LPR) * LDT] = part_A_log;
-#line 724 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 733 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's row partials (a pass's rows) added in row order: the chunk's partial ----
-#line 734 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 743 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_dt_bias[r * LDT];
       ws_part_dt_bias[ws] = acc;
     }
-#line 734 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 743 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_A_log[r * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 742 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 751 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and W ----
-#line 745 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 754 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and W tiles is done
-#line 747 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 756 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2699,14 +2700,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_W[at] = dk_sum[I][nt].x[e];
       }
-#line 768 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 777 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2708 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2709 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 772 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 781 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2717,7 +2718,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2721 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2722 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_5[KPT];
@@ -2832,7 +2833,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
     if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
     if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 785 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 794 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2845,7 +2846,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2849 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2850 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2854,7 +2855,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2858 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2859 "gdn_sp_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

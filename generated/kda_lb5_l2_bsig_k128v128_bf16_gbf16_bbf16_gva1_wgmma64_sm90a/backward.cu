@@ -2093,23 +2093,23 @@ extern "C" __global__ void __launch_bounds__(384, 1) chunk_bwd(
 #line 373 "templates/wgmma64/chunk_bwd.cu.j2"
 }
 
-#line 62 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 63 "templates/wgmma64/prepare_bwd.cu.j2"
 // ===== prepare_bwd: prepare_bwd at chunk 64, from chunk_bwd's products to input gradients =====
 // grid (chunks upper bound, H q/k heads), 512 threads (role "all"). Mappings:
 //   row     the emitted blocks' (as mma16's prepare_bwd): token row i = pass·ROWS + tid / LPR, LPR lanes per row,
 //           KPT consecutive channels each, PASSES passes of ROWS rows;
-#line 68 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 69 "templates/wgmma64/prepare_bwd.cu.j2"
 //   column  a thread per channel (block_factors);
-#line 72 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 73 "templates/wgmma64/prepare_bwd.cu.j2"
 //   warp_channels  warp w owns channels [w·CW, w·CW + CW) of every row (contractions "mma"): every 16-row block pair
 //           is a bf16 hi + lo mma.m16n8k16 product, dMqk and dMkk split once into tiles read by ldmatrix,
-#line 75 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 76 "templates/wgmma64/prepare_bwd.cu.j2"
 //           the other side built in registers as k̂·W (or q̂·U, β·k̂·U) with U_i = e^(Γi−Γm), W_j = e^(Γm−Γj) about
 //           each block's row m = 16I + MID: e^(Γi−Γj) = U_i·e^(Γm(I)−Γm(J))·W_j, the middle factor applied to the
 //           accumulators as a Horner walk over the blocks, U or W to the rows after.
-#line 85 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 86 "templates/wgmma64/prepare_bwd.cu.j2"
 // The CTA owns q/k head jh and loops over its G value heads h = jh·G + gi; dq̂, dk̂ summed over them in registers.
-#line 94 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 95 "templates/wgmma64/prepare_bwd.cu.j2"
 namespace kdg_prepare_bwd {
 using namespace kdg;
 
@@ -2119,12 +2119,12 @@ constexpr int PARTS = 4, OWN = NB / PARTS, WARPS = THREADS / 32;
 constexpr float LOG2E = 1.4426950408889634f;
 static_assert(LPR * KPT == K && ROWS * PASSES == C, "row mapping: whole rows per pass");
 static_assert(PARTS * K == THREADS && OWN * PARTS == NB && K % 32 == 0, "column_blocks: whole blocks per thread");
-#line 104 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 105 "templates/wgmma64/prepare_bwd.cu.j2"
 constexpr int CW = K / WARPS, NT = CW / 8;         // mma: channels per warp, n-tiles of 8
 constexpr int MID = 7;                           // the row of a block its factors are taken about
 static_assert(NT * 8 * WARPS == K, "mma: whole n-tiles per warp");
 
-#line 109 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 110 "templates/wgmma64/prepare_bwd.cu.j2"
 // The emitted blocks reduce a token row with this.
 __device__ __forceinline__ float row_sum(float x) { return group_sum<LPR>(x); }
 
@@ -2154,7 +2154,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float* __restrict__ ws_part_A_log,
     int T,
     int N) {
-#line 116 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 117 "templates/wgmma64/prepare_bwd.cu.j2"
   using namespace kdg_prepare_bwd;
 #line 2160 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 216832 B, dynamic (above the static limit)
@@ -2172,36 +2172,34 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
   float* const s_beta = reinterpret_cast<float*>(smem_raw + 168960);  // beta [64] f32, ld 64
   float* const s_kR_part = reinterpret_cast<float*>(smem_raw + 169216);  // kR_part [64 x 16] f32, ld 16
   [[maybe_unused]] constexpr int ld_kR_part = 16;
-  bf16* const s_dMqk_hi = reinterpret_cast<bf16*>(smem_raw + 173312);  // dMqk_hi [64 x 64] bf16, ld 72
-  [[maybe_unused]] constexpr int ld_dMqk_hi = 72;
-  bf16* const s_dMqk_lo = reinterpret_cast<bf16*>(smem_raw + 182528);  // dMqk_lo [64 x 64] bf16, ld 72
-  [[maybe_unused]] constexpr int ld_dMqk_lo = 72;
-  bf16* const s_dMkk_hi = reinterpret_cast<bf16*>(smem_raw + 191744);  // dMkk_hi [64 x 64] bf16, ld 72
-  [[maybe_unused]] constexpr int ld_dMkk_hi = 72;
-  bf16* const s_dMkk_lo = reinterpret_cast<bf16*>(smem_raw + 200960);  // dMkk_lo [64 x 64] bf16, ld 72
-  [[maybe_unused]] constexpr int ld_dMkk_lo = 72;
+  bf16* const s_dM = reinterpret_cast<bf16*>(smem_raw + 173312);  // dM [4 x 64 x 64] bf16, ld 72
+  [[maybe_unused]] constexpr int ld_dM = 72;
   float* const s_kbr_total = reinterpret_cast<float*>(smem_raw + 210176);  // kbr_total [128] f32, ld 128
   float* const s_Gm = reinterpret_cast<float*>(smem_raw + 210688);  // Gm [12 x 128] f32, ld 128
   [[maybe_unused]] constexpr int ld_Gm = 128;
-#line 119 "templates/wgmma64/prepare_bwd.cu.j2"
-  constexpr int LDT = ld_q_hat, LDM = ld_dMqk_hi, KRP = ld_kR_part;  // [C][K], [C][C] row pitches; kR partials
-  static_assert(ld_k_hat == LDT && ld_U == LDT && ld_W == LDT && ld_dgc == LDT && ld_dMqk_lo == LDM &&
-                ld_dMkk_hi == LDM && ld_dMkk_lo == LDM && LDM % 8 == 0, "one pitch per tile shape; 16-byte rows");
-#line 127 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 120 "templates/wgmma64/prepare_bwd.cu.j2"
+  constexpr int LDT = ld_q_hat, LDM = ld_dM, KRP = ld_kR_part;  // [C][K], [C][C] row pitches; kR partials
+  static_assert(ld_k_hat == LDT && ld_U == LDT && ld_W == LDT && ld_dgc == LDT && LDM % 8 == 0,
+                "one pitch per tile shape; 16-byte rows");
+  bf16* const s_dMqk_hi = s_dM;                      // the split tiles, one after the other
+  bf16* const s_dMqk_lo = s_dM + C * LDM;
+  bf16* const s_dMkk_hi = s_dM + 2 * C * LDM;
+  bf16* const s_dMkk_lo = s_dM + 3 * C * LDM;
+#line 132 "templates/wgmma64/prepare_bwd.cu.j2"
   const int c = blockIdx.x, jh = blockIdx.y, H = gridDim.y, HV = H * G;  // jh: the q/k head
   ChunkAt at;                                        // the grid is an upper bound on the chunk count
   if (!locate_chunk(nullptr, nullptr, T, N, C, c, at)) return;
   const int tid = threadIdx.x, rl = tid % LPR, d0 = rl * KPT;      // row mapping
-#line 135 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 140 "templates/wgmma64/prepare_bwd.cu.j2"
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4, ch0 = warp * CW;   // mma mapping
-#line 137 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 142 "templates/wgmma64/prepare_bwd.cu.j2"
   const float core_scale = sc_scale;
   const long long tok0 = at.t0;
   const int L = at.L;
 
 #line 15 "templates/skeleton.j2"
   // ---- step prefetch (all, thread0): one thread asks L2 for the chunk's gradients of every value head (bulk prefetches, not waited for): the later plain loads meet L2 ----
-#line 142 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 147 "templates/wgmma64/prepare_bwd.cu.j2"
   if (tid == 0) {
     for (int gi = 0; gi < G; ++gi) {
       const long long ws = (long long)c * HV + jh * G + gi;
@@ -2215,14 +2213,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
   // ---- step prologue_qk (all, row): emitted, in passes of threads / 16 rows: q̂, k̂ of the q/k head (rows past the chunk's end zero) ----
-#line 2219 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2217 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll
-#line 155 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 160 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
     const long long tok = tok0 + i;
-#line 2226 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2224 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     // k: token_input
@@ -2257,14 +2255,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     float kh_out[KPT];
     #pragma unroll
     for (int j = 0; j < KPT; ++j) kh_out[j] = n_l2norm_7[j];
-#line 161 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 166 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
       s_q_hat[i * LDT + d0 + e] = valid ? qh_out[e] : 0.f;
       s_k_hat[i * LDT + d0 + e] = valid ? kh_out[e] : 0.f;
     }
   }
-#line 168 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 173 "templates/wgmma64/prepare_bwd.cu.j2"
   kdg::FragC dq_sum[NB][NT], dk_sum[NB][NT];        // mma mapping: dq̂, dk̂ of the own elements, over value heads
 #pragma unroll
   for (int I = 0; I < NB; ++I)
@@ -2274,7 +2272,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::frag_zero(dk_sum[I][nt]);
     }
 
-#line 180 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 185 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll 1
   for (int gi = 0; gi < G; ++gi) {
     const int h = jh * G + gi;
@@ -2286,14 +2284,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step prologue_v (all, row): emitted, per value head: a (into U's tile; a per-head decay copied to every channel), β ----
-#line 2290 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2288 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 205 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 210 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
       const long long tok = tok0 + i;
-#line 2297 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2295 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
       const float* in_A_log_row = in_A_log + h;
       const bf16* in_beta_row = in_beta + tok * HV + h;
       const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2334,18 +2332,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       #pragma unroll
       for (int j = 0; j < KPT; ++j) a_out[j] = n_mul_4[j];
       const float beta_out = n_sigmoid_8;
-#line 211 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 216 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int e = 0; e < KPT; ++e)                 // tail rows: a = 0 (α = 1), β = 0
         s_U[i * LDT + d0 + e] = valid ? a_out[e] : 0.f;
       if (rl == 0) s_beta[i] = valid ? beta_out : 0.f;
     }
-#line 217 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 222 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();                                // barrier "sync": a and β written
 
 #line 15 "templates/skeleton.j2"
     // ---- step block_factors (all, column): a thread per channel down the chunk: U_i = e^(Γi−Γm(I)), W_i = e^(Γm(I)−Γi) about row m(I) = 16I + 7 of each block (sums within the block); Gm: per block Γm(I), Γm(I)−Γm(I−1) and Γl−Γm(I) ----
-#line 221 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 226 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid < K) {                                  // a thread per channel, down the chunk
       // Γ within each block from its start (sums of 16 terms at most): U, W and the walk's steps carry no
       // cancellation of the chunk's Γ
@@ -2373,12 +2371,12 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         after += total[I];
       }
     }
-#line 278 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 283 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step load_grads (all, thread): masked to tril₀ and tril₋₁, split once into bf16 hi + lo ----
-#line 29 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 30 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int idx = 4 * tid; idx < C * C; idx += 4 * THREADS) {   // 4 columns j..j+3 of row i
       const int i = idx / C, j = idx % C;
       float4 mq = *reinterpret_cast<const float4*>(&ws_dMqk[ws * C * C + idx]);
@@ -2387,12 +2385,12 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       float* k4 = &mk.x;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {                 // masked to tril₀ and tril₋₁
-#line 42 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 43 "templates/wgmma64/prepare_bwd.cu.j2"
         q4[u] = j + u <= i ? q4[u] : 0.f;
         k4[u] = j + u < i ? k4[u] : 0.f;
-#line 45 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 46 "templates/wgmma64/prepare_bwd.cu.j2"
       }
-#line 47 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 48 "templates/wgmma64/prepare_bwd.cu.j2"
       uint2 qh, ql, kh, kl;                         // split once: bf16 hi + lo
       kdg::split_bf16(q4[0], q4[1], qh.x, ql.x);
       kdg::split_bf16(q4[2], q4[3], qh.y, ql.y);
@@ -2402,14 +2400,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       *reinterpret_cast<uint2*>(&s_dMqk_lo[i * LDM + j]) = ql;
       *reinterpret_cast<uint2*>(&s_dMkk_hi[i * LDM + j]) = kh;
       *reinterpret_cast<uint2*>(&s_dMkk_lo[i * LDM + j]) = kl;
-#line 60 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 61 "templates/wgmma64/prepare_bwd.cu.j2"
     }
-#line 306 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 311 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
-    // ---- step branch_grads (all, warp_channels): warp w, channels [8w, 8w + 8) of every row: b_q and R, then b_ki, as bf16 hi + lo mma.m16n8k16 products, every row block's sums live, each block's operand built once: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers (k̂·W; scale·q̂·U, β·k̂·U), the blocks between by a Horner walk of the accumulators (× e^(Γm(J)−Γm(J−1)) per channel), the rows × U or W after; then each block's elements, its loaded gradients asked for a block ahead: b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
-#line 310 "templates/wgmma64/prepare_bwd.cu.j2"
+    // ---- step branch_grads (all, warp_channels): warp w, channels [8w, 8w + 8) of every row: b_q and R, then b_ki, as bf16 hi + lo mma.m16n8k16 products, every row block's sums live, each block's operand built once: dMqk, dMkk (or their transposes) by ldmatrix, the other side built in registers (k̂·W; scale·q̂·U, β·k̂·U), the blocks between by a Horner walk of the accumulators (× e^(Γm(J)−Γm(J−1)) per channel), the rows × U or W after; every block's chunk gradients asked for before the products ----
+#line 315 "templates/wgmma64/prepare_bwd.cu.j2"
     // B fragment (K: 16 token rows from r0, N: 8 channels from ch) of mul·X·S·rs[row], split bf16
     // hi + lo
     auto frag_b = [&](const float* X, const float* S, const float* rs, float mul, int r0, int ch, kdg::FragB& hi,
@@ -2423,7 +2421,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       kdg::split_bf16(v[0], v[1], hi.x[0], lo.x[0]);
       kdg::split_bf16(v[2], v[3], hi.x[1], lo.x[1]);
     };
-#line 324 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 329 "templates/wgmma64/prepare_bwd.cu.j2"
     // a step of the Horner walk over the row blocks: its factors e^(Γm(J)−Γm(J−1)) ≤ 1 at the own channel columns,
     // then the accumulators' columns times them
     auto step_factors = [&](int J, float (&f)[NT][2]) {
@@ -2441,7 +2439,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
           acc[nt].x[cc + 2] *= f[nt][cc];
         }
     };
-#line 344 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 349 "templates/wgmma64/prepare_bwd.cu.j2"
     // Every row block's sums at once, so that each block's operand is built once per value head: the source blocks
     // in the outer loops, the accumulators of every target block live (unrolled: every register index a constant).
     kdg::FragC bq[NB][NT], R[NB][NT], bki[NB][NT];
@@ -2475,18 +2473,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
         frag_b(s_k_hat, s_W, nullptr, 1.f, J * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
-#line 378 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 383 "templates/wgmma64/prepare_bwd.cu.j2"
       float f[NT][2];
       if (J > 0) step_factors(J, f);
-#line 381 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 386 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = J; I < NB; ++I) {
-#line 384 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 389 "templates/wgmma64/prepare_bwd.cu.j2"
         if (J > 0) {
           walk(bq[I], f);
           walk(R[I], f);
         }
-#line 389 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 394 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I * B * LDM + J * B;         // dM[I, J]
         const kdg::FragA aqh = kdg::load_frag_a(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a(s_dMqk_lo + at, LDM, lane);
@@ -2509,15 +2507,15 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         frag_b(s_q_hat, s_U, nullptr, core_scale, I2 * B, ch0 + 8 * nt + g, qh[nt], ql[nt]);
         frag_b(s_k_hat, s_U, s_beta, 1.f, I2 * B, ch0 + 8 * nt + g, kh[nt], kl[nt]);
       }
-#line 412 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 417 "templates/wgmma64/prepare_bwd.cu.j2"
       float f[NT][2];
       if (I2 < NB - 1) step_factors(I2 + 1, f);
-#line 415 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 420 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
       for (int I = 0; I <= I2; ++I) {
-#line 418 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 423 "templates/wgmma64/prepare_bwd.cu.j2"
         if (I2 < NB - 1) walk(bki[I], f);
-#line 420 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 425 "templates/wgmma64/prepare_bwd.cu.j2"
         const int at = I2 * B * LDM + I * B;        // dM[I2, I], read transposed
         const kdg::FragA aqh = kdg::load_frag_a_trans(s_dMqk_hi + at, LDM, lane);
         const kdg::FragA aql = kdg::load_frag_a_trans(s_dMqk_lo + at, LDM, lane);
@@ -2530,6 +2528,9 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         }
       }
     }
+#line 15 "templates/skeleton.j2"
+    // ---- step branch_elements (all, warp_channels): each block's elements from the products' sums and the chunk gradients: b_kd, b_kr; dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R ----
+#line 441 "templates/wgmma64/prepare_bwd.cu.j2"
     // the elements of every block: b_q, b_kd, b_ki, b_kr; dq̂, dk̂ sums; dgc; Σ_rows k̂⊙b_kr and Σ_channels k̂⊙R
     // partials
     float kbr[NT][2] = {};
@@ -2538,7 +2539,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       float kR_rows[2] = {0.f, 0.f};
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) {
-#line 441 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 450 "templates/wgmma64/prepare_bwd.cu.j2"
         float ein[2], rout[2];                       // e^Γm(I) and e^(Γl−Γm(I)) at the two columns: E_i = U_i·ein,
 #pragma unroll                                       // e^(Γl−Γi) = W_i·rout
         for (int cc = 0; cc < 2; ++cc) {
@@ -2546,17 +2547,17 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
           ein[cc] = exp2f(s_Gm[I * K + ch] * LOG2E);
           rout[cc] = exp2f(s_Gm[(2 * NB + I) * K + ch] * LOG2E);
         }
-#line 449 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 458 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int i = I * B + kdg::frag_c_row(lane, e), ch = ch0 + 8 * nt + kdg::frag_c_col(lane, e);
           const bool valid = i < L;
           const float u = s_U[i * LDT + ch], w = s_W[i * LDT + ch];
           const float qv = s_q_hat[i * LDT + ch], kv = s_k_hat[i * LDT + ch];
-#line 456 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 465 "templates/wgmma64/prepare_bwd.cu.j2"
           const float bq_i = u * bq[I][nt].x[e], R_i = u * R[I][nt].x[e], bki_i = w * bki[I][nt].x[e];
           const float E = u * ein[e & 1], Rend = w * rout[e & 1];
-#line 462 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 471 "templates/wgmma64/prepare_bwd.cu.j2"
           const float g_qd = kdg::widen_bf16(w_qd[I][nt][e >> 1], e & 1);
           const float g_kd = kdg::widen_bf16(w_kd[I][nt][e >> 1], e & 1);
           const float g_kr = kdg::widen_bf16(w_kr[I][nt][e >> 1], e & 1);
@@ -2593,7 +2594,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 
 #line 15 "templates/skeleton.j2"
     // ---- step reverse_cumsum (all, warp_channels): lane c of warp w, channel 8w + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr ----
-#line 497 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 506 "templates/wgmma64/prepare_bwd.cu.j2"
     if (lane < CW) {
       const int ch = ch0 + lane;
       const float total = ws_d_decay_total[ws * K + ch] + s_kbr_total[ch];
@@ -2603,18 +2604,18 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[i * LDT + ch] = rev + total;
       }
     }
-#line 665 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 674 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 
 #line 15 "templates/skeleton.j2"
     // ---- step adjoint_v (all, row): emitted, in passes: the DSL backward graph per value head, seeded with d_decay and dβ = chunk_bwd's part + Σ k̂⊙R; each head parameter's per-token terms summed over this thread's rows into a pass-tall slice of W's tile (then U's) ----
-#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 678 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_dt_bias[KPT] = {};  // this thread's rows of ddt_bias
-#line 669 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 678 "templates/wgmma64/prepare_bwd.cu.j2"
     float part_A_log = 0.f;  // this thread's rows of dA_log
-#line 2616 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2617 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 672 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 681 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int pass = 0; pass < PASSES; ++pass) {
       const int i = pass * ROWS + tid / LPR;
       const bool valid = i < L;
@@ -2623,13 +2624,13 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 #pragma unroll
       for (int w = 0; w < KRP; ++w) kR += s_kR_part[i * KRP + w];
       const float seed_beta = (valid ? ws_dbeta[ws * C + i] : 0.f) + kR;
-#line 681 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 690 "templates/wgmma64/prepare_bwd.cu.j2"
       float seed_decay[KPT];
 #pragma unroll
       for (int e = 0; e < KPT; ++e) seed_decay[e] = s_dgc[i * LDT + d0 + e];
-#line 693 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 702 "templates/wgmma64/prepare_bwd.cu.j2"
       {
-#line 2633 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2634 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
         const float* in_A_log_row = in_A_log + h;
         const bf16* in_beta_row = in_beta + tok * HV + h;
         const float* in_dt_bias_row = in_dt_bias + h * K + d0;
@@ -2730,54 +2731,54 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         const float d_A_log = n_grad_A_log;
         if (valid) kdg::store_row(grad_in_g + (tok * HV + h) * K + d0, d_g);
         if (valid && rl == 0) store_f32(grad_in_beta + tok * HV + h, d_beta);
-#line 699 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 708 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
         for (int e = 0; e < KPT; ++e) part_dt_bias[e] += valid ? d_dt_bias[e] : 0.f;
-#line 702 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 711 "templates/wgmma64/prepare_bwd.cu.j2"
         part_A_log += valid ? d_A_log : 0.f;   // a per-token scalar: equal on every lane
-#line 705 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 714 "templates/wgmma64/prepare_bwd.cu.j2"
       }
     }
-#line 708 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 717 "templates/wgmma64/prepare_bwd.cu.j2"
     static_assert(2 <= 2 * 2, "head parameters: a slice of the two factor "
                   "tiles each (the plan's max_head_params)");
     // each parameter's row partials into a pass-tall slice of the factor tiles, W's then U's
     // (free since branch_grads)
-#line 713 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 722 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_dt_bias =
         s_W + 0 * ROWS * LDT;
-#line 713 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 722 "templates/wgmma64/prepare_bwd.cu.j2"
     float* const rows_A_log =
         s_W + 1 * ROWS * LDT;
-#line 718 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 727 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
     for (int e = 0; e < KPT; ++e) rows_dt_bias[(tid / LPR) * LDT + d0 + e] = part_dt_bias[e];
-#line 721 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 730 "templates/wgmma64/prepare_bwd.cu.j2"
     if (rl == 0) rows_A_log[(tid / LPR) * LDT] = part_A_log;
-#line 724 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 733 "templates/wgmma64/prepare_bwd.cu.j2"
     __syncthreads();
 #line 15 "templates/skeleton.j2"
     // ---- step param_sums (all, column): each head parameter's row partials (a pass's rows) added in row order: the chunk's partial ----
-#line 728 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 737 "templates/wgmma64/prepare_bwd.cu.j2"
     for (int col = tid; col < K; col += THREADS) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_dt_bias[r * LDT + col];
       ws_part_dt_bias[ws * K + col] = acc;
     }
-#line 734 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 743 "templates/wgmma64/prepare_bwd.cu.j2"
     if (tid == 0) {
       float acc = 0.f;
       for (int r = 0; r < ROWS; ++r) acc += rows_A_log[r * LDT];
       ws_part_A_log[ws] = acc;
     }
-#line 742 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 751 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 
 #line 15 "templates/skeleton.j2"
   // ---- step seeds (all, warp_channels): the GVA-summed dq̂, dk̂ from the registers into the tiles dgc and W ----
-#line 745 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 754 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();                                  // every reader of the dgc and W tiles is done
-#line 747 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 756 "templates/wgmma64/prepare_bwd.cu.j2"
 #pragma unroll
   for (int I = 0; I < NB; ++I)
 #pragma unroll
@@ -2788,14 +2789,14 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
         s_dgc[at] = dq_sum[I][nt].x[e];
         s_W[at] = dk_sum[I][nt].x[e];
       }
-#line 768 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 777 "templates/wgmma64/prepare_bwd.cu.j2"
   __syncthreads();
 
 #line 15 "templates/skeleton.j2"
   // ---- step adjoint_qk (all, row): emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂ ----
-#line 2797 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2798 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
 #pragma unroll 2
-#line 772 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 781 "templates/wgmma64/prepare_bwd.cu.j2"
   for (int pass = 0; pass < PASSES; ++pass) {
     const int i = pass * ROWS + tid / LPR;
     const bool valid = i < L;
@@ -2806,7 +2807,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
       seed_query[e] = s_dgc[i * LDT + d0 + e];
       seed_key[e] = s_W[i * LDT + d0 + e];
     }
-#line 2810 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2811 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const bf16* in_k_row = in_k + (tok * H + jh) * K + d0;
     const bf16* in_q_row = in_q + (tok * H + jh) * K + d0;
     float given_l2norm_6[KPT];
@@ -2921,7 +2922,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
     for (int j = 0; j < KPT; ++j) d_k[j] = n_grad_k[j];
     if (valid) kdg::store_row(grad_in_q + (tok * H + jh) * K + d0, d_q);
     if (valid) kdg::store_row(grad_in_k + (tok * H + jh) * K + d0, d_k);
-#line 785 "templates/wgmma64/prepare_bwd.cu.j2"
+#line 794 "templates/wgmma64/prepare_bwd.cu.j2"
   }
 }
 
@@ -2934,7 +2935,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) prepare_bwd(
 // (N * ((T + 63) / 64)) are read: the chunk dim is an upper bound.
 extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     const float* __restrict__ ws_part_dt_bias,
-#line 2938 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2939 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
     const float* __restrict__ ws_part_A_log,
     float* __restrict__ grad_in_dt_bias,
     float* __restrict__ grad_in_A_log,
@@ -2943,7 +2944,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) param_reduce(
     int HV) {
 #line 13 "templates/mma16/param_reduce.cu.j2"
   constexpr int ROWS = 8;
-#line 2947 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
+#line 2948 "kda_lb5_l2_bsig_k128v128_bf16_gbf16_bbf16_gva1_wgmma64_sm90a/backward.cu"
   // shared memory: 1024 B, static
   __shared__ __align__(16) unsigned char smem_raw[1024];
   float* const s_rows = reinterpret_cast<float*>(smem_raw + 0);  // rows [8 x 32] f32, ld 32

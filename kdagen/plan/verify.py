@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import networkx as nx
 
+from .cut import resident_ctas
 from .model import DTYPE_BYTES, SWIZZLES, WARP, Kernel, Plan
 from .problem import ARCHS, PlanError
 from .smem import ALIGN, MBARRIER_BYTES
@@ -74,6 +75,9 @@ def _smem(k: Kernel, arch) -> list[str]:
     out, where = [], f"kernel {k.name}"
     if k.smem_bytes > arch.smem_per_block:
         out.append(f"{where}: shared memory {k.smem_bytes} B exceeds the {arch.name} limit {arch.smem_per_block} B")
+    if resident_ctas(k, arch.name) < k.min_ctas_per_sm:
+        out.append(f"{where}: {k.min_ctas_per_sm} CTAs/SM asked for by its launch bounds, but {k.smem_bytes} B of "
+                   f"shared memory each (and 1 KB reserved) let an SM hold {resident_ctas(k, arch.name)}")
     if not k.smem_dynamic and k.smem_bytes > arch.static_smem:
         out.append(f"{where}: {k.smem_bytes} B of static shared memory exceeds {arch.static_smem} B "
                    "(mark it smem_dynamic)")
@@ -342,6 +346,10 @@ def _steps(k: Kernel) -> list[str]:
                 if a1 <= z2 and a2 <= z1:
                     out.append(f"{where}: buffers {n1!r} and {n2!r} share alias group {g!r} but are live at once "
                                f"(steps {a1}..{z1} and {a2}..{z2})")
+                elif not any(b in bars for t in k.steps[min(z1, z2) + 1:max(a1, a2) + 1] for b in t.waits):
+                    later = n2 if a2 > z1 else n1
+                    out.append(f"{where}: buffer {later!r} takes the place of the other in alias group {g!r} with no "
+                               f"barrier between the last use of one and the first of the other")
     return out
 
 

@@ -260,6 +260,13 @@ def prepare_bwd_threads(K: int, f: Facts) -> int:
     return 32 * K // 8 if contractions_of(diagonal_form(f)) == "mma" else PREPARE_BWD_THREADS
 
 
+def prepare_bwd_ctas(K: int, f: Facts) -> int:
+    """CTAs per SM. The tensor-core form at K = 64 has 8 warps, which alone on an SM wait on their own barriers and
+    loads; with dgc over the split dM tiles (dead once the products are done: one more barrier) two CTAs fit in
+    registers and shared memory, giving the SM the 16 warps that K = 128's one CTA has."""
+    return 2 if contractions_of(diagonal_form(f)) == "mma" and prepare_bwd_threads(K, f) <= 256 else 1
+
+
 def max_head_params(K: int, f: Facts) -> int:
     """Each head parameter stages its per-row partials in a slice, as tall as a pass of the row mapping, of the two
     [64][K] factor tiles (Q's then P's, or W's then U's on tensor cores), free once the contractions are done."""
@@ -276,6 +283,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
     contractions = contractions_of(diagonal)
     mma = contractions == "mma"
     threads = prepare_bwd_threads(K, f)
+    ctas = prepare_bwd_ctas(K, f)
     warps = threads // 32
     parts = threads // K
     factored = diagonal == "factored"
@@ -286,10 +294,12 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
     row_side, key_side = ("U", "W") if mma else ("P", "Q")
     buffers = [Buffer("q_hat", (C, K), "f32", **tile), Buffer("k_hat", (C, K), "f32", **tile),
                Buffer(row_side, (C, K), "f32", **tile), Buffer(key_side, (C, K), "f32", **tile),
-               Buffer("dgc", (C, K), "f32", **tile), Buffer("beta", (C,), "f32"),
+               Buffer("dgc", (C, K), "f32", alias="dM_then_dgc" if ctas == 2 else None, **tile),
+               Buffer("beta", (C,), "f32"),
                Buffer("kR_part", (C, warps if mma else K // 32), "f32")]
     if mma:
-        buffers += [Buffer(n, (C, C), "bf16", ld=C + SPLIT_PAD) for n in ("dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo")]
+        # the split tiles dMqk hi, lo, dMkk hi, lo, one after the other
+        buffers += [Buffer("dM", (4, C, C), "bf16", ld=C + SPLIT_PAD, alias="dM_then_dgc" if ctas == 2 else None)]
         buffers += [Buffer("kbr_total", (K,), "f32")]
         # factored: Γm(I), Γm(I) − Γm(I−1), Γl − Γm(I) per block and channel (the last two from sums within blocks)
         # per-head: Γ, e^Γ and e^(Γl−Γ) per row
@@ -326,22 +336,26 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
                  writes=["U", "W", "Gm" if factored else "gamma"], waits=["sync"], loop=True,
                  note=("a thread per channel down the chunk: " if factored else "") + factors),
             Step("load_grads", "all", "thread", reads=[] if factored else ["gamma"],
-                 writes=["dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo"], waits=["sync"], loop=True,
+                 writes=["dM"], waits=["sync"], loop=True,
                  global_reads=["ws_dMqk", "ws_dMkk"],
                  note="masked to tril₀ and tril₋₁" + ("" if factored else ", × e^(Γi−Γj) ≤ 1 (the per-head decay's "
                                                       "pair factors)") + ", split once into bf16 hi + lo"),
             Step("branch_grads", "all", "warp_channels",
-                 reads=["U", "W", "q_hat", "k_hat", "dMqk_hi", "dMqk_lo", "dMkk_hi", "dMkk_lo", "beta",
-                        *(["Gm"] if factored else [])],
-                 writes=["dgc", "kR_part", "kbr_total"], waits=["sync"], loop=True, global_reads=grads,
+                 reads=["U", "W", "q_hat", "k_hat", "dM", "beta", *(["Gm"] if factored else [])],
+                 waits=["sync"], loop=True, global_reads=grads,
                  note="warp w, channels [8w, 8w + 8) of every row: b_q and R, then b_ki, as bf16 hi + lo "
                       "mma.m16n8k16 products, every row block's sums live, each block's operand built once: dMqk, "
                       "dMkk (or their transposes) by ldmatrix, the other side built in registers "
                       + ("(k̂·W; scale·q̂·U, β·k̂·U), the blocks between by a Horner walk of the accumulators "
                          "(× e^(Γm(J)−Γm(J−1)) per channel), the rows × U or W after" if factored
                          else "(raw k̂; scale·q̂, β·k̂)")
-                      + "; then each block's elements, its loaded gradients asked for a block ahead: b_kd, b_kr; "
-                        "dq̂ += b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R"),
+                      + "; every block's chunk gradients asked for before the products"),
+            Step("branch_elements", "all", "warp_channels",
+                 reads=["U", "W", "q_hat", "k_hat", "beta", *(["Gm"] if factored else [])],
+                 writes=["dgc", "kR_part", "kbr_total"], waits=["sync"] if ctas == 2 else [], loop=True,
+                 note="each block's elements from the products' sums and the chunk gradients: b_kd, b_kr; dq̂ += "
+                      "b_q, dk̂ += Σb (registers); dgc; Σ_rows k̂⊙b_kr; Σ over the warp's channels of k̂⊙R"
+                      + ("; after a barrier, since dgc takes the split dM tiles' place" if ctas == 2 else "")),
             Step("reverse_cumsum", "all", "warp_channels", reads=["dgc", "kbr_total"], writes=["dgc"], loop=True,
                  global_reads=["ws_d_decay_total"],
                  note="lane c of warp w, channel 8w + c: d_decay = suffix sum + d_decay_total + Σ_rows k̂⊙b_kr")]
@@ -392,15 +406,17 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
     ]
     # per value head: loop top, then on tensor cores a, block factors, the split tiles, branch grads; on CUDA cores
     # a and the grads loaded, block factors, branch grads, d_decay; the parameter rows
-    phases = 5 + bool(head_params)
+    phases = 5 + bool(head_params) + (ctas == 2)
     return Kernel(
         name="prepare_bwd", kind="prepare_bwd", template="wgmma64/prepare_bwd.cu.j2", direction="backward",
-        grid=["chunks", "H"], threads=threads, min_ctas_per_sm=1,
-        roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=min(255, 65536 // threads))],
+        grid=["chunks", "H"], threads=threads, min_ctas_per_sm=ctas,
+        roles=[Role("all", (0, warps), work=[s.name for s in steps], regs=min(255, 65536 // (threads * ctas)))],
         buffers=buffers,
         barriers=[Barrier("sync", "cta", threads, [("all", "thread")], ["all"], phases_per_iter=phases,
                           note="__syncthreads per value head: loop top, "
-                               + ("a, block factors, the split tiles, branch grads" if mma else
+                               + ("a, block factors, the split tiles, "
+                                  + ("the products (dgc over the split tiles), " if ctas == 2 else "")
+                                  + "branch grads" if mma else
                                   "a and the grads loaded, block factors, branch grads, d_decay")
                                + (", the parameter rows" if head_params else "")
                                + "; twice after the loop (the seeds)")],
