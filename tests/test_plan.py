@@ -274,9 +274,15 @@ def test_wgmma64_prepare_bwd_two_ctas_per_sm_at_head_dim_64():
     plan = make_plan(default_problem("kda", head_dim=64, arch="sm_90a"), family="wgmma64")
     elements = lambda p: next(s for s in _k(p, "prepare_bwd").steps if s.name == "branch_elements")  # noqa: E731
     assert_refused(plan, "no barrier before dgc", lambda p: elements(p).waits.clear(),
-                   "buffer 'dgc' takes the place of the other in alias group 'dM_then_dgc' with no barrier")
+                   "buffer 'dgc' takes the place of 'dM' (alias group 'dM_then_dgc') with no barrier between 'dM''s")
+    step = lambda p, name: next(s for s in _k(p, "prepare_bwd").steps if s.name == name)  # noqa: E731
+    # the next value head's split tiles over dgc: param_sums' and the loop top's barriers stand between
+    assert_refused(plan, "no barrier before the next head's dM",
+                   lambda p: [step(p, n).waits.clear() for n in ("param_sums", "prologue_v", "block_factors",
+                                                                 "load_grads")],
+                   "buffer 'dM' takes the place of 'dgc' (alias group 'dM_then_dgc') in the next loop iteration")
     assert_refused(plan, "tiles too big for two", lambda p: setattr(_k(p, "prepare_bwd"), "smem_bytes", 120 * 1024),
-                   "2 CTAs/SM asked for by its launch bounds, but 122880 B of shared memory each")
+                   "2 CTAs/SM asked for by its launch bounds, but an SM holds 1 (122880 B of shared memory each")
 
 
 @pytest.mark.parametrize("name, breaks, message", BROKEN, ids=[b[0] for b in BROKEN])

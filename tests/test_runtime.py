@@ -574,3 +574,62 @@ def test_notes_are_log_records_of_the_kdagen_logger(monkeypatch, caplog):
         env.note("compiling x for sm_90a")
     assert [(r.name, r.levelname, r.getMessage()) for r in caplog.records] == \
         [("kdagen", "INFO", "compiling x for sm_90a")]
+
+
+def test_kernel_modules_load_one_after_another_where_no_thread_starts(monkeypatch):
+    """load_kernel_modules compiles each kernel's program in a thread of its own; where a thread cannot start (the
+    interpreter shutting down) it loads that kernel and the rest in the caller's thread, and still returns every
+    kernel's module (no unstarted thread joined)."""
+    monkeypatch.setattr(loader, "_grouped", {})
+    callers = {}
+
+    def fake_load(uri, source, arch, *, device=None):
+        callers[uri] = threading.current_thread().name
+        return types.SimpleNamespace(uri=uri)
+    monkeypatch.setattr(loader, "load_module", fake_load)
+    start, started = threading.Thread.start, []
+
+    def start_once(self):
+        if started:
+            raise RuntimeError("can't create new thread at interpreter shutdown")
+        started.append(self)
+        start(self)
+    monkeypatch.setattr(threading.Thread, "start", start_once)
+    units = tuple((f"k{i}", f"uri{i}", "src") for i in range(3))
+    modules = loader.load_kernel_modules(units, "sm_90a", device=0)
+    assert {k: m.uri for k, m in modules.modules.items()} == {"k0": "uri0", "k1": "uri1", "k2": "uri2"}
+    assert callers["uri0"] == "kdagen-compile"
+    assert callers["uri1"] == callers["uri2"] == threading.current_thread().name
+
+
+def test_an_interrupted_join_waits_for_the_compiles_under_way(monkeypatch):
+    """Ctrl-C while the caller joins the compile threads: the interrupt goes on only after the threads still
+    compiling have ended (or EXIT_WAIT_S has passed), so the interpreter never finalises under a compile."""
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait, daemon=True)
+    worker.start()
+    join = threading.Thread.join
+    calls = []
+
+    def interrupted_join(self, timeout=None):
+        calls.append(timeout)
+        if len(calls) == 1:
+            release.set()                    # the compile ends while the interrupt is handled
+            raise KeyboardInterrupt
+        join(self, timeout)
+    monkeypatch.setattr(threading.Thread, "join", interrupted_join)
+    with pytest.raises(KeyboardInterrupt):
+        loader._join([worker])
+    assert calls[0] is None and 0 < calls[1] <= loader.EXIT_WAIT_S and not worker.is_alive()
+
+
+def test_a_kernel_program_is_named_after_its_kernel():
+    """A backward kernel compiled as a program of its own carries its own unit name in its #line directives (and in
+    the source file a profile keeps), not its direction's."""
+    from kdagen.codegen import render_unit
+    from kdagen.ops import config as config_mod
+    cfg = dataclasses.replace(config_mod.options_config(Options(op="gdn"), 64, 64, "sm_90a", has_A_log=False,
+                                                        has_dt_bias=False), family="wgmma64")
+    plan, recurrence = cfg.planned()
+    source = render_unit(plan, recurrence, "backward", kernel="dstate")
+    assert f'"{plan.uri}/backward_dstate.cu"' in source and f'"{plan.uri}/backward.cu"' not in source

@@ -26,10 +26,11 @@ HEADERS = (("common", "types.cuh"), ("common", "ptx.cuh"), ("sm80", "ptx.cuh"), 
 DIRECTIONS = ("forward", "backward")
 
 
-def unit_name(direction: str, entries: bool = False) -> str:
+def unit_name(direction: str, entries: bool = False, kernel: str | None = None) -> str:
     """A direction's unit (each kernel's main entry point), or its entries unit (the kernels' further entry points,
-    `Kernel.entries`: compiled only when a call launches one)."""
-    return f"{direction}{'_entries' if entries else ''}.cu"
+    `Kernel.entries`: compiled only when a call launches one); with `kernel`, that kernel's program alone (the
+    name its #line directives and a kept source file carry)."""
+    return f"{direction}{'_entries' if entries else ''}{f'_{kernel}' if kernel else ''}.cu"
 
 
 def header_files(groups) -> list[str]:
@@ -174,7 +175,7 @@ def render_unit(plan: Plan, recurrence, direction: str, entries: bool = False, k
     common = [(path, lines.mark_text(text, f"templates/{path}")) for path, text in header_sources(plan.headers)]
     text = environment().get_template("unit.cu.j2").render(header=header(plan, direction, entries, kernel),
                                                            common=common, kernels=kernels)
-    return lines.resolve(text, f"{plan.uri}/{unit_name(direction, entries)}")
+    return lines.resolve(text, f"{plan.uri}/{unit_name(direction, entries, kernel)}")
 
 
 def render(plan: Plan, recurrence, directions=DIRECTIONS) -> dict:

@@ -75,9 +75,10 @@ def _smem(k: Kernel, arch) -> list[str]:
     out, where = [], f"kernel {k.name}"
     if k.smem_bytes > arch.smem_per_block:
         out.append(f"{where}: shared memory {k.smem_bytes} B exceeds the {arch.name} limit {arch.smem_per_block} B")
-    if resident_ctas(k, arch.name) < k.min_ctas_per_sm:
-        out.append(f"{where}: {k.min_ctas_per_sm} CTAs/SM asked for by its launch bounds, but {k.smem_bytes} B of "
-                   f"shared memory each (and 1 KB reserved) let an SM hold {resident_ctas(k, arch.name)}")
+    resident = resident_ctas(k, arch.name)
+    if resident < k.min_ctas_per_sm:
+        out.append(f"{where}: {k.min_ctas_per_sm} CTAs/SM asked for by its launch bounds, but an SM holds "
+                   f"{resident} ({k.smem_bytes} B of shared memory each and 1 KB reserved; {k.threads} threads each)")
     if not k.smem_dynamic and k.smem_bytes > arch.static_smem:
         out.append(f"{where}: {k.smem_bytes} B of static shared memory exceeds {arch.static_smem} B "
                    "(mark it smem_dynamic)")
@@ -334,22 +335,45 @@ def _steps(k: Kernel) -> list[str]:
             out.append(f"{where}: buffer {b.name!r} is never used by any step")
         elif b.name not in read:
             out.append(f"{where}: buffer {b.name!r} is written but never read")
-    groups: dict[str, list[tuple[str, int, int]]] = {}
+    return out
+
+
+def _aliases(k: Kernel) -> list[str]:
+    """Buffers of one alias group live in disjoint step ranges, and the later takes the place of the earlier only
+    after a barrier: a step of the later's first user's role, after the earlier's last use, waits on a barrier that
+    role of the last use arrives on; where both are used inside the loop, likewise from the later's last use in an
+    iteration to the earlier's first use in the next."""
+    out, where = [], f"kernel {k.name}"
+    bars = {b.name: b for b in k.barriers}
+    loop = [i for i, s in enumerate(k.steps) if s.loop]
+
+    def uses(name: str) -> list[int]:
+        return [i for i, s in enumerate(k.steps) if name in s.reads + s.writes]
+
+    def synced(between: list, waiter: str, arriver: str) -> bool:
+        return any(t.role == waiter and b in bars and arriver in [r for r, _ in bars[b].arrivals]
+                   for t in between for b in t.waits)
+    groups: dict[str, list[str]] = {}
     for b in k.buffers:
-        if b.alias:
-            idx = [i for i, s in enumerate(k.steps) if b.name in s.reads + s.writes]
-            if idx:
-                groups.setdefault(b.alias, []).append((b.name, min(idx), max(idx)))
-    for g, members in groups.items():
-        for i, (n1, a1, z1) in enumerate(members):
-            for n2, a2, z2 in members[i + 1:]:
-                if a1 <= z2 and a2 <= z1:
+        if b.alias and uses(b.name):
+            groups.setdefault(b.alias, []).append(b.name)
+    for g, names in groups.items():
+        for i, n1 in enumerate(names):
+            for n2 in names[i + 1:]:
+                u1, u2 = uses(n1), uses(n2)
+                if u1[0] <= u2[-1] and u2[0] <= u1[-1]:
                     out.append(f"{where}: buffers {n1!r} and {n2!r} share alias group {g!r} but are live at once "
-                               f"(steps {a1}..{z1} and {a2}..{z2})")
-                elif not any(b in bars for t in k.steps[min(z1, z2) + 1:max(a1, a2) + 1] for b in t.waits):
-                    later = n2 if a2 > z1 else n1
-                    out.append(f"{where}: buffer {later!r} takes the place of the other in alias group {g!r} with no "
-                               f"barrier between the last use of one and the first of the other")
+                               f"(steps {u1[0]}..{u1[-1]} and {u2[0]}..{u2[-1]})")
+                    continue
+                (first, u1), (later, u2) = sorted(((n1, u1), (n2, u2)), key=lambda m: m[1][0])
+                if not synced(k.steps[u1[-1] + 1:u2[0] + 1], k.steps[u2[0]].role, k.steps[u1[-1]].role):
+                    out.append(f"{where}: buffer {later!r} takes the place of {first!r} (alias group {g!r}) with no "
+                               f"barrier between {first!r}'s last use and its first")
+                l1, l2 = [j for j in u1 if j in loop], [j for j in u2 if j in loop]
+                if l1 and l2 and not synced(k.steps[l2[-1] + 1:loop[-1] + 1] + k.steps[loop[0]:l1[0] + 1],
+                                            k.steps[l1[0]].role, k.steps[l2[-1]].role):
+                    out.append(f"{where}: buffer {first!r} takes the place of {later!r} (alias group {g!r}) in the "
+                               f"next loop iteration with no barrier between")
     return out
 
 
@@ -415,7 +439,7 @@ def problems(plan: Plan) -> list[str]:
     for k in plan.kernels:
         for check in (_roles, _registers, _smem):
             out += check(k, arch)
-        for check in (_swizzles, _barriers, _pipelines, _steps, _params):
+        for check in (_swizzles, _barriers, _pipelines, _steps, _aliases, _params):
             out += check(k)
         out += _tensor_maps(k, arch, workspaces)
         # a kernel reads a workspace's pointer as its parameter's C type: another dtype would read garbage

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -107,26 +108,48 @@ def load_kernel_modules(units: tuple, arch: str, *, device=None) -> KernelModule
     modules = _grouped.get(key)
     if modules is None:
         loaded: list = [None] * len(units)
+        where = device                  # a worker thread's current device is device 0: name the caller's
+        if not _indexed(device) and torch.cuda.is_available():
+            where = torch.cuda.current_device()
 
         def load(i: int) -> None:
             try:
-                loaded[i] = load_module(units[i][1], units[i][2], arch, device=device)
+                loaded[i] = load_module(units[i][1], units[i][2], arch, device=where)
             except BaseException as e:      # noqa: BLE001 — raised below, in the caller's thread
                 loaded[i] = e
-        # daemon threads, joined here: a process ending during a compile that hangs is not held by them (the ops'
-        # backward compiled ahead has its own bounded wait at exit: kdagen.ops.config._finish_ahead)
-        threads = [threading.Thread(target=load, args=(i,), name="kdagen-compile", daemon=True)
-                   for i in range(len(units))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        threads: list[threading.Thread] = []
+        try:
+            for i in range(len(units)):
+                threads.append(threading.Thread(target=load, args=(i,), name="kdagen-compile", daemon=True))
+                threads[-1].start()
+        except RuntimeError:                # no thread starts (the interpreter shutting down): one after another
+            for i in range(len(threads) - 1, len(units)):
+                load(i)
+            threads.pop()
+        _join(threads)
         failed = next((e for e in loaded if isinstance(e, BaseException)), None)
         if failed is not None:
             raise failed
         with _memo_lock:
             modules = _grouped.setdefault(key, KernelModules({unit[0]: m for unit, m in zip(units, loaded)}))
     return modules
+
+
+EXIT_WAIT_S = 60.0                  # the longest an interrupted caller waits for compiles already under way
+
+
+def _join(threads: list) -> None:
+    """Join the compile threads. Interrupted (Ctrl-C), wait a bounded time for those still inside NVRTC before the
+    interrupt goes on: a thread still in NVRTC when the interpreter finalises crashes the process at exit, and a
+    compile that never ends must not keep it alive (they are daemons)."""
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:
+        deadline = time.monotonic() + EXIT_WAIT_S
+        for thread in threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        raise
 
 
 def _indexed(device) -> bool:

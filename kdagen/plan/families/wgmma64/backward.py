@@ -404,8 +404,9 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
              global_writes=qk_grads,
              note="emitted, in passes: the q/k adjoint (L2 norm) seeded with the GVA-summed dq̂, dk̂"),
     ]
-    # per value head: loop top, then on tensor cores a, block factors, the split tiles, branch grads; on CUDA cores
-    # a and the grads loaded, block factors, branch grads, d_decay; the parameter rows
+    # per value head: loop top, then on tensor cores a, block factors, the split tiles, (with dgc over the split
+    # tiles) the products, branch grads; on CUDA cores a and the grads loaded, block factors, branch grads, d_decay;
+    # the parameter rows
     phases = 5 + bool(head_params) + (ctas == 2)
     return Kernel(
         name="prepare_bwd", kind="prepare_bwd", template="wgmma64/prepare_bwd.cu.j2", direction="backward",
