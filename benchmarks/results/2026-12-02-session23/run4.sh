@@ -4,7 +4,7 @@
 # GPU tests. Trimmed to what the review touched: three refused calls had left ≈ 350 s of device time.
 export PYTHONUNBUFFERED=1 KDAGEN_CACHE_DIR=/tmp/kdagen-cache
 cd "$(dirname "$0")/../../.."
-timeout 220 python3 -m pytest -m gpu -q -rfE --tb=short -p no:cacheprovider tests/gpu/test_wgmma64_backward_gpu.py \
+timeout 140 python3 -m pytest -m gpu -q -rfE --tb=short -p no:cacheprovider tests/gpu/test_wgmma64_backward_gpu.py \
   tests/test_runtime_ops_gpu.py tests/test_runtime.py -k "not mma16" > $OUT/suite.log 2>&1
 echo "suite rc=$?"; grep -E "[0-9]+ (passed|failed)|^(FAILED|ERROR)" $OUT/suite.log | tail -8
 echo "total ${SECONDS} s"
