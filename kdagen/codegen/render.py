@@ -131,10 +131,15 @@ def render_kernel(plan: Plan, kernel: Kernel, recurrence, entries: bool | str = 
     return lines.resolve(_marked_kernel(plan, kernel, recurrence, entries), f"{plan.uri}/{kernel.name}")
 
 
+def _unit_kernels(plan: Plan, direction: str, entries: bool, kernel: str | None) -> list[Kernel]:
+    """The kernels a unit holds: the direction's (with `entries`, those with further entry points), or `kernel`."""
+    return [k for k in plan.direction(direction) if (k.entries or not entries) and kernel in (None, k.name)]
+
+
 def header(plan: Plan, direction: str, entries: bool = False, kernel: str | None = None) -> str:
     p = plan.problem
     rec = p["recurrence"]
-    kernels = [k for k in plan.direction(direction) if (k.entries or not entries) and kernel in (None, k.name)]
+    kernels = _unit_kernels(plan, direction, entries, kernel)
     names = (lambda k: ", ".join(k.entries) + " (their launches set the grid)") if entries else (lambda k: k.name)
     lines = [
         f"kdagen {__version__} generated CUDA: {plan.uri} ({direction}{', further entry points' if entries else ''})",
@@ -167,7 +172,7 @@ def render_unit(plan: Plan, recurrence, direction: str, entries: bool = False, k
     siblings: kdagen.ops.config.PER_KERNEL)."""
     if direction not in DIRECTIONS:
         raise CodegenError(f"direction {direction!r}: one of {DIRECTIONS}")
-    chosen = [k for k in plan.direction(direction) if (k.entries or not entries) and kernel in (None, k.name)]
+    chosen = _unit_kernels(plan, direction, entries, kernel)
     if not chosen:
         raise CodegenError(f"{plan.uri}: no {direction} kernel " + (f"named {kernel!r}" if kernel else
                                                                      "has further entry points"))

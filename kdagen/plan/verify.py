@@ -323,9 +323,7 @@ def _steps(k: Kernel) -> list[str]:
             w = k.steps[j]
             if name not in bufs or bufs[name].scope == "warp" or (w.role, w.mapping) == (s.role, s.mapping):
                 continue
-            synced = any(b in bars and (w.role in [r for r, _ in bars[b].arrivals])
-                         for t in k.steps[j + 1:i + 1] if t.role == s.role for b in t.waits)
-            if not synced:
+            if not _synced(k, k.steps[j + 1:i + 1], s.role, w.role):
                 out.append(f"{where}: buffer {name!r} written by step {w.name!r} ({w.role}/{w.mapping}) and read by "
                            f"step {s.name!r} ({s.role}/{s.mapping}) with no barrier between them")
     read = {n for s in k.steps for n in s.reads}
@@ -338,21 +336,23 @@ def _steps(k: Kernel) -> list[str]:
     return out
 
 
+def _synced(k: Kernel, between: list, waiter: str, arriver: str) -> bool:
+    """Whether a step of role `waiter` among `between` waits on a barrier that role `arriver` arrives on."""
+    bars = {b.name: b for b in k.barriers}
+    return any(t.role == waiter and b in bars and arriver in [r for r, _ in bars[b].arrivals]
+               for t in between for b in t.waits)
+
+
 def _aliases(k: Kernel) -> list[str]:
     """Buffers of one alias group live in disjoint step ranges, and the later takes the place of the earlier only
     after a barrier: a step of the later's first user's role, after the earlier's last use, waits on a barrier that
     role of the last use arrives on; where both are used inside the loop, likewise from the later's last use in an
     iteration to the earlier's first use in the next."""
     out, where = [], f"kernel {k.name}"
-    bars = {b.name: b for b in k.barriers}
     loop = [i for i, s in enumerate(k.steps) if s.loop]
 
     def uses(name: str) -> list[int]:
         return [i for i, s in enumerate(k.steps) if name in s.reads + s.writes]
-
-    def synced(between: list, waiter: str, arriver: str) -> bool:
-        return any(t.role == waiter and b in bars and arriver in [r for r, _ in bars[b].arrivals]
-                   for t in between for b in t.waits)
     groups: dict[str, list[str]] = {}
     for b in k.buffers:
         if b.alias and uses(b.name):
@@ -366,12 +366,12 @@ def _aliases(k: Kernel) -> list[str]:
                                f"(steps {u1[0]}..{u1[-1]} and {u2[0]}..{u2[-1]})")
                     continue
                 (first, u1), (later, u2) = sorted(((n1, u1), (n2, u2)), key=lambda m: m[1][0])
-                if not synced(k.steps[u1[-1] + 1:u2[0] + 1], k.steps[u2[0]].role, k.steps[u1[-1]].role):
+                if not _synced(k, k.steps[u1[-1] + 1:u2[0] + 1], k.steps[u2[0]].role, k.steps[u1[-1]].role):
                     out.append(f"{where}: buffer {later!r} takes the place of {first!r} (alias group {g!r}) with no "
                                f"barrier between {first!r}'s last use and its first")
                 l1, l2 = [j for j in u1 if j in loop], [j for j in u2 if j in loop]
-                if l1 and l2 and not synced(k.steps[l2[-1] + 1:loop[-1] + 1] + k.steps[loop[0]:l1[0] + 1],
-                                            k.steps[l1[0]].role, k.steps[l2[-1]].role):
+                if l1 and l2 and not _synced(k, k.steps[l2[-1] + 1:loop[-1] + 1] + k.steps[loop[0]:l1[0] + 1],
+                                             k.steps[l1[0]].role, k.steps[l2[-1]].role):
                     out.append(f"{where}: buffer {first!r} takes the place of {later!r} (alias group {g!r}) in the "
                                f"next loop iteration with no barrier between")
     return out

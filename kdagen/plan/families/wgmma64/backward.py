@@ -284,6 +284,7 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
     mma = contractions == "mma"
     threads = prepare_bwd_threads(K, f)
     ctas = prepare_bwd_ctas(K, f)
+    dgc_alias = "dM_then_dgc" if ctas == 2 else None    # two CTAs per SM: dgc over the split dM tiles
     warps = threads // 32
     parts = threads // K
     factored = diagonal == "factored"
@@ -294,12 +295,12 @@ def prepare_bwd(*, K: int, varlen: bool, f: Facts, ws: list[Workspace]) -> Kerne
     row_side, key_side = ("U", "W") if mma else ("P", "Q")
     buffers = [Buffer("q_hat", (C, K), "f32", **tile), Buffer("k_hat", (C, K), "f32", **tile),
                Buffer(row_side, (C, K), "f32", **tile), Buffer(key_side, (C, K), "f32", **tile),
-               Buffer("dgc", (C, K), "f32", alias="dM_then_dgc" if ctas == 2 else None, **tile),
+               Buffer("dgc", (C, K), "f32", alias=dgc_alias, **tile),
                Buffer("beta", (C,), "f32"),
                Buffer("kR_part", (C, warps if mma else K // 32), "f32")]
     if mma:
         # the split tiles dMqk hi, lo, dMkk hi, lo, one after the other
-        buffers += [Buffer("dM", (4, C, C), "bf16", ld=C + SPLIT_PAD, alias="dM_then_dgc" if ctas == 2 else None)]
+        buffers += [Buffer("dM", (4, C, C), "bf16", ld=C + SPLIT_PAD, alias=dgc_alias)]
         buffers += [Buffer("kbr_total", (K,), "f32")]
         # factored: Γm(I), Γm(I) − Γm(I−1), Γl − Γm(I) per block and channel (the last two from sums within blocks)
         # per-head: Γ, e^Γ and e^(Γl−Γ) per row
